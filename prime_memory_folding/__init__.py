@@ -1,0 +1,66 @@
+"""Prime Memory Folding: a local-first memory engine for AI agents and IDEs.
+
+>>> from prime_memory_folding import MemoryEngine
+>>> with MemoryEngine(":memory:") as memory:
+...     _ = memory.store("We use SQLite in WAL mode", domain="decision", tags=["architecture"])
+...     [hit.record.content for hit in memory.query(domain="decision", tags=["architecture"])]
+['We use SQLite in WAL mode']
+
+Heavy modules (numpy, the engine) load on first use, so importing the package
+stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .address import Encoded
+from .errors import (
+    DimensionMismatch,
+    EmbeddingError,
+    InvalidInput,
+    InvalidRecordId,
+    NotAvailable,
+    NotFound,
+    PrimeMemoryError,
+    SchemaTooNew,
+    StoreError,
+    StoreLocked,
+)
+from .records import Hit, Record, Stats, StoreResult
+
+if TYPE_CHECKING:
+    from .engine import MemoryEngine, default_store_path
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DimensionMismatch",
+    "EmbeddingError",
+    "Encoded",
+    "Hit",
+    "InvalidInput",
+    "InvalidRecordId",
+    "MemoryEngine",
+    "NotAvailable",
+    "NotFound",
+    "PrimeMemoryError",
+    "Record",
+    "SchemaTooNew",
+    "Stats",
+    "StoreError",
+    "StoreLocked",
+    "StoreResult",
+    "__version__",
+    "default_store_path",
+]
+
+_LAZY = {"MemoryEngine", "default_store_path"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

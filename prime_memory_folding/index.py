@@ -1,0 +1,276 @@
+"""The in-memory structural index.
+
+It answers the structural gates without touching SQLite: a domain index
+(domain prime -> rows), subdomain and tag posting lists, every record's tag
+product, and numpy columns for importance, strength, recency and normalised
+vectors. Rows are positions in these columns; a forgotten record leaves a dead
+row until the index compacts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["IndexEntry", "StructuralIndex", "TagQuery"]
+
+Rows = npt.NDArray[np.int64]
+_EMPTY: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What the index keeps for one record, with labels already turned into primes."""
+
+    record_id: str
+    domain_prime: int
+    subdomain_prime: int
+    tag_primes: tuple[int, ...]
+    tag_product: int
+    importance: float
+    strength: float
+    updated_at: float
+    vector: npt.NDArray[np.float32] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TagQuery:
+    """Structural gates with labels turned into primes.
+
+    ``None`` for a domain or subdomain means "any". Tags unknown to the
+    registry must be resolved by the caller: an unknown required tag or domain
+    means nothing can match, and the caller should not ask at all.
+    """
+
+    domain_prime: int | None = None
+    subdomain_prime: int | None = None
+    all_of: tuple[int, ...] = ()
+    any_of: tuple[int, ...] = ()
+    none_of: tuple[int, ...] = ()
+    min_strength: float = 0.0
+
+
+class StructuralIndex:
+    """Columns and posting lists over every live record."""
+
+    def __init__(self) -> None:
+        self._ids: list[str | None] = []
+        self._row_of: dict[str, int] = {}
+        self._domain_rows: dict[int, set[int]] = {}
+        self._subdomain_rows: dict[int, set[int]] = {}
+        self._tag_rows: dict[int, set[int]] = {}
+        self._entry_keys: list[tuple[int, int, tuple[int, ...]]] = []
+        self._tag_product: list[int] = []
+        self._capacity = 0
+        self._importance = np.zeros(0, dtype=np.float64)
+        self._strength = np.zeros(0, dtype=np.float64)
+        self._updated = np.zeros(0, dtype=np.float64)
+        self._alive = np.zeros(0, dtype=bool)
+        self._has_vector = np.zeros(0, dtype=bool)
+        self._vectors: npt.NDArray[np.float32] | None = None
+        self._dead = 0
+
+    # -- size ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._row_of
+
+    @property
+    def dim(self) -> int | None:
+        """The dimension of the indexed vectors, once one has been seen."""
+        return None if self._vectors is None else int(self._vectors.shape[1])
+
+    def record_ids(self, rows: Iterable[int]) -> list[str]:
+        """Record ids for rows."""
+        ids = self._ids
+        return [ids[int(r)] for r in rows]  # type: ignore[misc]
+
+    def row_of(self, record_id: str) -> int | None:
+        return self._row_of.get(record_id)
+
+    def all_ids(self) -> list[str]:
+        return list(self._row_of)
+
+    def tag_product(self, row: int) -> int:
+        return self._tag_product[row]
+
+    # -- writes -------------------------------------------------------------
+
+    def _grow(self, needed: int) -> None:
+        if needed <= self._capacity:
+            return
+        capacity = max(needed, self._capacity * 2, 1024)
+        for name in ("_importance", "_strength", "_updated", "_alive", "_has_vector"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+        if self._vectors is not None:
+            vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
+            vectors[: len(self._vectors)] = self._vectors
+            self._vectors = vectors
+        self._capacity = capacity
+
+    def upsert(self, entry: IndexEntry) -> None:
+        """Add a record, or replace what the index holds for it."""
+        row = self._row_of.get(entry.record_id)
+        if row is None:
+            row = len(self._ids)
+            self._grow(row + 1)
+            self._ids.append(entry.record_id)
+            self._entry_keys.append((0, 0, ()))
+            self._tag_product.append(1)
+            self._row_of[entry.record_id] = row
+        else:
+            self._unlink(row)
+        key = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
+        self._entry_keys[row] = key
+        self._domain_rows.setdefault(entry.domain_prime, set()).add(row)
+        self._subdomain_rows.setdefault(entry.subdomain_prime, set()).add(row)
+        for prime in entry.tag_primes:
+            self._tag_rows.setdefault(prime, set()).add(row)
+        self._tag_product[row] = entry.tag_product
+        self._importance[row] = entry.importance
+        self._strength[row] = entry.strength
+        self._updated[row] = entry.updated_at
+        self._alive[row] = True
+        if entry.vector is None:
+            self._has_vector[row] = False
+            if self._vectors is not None:
+                self._vectors[row] = 0.0
+        else:
+            if self._vectors is None:
+                self._vectors = np.zeros((self._capacity, len(entry.vector)), dtype=np.float32)
+            norm = float(np.linalg.norm(entry.vector))
+            self._vectors[row] = entry.vector / norm if norm > 0 else entry.vector
+            self._has_vector[row] = True
+
+    def _unlink(self, row: int) -> None:
+        domain, subdomain, tags = self._entry_keys[row]
+        self._domain_rows.get(domain, set()).discard(row)
+        self._subdomain_rows.get(subdomain, set()).discard(row)
+        for prime in tags:
+            self._tag_rows.get(prime, set()).discard(row)
+
+    def remove(self, record_id: str) -> None:
+        """Drop a record; unknown ids are ignored."""
+        row = self._row_of.pop(record_id, None)
+        if row is None:
+            return
+        self._unlink(row)
+        self._ids[row] = None
+        self._entry_keys[row] = (0, 0, ())
+        self._alive[row] = False
+        self._has_vector[row] = False
+        self._dead += 1
+
+    def needs_compaction(self) -> bool:
+        return self._dead > 1024 and self._dead > len(self._row_of)
+
+    # -- structural gates ---------------------------------------------------
+
+    def select(self, gates: TagQuery) -> Rows:
+        """Rows that pass every structural gate, in row order.
+
+        The cheapest posting list is intersected first; every candidate of a
+        tag gate then passes the exact divisibility test on its tag product.
+        """
+        n = len(self._ids)
+        sets: list[set[int] | frozenset[int]] = []
+        if gates.domain_prime is not None:
+            sets.append(self._domain_rows.get(gates.domain_prime, _EMPTY))
+        if gates.subdomain_prime is not None:
+            sets.append(self._subdomain_rows.get(gates.subdomain_prime, _EMPTY))
+        for prime in gates.all_of:
+            sets.append(self._tag_rows.get(prime, _EMPTY))
+        if gates.any_of:
+            union: set[int] = set()
+            for prime in gates.any_of:
+                union.update(self._tag_rows.get(prime, _EMPTY))
+            sets.append(union)
+
+        products = self._tag_product
+        candidates: Iterable[int] | None = None
+        if sets:
+            sets.sort(key=len)
+            smallest = sets[0]
+            candidates = smallest.intersection(*sets[1:]) if len(sets) > 1 else smallest
+            if gates.all_of:
+                required = math.prod(gates.all_of)
+                candidates = [r for r in candidates if products[r] % required == 0]
+            if gates.any_of:
+                wanted = math.prod(gates.any_of)
+                candidates = [r for r in candidates if math.gcd(products[r], wanted) > 1]
+
+        if candidates is None:
+            rows: Rows = np.flatnonzero(self._alive[:n]).astype(np.int64)
+        else:
+            rows = np.fromiter(candidates, dtype=np.int64)
+            rows.sort()
+        if gates.none_of and len(rows):
+            excluded: set[int] = set()
+            for prime in gates.none_of:
+                excluded.update(self._tag_rows.get(prime, _EMPTY))
+            if excluded:
+                rows = rows[~np.isin(rows, np.fromiter(excluded, dtype=np.int64))]
+        if gates.min_strength > 0.0 and len(rows):
+            rows = rows[self._strength[rows] >= gates.min_strength]
+        return rows
+
+    # -- scoring columns --------------------------------------------------------
+
+    def importance(self, rows: Rows) -> npt.NDArray[np.float64]:
+        return self._importance[rows]
+
+    def strength(self, rows: Rows) -> npt.NDArray[np.float64]:
+        return self._strength[rows]
+
+    def updated_at(self, rows: Rows) -> npt.NDArray[np.float64]:
+        return self._updated[rows]
+
+    def has_vector(self, rows: Rows) -> npt.NDArray[np.bool_]:
+        return self._has_vector[rows]
+
+    def cosine(self, rows: Rows | None, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Cosine similarity of ``query`` (already normalised) with ``rows`` (all rows if None).
+
+        Rows without a vector score ``-inf`` so they sort last.
+        """
+        n = len(self._ids)
+        if self._vectors is None:
+            size = n if rows is None else len(rows)
+            return np.full(size, -np.inf, dtype=np.float32)
+        if rows is None:
+            scores = self._vectors[:n] @ query
+            scores[~self._has_vector[:n]] = -np.inf
+        else:
+            scores = self._vectors[rows] @ query
+            scores[~self._has_vector[rows]] = -np.inf
+        return scores
+
+    def alive_rows(self) -> Rows:
+        return np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
+
+    # -- summaries --------------------------------------------------------------
+
+    def counts(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        """Live records per domain prime, subdomain prime and tag prime."""
+
+        def sizes(postings: dict[int, set[int]]) -> dict[int, int]:
+            return {prime: len(rows) for prime, rows in postings.items() if rows}
+
+        return sizes(self._domain_rows), sizes(self._subdomain_rows), sizes(self._tag_rows)
+
+    def rebuild(self, entries: Sequence[IndexEntry]) -> None:
+        """Replace everything with ``entries`` (also compacts dead rows)."""
+        self.__init__()  # type: ignore[misc]
+        self._grow(len(entries))
+        for entry in entries:
+            self.upsert(entry)

@@ -1,0 +1,87 @@
+"""Ranking of the candidates that survived the structural gates.
+
+With a query vector, candidates are ordered by cosine similarity. Without one,
+by importance x strength, then by recency. Each ranked row carries the parts its
+score was made of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .index import Rows, StructuralIndex
+
+__all__ = ["RankedRow", "rank_by_salience", "rank_by_vector", "top_k"]
+
+
+@dataclass(frozen=True, slots=True)
+class RankedRow:
+    """A row of the index with its score and score parts."""
+
+    row: int
+    score: float
+    parts: dict[str, float]
+
+
+def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.int64]:
+    """Positions of the ``k`` highest scores, best first; ties keep position order."""
+    n = len(scores)
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+        order = np.lexsort((part, -scores[part]))
+        return part[order].astype(np.int64)
+    return np.lexsort((np.arange(n), -scores)).astype(np.int64)
+
+
+def rank_by_vector(
+    index: StructuralIndex, rows: Rows | None, query: npt.NDArray[np.float32], limit: int
+) -> list[RankedRow]:
+    """Best-first by cosine similarity; records without a vector are left out."""
+    scores = index.cosine(rows, query)
+    best = top_k(scores, limit)
+    best = best[np.isfinite(scores[best])]
+    chosen = best if rows is None else rows[best]
+    return [
+        RankedRow(int(row), float(scores[pos]), {"cosine": float(scores[pos])})
+        for pos, row in zip(best, chosen)
+    ]
+
+
+def rank_by_salience(index: StructuralIndex, rows: Rows, limit: int) -> list[RankedRow]:
+    """Best-first by importance x strength, then most recently updated."""
+    if limit <= 0 or len(rows) == 0:
+        return []
+    importance = index.importance(rows)
+    strength = index.strength(rows)
+    salience = importance * strength
+    if len(rows) > 4 * limit:
+        # Sorting only the rows at or above the limit-th salience gives the same
+        # order as sorting all of them, unless ties make that set large.
+        kth = np.partition(salience, len(salience) - limit)[len(salience) - limit]
+        keep = np.flatnonzero(salience >= kth)
+        if len(keep) <= 4 * limit:
+            rows, importance, strength, salience = (
+                rows[keep],
+                importance[keep],
+                strength[keep],
+                salience[keep],
+            )
+    updated = index.updated_at(rows)
+    order = np.lexsort((rows, -updated, -salience))[:limit]
+    return [
+        RankedRow(
+            int(rows[i]),
+            float(salience[i]),
+            {
+                "importance": float(importance[i]),
+                "strength": float(strength[i]),
+                "salience": float(salience[i]),
+            },
+        )
+        for i in order
+    ]

@@ -1,0 +1,156 @@
+"""The values the engine hands out, and the checks every input passes first."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidInput
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "Hit",
+    "Record",
+    "Stats",
+    "StoreResult",
+    "check_content",
+    "check_metadata",
+    "check_unit_interval",
+    "check_vector",
+]
+
+#: The longest content one record may hold. Memories are notes, not documents:
+#: a larger text should be split, and the limit keeps one call from bloating
+#: every later query response.
+MAX_CONTENT_CHARS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored memory.
+
+    ``address`` and ``record_id`` are fixed when the record is created and never
+    change, even when its labels are updated later.
+    """
+
+    record_id: str
+    address: int
+    domain: str
+    subdomain: str
+    tags: tuple[str, ...]
+    tag_product: int
+    content: str
+    importance: float
+    strength: float
+    created_at: float
+    updated_at: float
+    accessed_at: float
+    access_count: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    vector: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreResult:
+    """What one store did: the record, and whether it was new or reinforced."""
+
+    record: Record
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A query result: the record, its score and the parts the score was made of."""
+
+    record: Record
+    score: float
+    score_parts: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A summary of a store."""
+
+    path: str
+    records: int
+    domains: dict[str, int]
+    subdomains: dict[str, int]
+    tags: dict[str, int]
+    registries: dict[str, dict[str, int]]
+    store_bytes: int
+    embedding_space: str | None
+    schema_version: int
+
+
+def check_content(content: object) -> str:
+    """Raises InvalidInput unless ``content`` is a non-blank string within the size limit."""
+    if not isinstance(content, str):
+        raise InvalidInput(f"content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise InvalidInput("content is empty; give the text to remember")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidInput(
+            f"content has {len(content)} characters, over the limit of {MAX_CONTENT_CHARS}; "
+            "split it into several memories"
+        )
+    if "\x00" in content:
+        raise InvalidInput("content contains a NUL character; remove it")
+    return content
+
+
+def check_unit_interval(name: str, value: object) -> float:
+    """Raises InvalidInput unless ``value`` is a finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name} must be a number from 0 to 1, got {type(value).__name__}")
+    number = float(value)
+    if not (math.isfinite(number) and 0.0 <= number <= 1.0):
+        raise InvalidInput(f"{name} must be from 0 to 1, got {value!r}")
+    return number
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """Return the metadata and its canonical JSON text.
+
+    Raises:
+        InvalidInput: not a mapping with string keys, or not JSON-serialisable.
+    """
+    if metadata is None:
+        return {}, "{}"
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput(f"metadata must be a JSON object, got {type(metadata).__name__}")
+    try:
+        text = json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
+    loaded: dict[str, Any] = json.loads(text)
+    if len(loaded) != len(metadata):
+        raise InvalidInput("metadata keys must be strings")
+    return loaded, text
+
+
+def check_vector(vector: object) -> list[float]:
+    """Return ``vector`` as a list of finite floats.
+
+    Raises:
+        InvalidInput: not a non-empty sequence of finite numbers.
+    """
+    if vector is None or isinstance(vector, (str, bytes, Mapping)):
+        raise InvalidInput("vector must be a list of numbers")
+    if hasattr(vector, "tolist"):
+        vector = vector.tolist()
+    if not isinstance(vector, Sequence):
+        raise InvalidInput(f"vector must be a list of numbers, got {type(vector).__name__}")
+    values: list[float] = []
+    for i, item in enumerate(vector):
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise InvalidInput(f"vector[{i}] must be a number, got {type(item).__name__}")
+        number = float(item)
+        if not math.isfinite(number):
+            raise InvalidInput(f"vector[{i}] is {item!r}; every value must be finite")
+        values.append(number)
+    if not values:
+        raise InvalidInput("vector is empty; give at least one number")
+    return values

@@ -1,0 +1,80 @@
+"""The narrow interface between the engine and a storage backend.
+
+The engine talks to storage only through :class:`Storage`, so that another
+backend (PostgreSQL, for teams that outgrow one machine) can stand in for the
+embedded SQLite store.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..primes import Kind
+from ..records import Record
+
+__all__ = ["IndexRow", "Storage", "StoredRow", "blob_to_floats"]
+
+
+def blob_to_floats(blob: bytes) -> tuple[float, ...]:
+    """Decode a little-endian float32 vector blob."""
+    values = array("f")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """A record as stored: the record, its dedupe key and its raw vector blob."""
+
+    record: Record
+    dedupe_key: str
+    vector_blob: bytes | None
+    instance_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """The columns the in-memory structural index keeps for one record."""
+
+    record_id: str
+    domain: str
+    subdomain: str
+    tags: tuple[str, ...]
+    tag_product: int
+    importance: float
+    strength: float
+    updated_at: float
+    vector_blob: bytes | None
+
+
+class Storage(Protocol):
+    """What the engine needs from a durable backend."""
+
+    path: str
+
+    def close(self) -> None: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def schema_version(self) -> int: ...
+    def data_version(self) -> int: ...
+    def size_bytes(self) -> int: ...
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+    def load_primes(self) -> dict[Kind, dict[str, int]]: ...
+    def assign_prime(self, kind: Kind, label: str) -> int: ...
+    def find_dedupe(self, keys: Sequence[str]) -> dict[str, StoredRow]: ...
+    def existing_ids(self, record_ids: Sequence[str]) -> set[str]: ...
+    def insert(self, rows: Iterable[StoredRow]) -> None: ...
+    def replace(self, rows: Iterable[StoredRow]) -> None: ...
+    def delete(self, record_ids: Sequence[str]) -> None: ...
+    def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]: ...
+    def count(self) -> int: ...
+    def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]: ...
+    def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
+    def newest_change(self) -> int: ...

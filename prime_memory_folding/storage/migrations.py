@@ -1,0 +1,122 @@
+"""Schema migrations for the SQLite store.
+
+Each migration is a named function registered under a version number. They run
+in order, each in its own transaction, and each applied version is recorded in
+``schema_migrations``. Numbers are never reused or renumbered.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..primes import DEFAULT_LABELS, next_prime
+
+__all__ = ["MIGRATIONS", "Migration", "latest_version", "migration", "run_script"]
+
+MigrationFn = Callable[[sqlite3.Connection], None]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step."""
+
+    version: int
+    name: str
+    apply: MigrationFn
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(version: int) -> Callable[[MigrationFn], MigrationFn]:
+    """Register ``fn`` as schema step ``version``."""
+
+    def register(fn: MigrationFn) -> MigrationFn:
+        MIGRATIONS.append(Migration(version, fn.__name__, fn))
+        return fn
+
+    return register
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute a multi-statement script inside the caller's transaction.
+
+    ``Connection.executescript`` commits first, which would break a migration's
+    atomicity, so statements are split with SQLite's own completeness test.
+    """
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            db.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]}")
+
+
+def latest_version() -> int:
+    """The newest schema version this code knows."""
+    return max(m.version for m in MIGRATIONS)
+
+
+@migration(1)
+def create_core_tables(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE primes (
+            kind TEXT NOT NULL CHECK (kind IN ('domain', 'subdomain', 'tag')),
+            label TEXT NOT NULL,
+            prime INTEGER NOT NULL,
+            PRIMARY KEY (kind, label),
+            UNIQUE (kind, prime)
+        );
+        CREATE TABLE records (
+            id INTEGER PRIMARY KEY,
+            record_id TEXT NOT NULL UNIQUE,
+            dedupe_key TEXT NOT NULL UNIQUE,
+            domain TEXT NOT NULL,
+            subdomain TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            tag_product TEXT NOT NULL,
+            content TEXT NOT NULL,
+            vector BLOB,
+            importance REAL NOT NULL CHECK (importance BETWEEN 0 AND 1),
+            strength REAL NOT NULL CHECK (strength BETWEEN 0 AND 1),
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            accessed_at REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            instance_key TEXT
+        );
+        CREATE INDEX records_domain ON records (domain, subdomain);
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            record_id TEXT NOT NULL
+        );
+        CREATE TRIGGER records_change_insert AFTER INSERT ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (new.record_id);
+        END;
+        CREATE TRIGGER records_change_update AFTER UPDATE ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (new.record_id);
+        END;
+        CREATE TRIGGER records_change_delete AFTER DELETE ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (old.record_id);
+        END;
+        """,
+    )
+    for kind, labels in DEFAULT_LABELS.items():
+        prime = 1
+        for label in labels:
+            prime = next_prime(prime)
+            db.execute(
+                "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
+                (kind.value, label, prime),
+            )

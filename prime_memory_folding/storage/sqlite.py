@@ -1,0 +1,387 @@
+"""The embedded SQLite store: WAL mode, a busy timeout, migrations and a change log.
+
+Records live in one table; a trigger-fed ``changes`` table lets every
+connection's in-memory index catch up with what other processes wrote, without
+reloading everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import SchemaTooNew, StoreError, StoreLocked
+from ..primes import MAX_PRIME, Kind, next_prime
+from ..records import Record
+from .base import IndexRow, StoredRow, blob_to_floats
+from .migrations import MIGRATIONS, latest_version
+
+__all__ = ["SQLiteStorage"]
+
+#: How long a writer waits for another connection's lock before giving up.
+BUSY_TIMEOUT_MS = 10_000
+#: SQLite caps bound parameters per statement; stay well below it.
+_CHUNK = 500
+
+_RECORD_COLUMNS = (
+    "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
+    "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
+    "instance_key"
+)
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+    message = str(exc)
+    if "locked" in message or "busy" in message:
+        return StoreLocked(
+            f"store {path} stayed locked by another connection for over "
+            f"{BUSY_TIMEOUT_MS // 1000} s; retry, or stop the process holding a long transaction"
+        )
+    if "not a database" in message or "malformed" in message:
+        return StoreError(
+            f"store {path} is not a readable SQLite database ({message}); "
+            "restore it from a backup or point --store / PRIME_MEMORY_HOME at another file"
+        )
+    if "readonly" in message or "unable to open" in message:
+        return StoreError(
+            f"store {path} cannot be written ({message}); "
+            "check the file and folder permissions or choose another path"
+        )
+    if "disk is full" in message or "database or disk is full" in message:
+        return StoreError(f"store {path}: the disk is full; free space and retry")
+    return StoreError(f"store {path}: {message}")
+
+
+class SQLiteStorage:
+    """Durable state in one SQLite file (or ``:memory:``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._memory = self.path == ":memory:"
+        if not self._memory:
+            parent = Path(self.path).expanduser().resolve().parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the folder for store {self.path}: {exc.strerror}; "
+                    "choose a writable path with --store or PRIME_MEMORY_HOME"
+                ) from None
+            if Path(self.path).is_dir():
+                raise StoreError(f"store path {self.path} is a directory; give a file path")
+        try:
+            self.db = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from None
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not self._memory:
+                mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise StoreError(f"store {self.path} could not switch to WAL mode ({mode})")
+            # FULL makes each commit durable across power loss, not only process crashes.
+            self.db.execute("PRAGMA synchronous = FULL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise _translate(exc, self.path) from None
+        except StoreError:
+            self.db.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def _migrate(self) -> None:
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        applied = {row[0] for row in self.db.execute("SELECT version FROM schema_migrations")}
+        newest = latest_version()
+        if applied and max(applied) > newest:
+            raise SchemaTooNew(
+                f"store {self.path} has schema version {max(applied)}, but this version of "
+                f"prime-memory-folding knows only up to {newest}; upgrade the package"
+            )
+        for step in sorted(MIGRATIONS, key=lambda m: m.version):
+            if step.version in applied:
+                continue
+            with self.transaction():
+                # Another process may have applied it while this one waited for the lock.
+                if self.db.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (step.version,)
+                ).fetchone():
+                    continue
+                step.apply(self.db)
+                self.db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (step.version, step.name, time.time()),
+                )
+
+    def schema_version(self) -> int:
+        """The newest migration applied to this store."""
+        row = self.db.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write transaction that takes the write lock up front (BEGIN IMMEDIATE).
+
+        Raises:
+            StoreLocked: the lock stayed taken past the busy timeout.
+            StoreError: SQLite failed; the transaction was rolled back.
+        """
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from None
+        try:
+            yield
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise _translate(exc, self.path) from None
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to this store."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the database file and its write-ahead log."""
+        if self._memory:
+            page_size = self.db.execute("PRAGMA page_size").fetchone()[0]
+            pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+            return int(page_size * pages)
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.path + suffix)
+        return total
+
+    # -- meta ---------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- prime registries ------------------------------------------------------
+
+    def load_primes(self) -> dict[Kind, dict[str, int]]:
+        """Every registry as label -> prime."""
+        registries: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
+        for kind, label, prime in self.db.execute("SELECT kind, label, prime FROM primes"):
+            registries[Kind(kind)][label] = int(prime)
+        return registries
+
+    def assign_prime(self, kind: Kind, label: str) -> int:
+        """The label's prime, assigning the next one if new. Call inside a transaction.
+
+        Raises:
+            StoreError: the registry has run out of 32-bit primes.
+        """
+        row = self.db.execute(
+            "SELECT prime FROM primes WHERE kind = ? AND label = ?", (kind.value, label)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        highest = self.db.execute(
+            "SELECT max(prime) FROM primes WHERE kind = ?", (kind.value,)
+        ).fetchone()[0]
+        prime = next_prime(int(highest or 1))
+        if prime > MAX_PRIME:
+            raise StoreError(f"the {kind.value} registry of {self.path} has no 32-bit primes left")
+        self.db.execute(
+            "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)", (kind.value, label, prime)
+        )
+        return prime
+
+    # -- records ------------------------------------------------------------
+
+    def find_dedupe(self, keys: Sequence[str]) -> dict[str, StoredRow]:
+        """Existing rows whose dedupe key is among ``keys``."""
+        found: dict[str, StoredRow] = {}
+        for chunk in _chunks(list(keys)):
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE dedupe_key IN ({marks})", chunk
+            ):
+                stored = _stored_row(row)
+                found[stored.dedupe_key] = stored
+        return found
+
+    def existing_ids(self, record_ids: Sequence[str]) -> set[str]:
+        """The subset of ``record_ids`` that are taken."""
+        taken: set[str] = set()
+        for chunk in _chunks(list(record_ids)):
+            marks = ",".join("?" * len(chunk))
+            taken.update(
+                row[0]
+                for row in self.db.execute(
+                    f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk
+                )
+            )
+        return taken
+
+    def insert(self, rows: Iterable[StoredRow]) -> None:
+        """Insert new rows. Call inside a transaction."""
+        self.db.executemany(
+            f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({','.join('?' * 16)})",
+            (_row_values(row) for row in rows),
+        )
+
+    def replace(self, rows: Iterable[StoredRow]) -> None:
+        """Overwrite existing rows (matched by record id). Call inside a transaction."""
+        self.db.executemany(
+            "UPDATE records SET dedupe_key = ?, domain = ?, subdomain = ?, tags = ?, "
+            "tag_product = ?, content = ?, vector = ?, importance = ?, strength = ?, "
+            "created_at = ?, updated_at = ?, accessed_at = ?, access_count = ?, metadata = ?, "
+            "instance_key = ? "
+            "WHERE record_id = ?",
+            ((*_row_values(row)[1:], row.record.record_id) for row in rows),
+        )
+
+    def delete(self, record_ids: Sequence[str]) -> None:
+        """Delete rows. Call inside a transaction."""
+        for chunk in _chunks(list(record_ids)):
+            marks = ",".join("?" * len(chunk))
+            self.db.execute(f"DELETE FROM records WHERE record_id IN ({marks})", chunk)
+
+    def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]:
+        """Rows by record id; missing ids are absent from the result."""
+        found: dict[str, StoredRow] = {}
+        for chunk in _chunks(list(record_ids)):
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE record_id IN ({marks})", chunk
+            ):
+                stored = _stored_row(row)
+                found[stored.record.record_id] = stored
+        return found
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM records").fetchone()[0])
+
+    def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]:
+        """The columns the in-memory index needs, for all rows or the given ids."""
+        sql = (
+            "SELECT record_id, domain, subdomain, tags, tag_product, importance, strength, "
+            "updated_at, vector FROM records"
+        )
+        if record_ids is None:
+            for row in self.db.execute(sql + " ORDER BY id"):
+                yield _index_row(row)
+            return
+        for chunk in _chunks(list(record_ids)):
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(sql + f" WHERE record_id IN ({marks})", chunk):
+                yield _index_row(row)
+
+    def changes_since(self, seq: int) -> tuple[list[str], int, bool]:
+        """Record ids changed after ``seq``, the newest seq, and whether history has a gap."""
+        oldest = self.db.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        gap = oldest is not None and oldest > seq + 1 and seq > 0
+        ids: list[str] = []
+        newest = seq
+        for change_seq, record_id in self.db.execute(
+            "SELECT seq, record_id FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+        ):
+            ids.append(record_id)
+            newest = change_seq
+        return ids, newest, gap
+
+    def newest_change(self) -> int:
+        row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
+        return int(row[0] or 0)
+
+
+def _row_values(row: StoredRow) -> tuple[Any, ...]:
+    rec = row.record
+    return (
+        rec.record_id,
+        row.dedupe_key,
+        rec.domain,
+        rec.subdomain,
+        json.dumps(list(rec.tags), ensure_ascii=False),
+        str(rec.tag_product),
+        rec.content,
+        row.vector_blob,
+        rec.importance,
+        rec.strength,
+        rec.created_at,
+        rec.updated_at,
+        rec.accessed_at,
+        rec.access_count,
+        json.dumps(rec.metadata, sort_keys=True, ensure_ascii=False),
+        row.instance_key,
+    )
+
+
+def _stored_row(row: Sequence[Any]) -> StoredRow:
+    blob = row[7]
+    vector = None if blob is None else blob_to_floats(blob)
+    record = Record(
+        record_id=row[0],
+        address=int(row[0], 16),
+        domain=row[2],
+        subdomain=row[3],
+        tags=tuple(json.loads(row[4])),
+        tag_product=int(row[5]),
+        content=row[6],
+        importance=row[8],
+        strength=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+        accessed_at=row[12],
+        access_count=row[13],
+        metadata=json.loads(row[14]),
+        vector=vector,
+    )
+    return StoredRow(record=record, dedupe_key=row[1], vector_blob=blob, instance_key=row[15])
+
+
+def _index_row(row: Sequence[Any]) -> IndexRow:
+    return IndexRow(
+        record_id=row[0],
+        domain=row[1],
+        subdomain=row[2],
+        tags=tuple(json.loads(row[3])),
+        tag_product=int(row[4]),
+        importance=row[5],
+        strength=row[6],
+        updated_at=row[7],
+        vector_blob=row[8],
+    )
