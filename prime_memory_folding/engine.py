@@ -268,9 +268,10 @@ class MemoryEngine:
         )
 
     def _vector(self, vector: object) -> npt.NDArray[np.float32]:
-        array = np.asarray(check_vector(vector), dtype=np.float32)
-        if not np.all(np.isfinite(array)):
+        values = np.asarray(check_vector(vector), dtype=np.float64)
+        if np.abs(values).max() > np.finfo(np.float32).max:
             raise InvalidInput("vector has values too large for float32; scale it down")
+        array = values.astype(np.float32)
         if not np.any(array):
             raise InvalidInput("vector is all zeros and has no direction; give a non-zero vector")
         return array

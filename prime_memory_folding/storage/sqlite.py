@@ -313,7 +313,7 @@ class SQLiteStorage:
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]:
         """Record ids changed after ``seq``, the newest seq, and whether history has a gap."""
         oldest = self.db.execute("SELECT min(seq) FROM changes").fetchone()[0]
-        gap = oldest is not None and oldest > seq + 1 and seq > 0
+        gap = oldest is not None and oldest > seq + 1
         ids: list[str] = []
         newest = seq
         for change_seq, record_id in self.db.execute(

@@ -1,0 +1,310 @@
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prime_memory_folding import (
+    DimensionMismatch,
+    InvalidInput,
+    InvalidRecordId,
+    MemoryEngine,
+    NotAvailable,
+    NotFound,
+)
+
+from .conftest import FakeClock
+
+
+def dump(path: Path) -> list[tuple[Any, ...]]:
+    """Every row of every user table, to prove that nothing changed."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return [(t, *row) for t in sorted(tables) for row in db.execute(f'SELECT * FROM "{t}"')]
+    finally:
+        db.close()
+
+
+def test_store_returns_a_complete_record(engine: MemoryEngine, clock: FakeClock) -> None:
+    record = engine.store(
+        "Use WAL mode",
+        domain="Decision",
+        tags=["Architecture", "important"],
+        importance=0.8,
+        metadata={"by": "agent"},
+    )
+    assert record.domain == "decision"
+    assert record.subdomain == "general"
+    assert record.tags == ("architecture", "important")
+    assert record.importance == 0.8
+    assert record.strength == 1.0
+    assert record.created_at == record.updated_at == clock.now
+    assert record.metadata == {"by": "agent"}
+    assert engine.get(record.record_id) == record
+
+
+def test_storing_the_same_memory_again_reinforces_it(
+    engine: MemoryEngine, clock: FakeClock
+) -> None:
+    first = engine.store_result("same", tags=["a", "b"])
+    engine.update(first.record.record_id, strength=0.5)
+    clock.advance(60)
+    again = engine.store_result("same", tags=["b", "a"], importance=0.9)
+    assert first.created and not again.created
+    assert again.record.record_id == first.record.record_id
+    assert again.record.strength == 0.75
+    assert again.record.access_count == 1
+    assert again.record.importance == 0.9
+    assert again.record.updated_at == clock.now
+    assert again.record.created_at == first.record.created_at
+    assert engine.stats().records == 1
+
+
+def test_same_content_with_other_labels_is_another_record(engine: MemoryEngine) -> None:
+    a = engine.store("same")
+    b = engine.store("same", tags=["x"])
+    c = engine.store("same", domain="project")
+    assert len({a.record_id, b.record_id, c.record_id}) == 3
+
+
+def test_instance_key_identifies_a_record_across_content_changes(engine: MemoryEngine) -> None:
+    first = engine.store("v1 of the plan", instance_key="plan")
+    second = engine.store("v2 of the plan", instance_key="plan")
+    assert second.record_id == first.record_id
+    assert engine.get(first.record_id).content == "v2 of the plan"
+
+
+BAD_STORES: list[tuple[str, dict[str, Any]]] = [
+    ("content must be a string", {"content": 42}),
+    ("empty", {"content": "   "}),
+    ("limit", {"content": "x" * 100_001}),
+    ("finite", {"content": "x", "vector": [1.0, float("nan")]}),
+    ("finite", {"content": "x", "vector": [float("inf"), 1.0]}),
+    ("float32", {"content": "x", "vector": [1e300, 1.0]}),
+    ("zeros", {"content": "x", "vector": [0.0, 0.0]}),
+    ("vector", {"content": "x", "vector": "1,2"}),
+    ("importance", {"content": "x", "importance": 1.5}),
+    ("importance", {"content": "x", "importance": float("nan")}),
+    ("importance", {"content": "x", "importance": "high"}),
+    ("empty", {"content": "x", "domain": "  "}),
+    ("empty", {"content": "x", "tags": ["ok", " "]}),
+    ("list", {"content": "x", "tags": "oops"}),
+    ("JSON", {"content": "x", "metadata": {"when": object()}}),
+    ("JSON", {"content": "x", "metadata": ["not", "a", "mapping"]}),
+]
+
+
+@pytest.mark.parametrize(("message", "kwargs"), BAD_STORES)
+def test_bad_input_is_refused_and_changes_nothing(
+    engine: MemoryEngine, store_path: Path, message: str, kwargs: dict[str, Any]
+) -> None:
+    engine.store("existing", vector=[1.0, 0.0])
+    before = dump(store_path)
+    content = kwargs.pop("content")
+    with pytest.raises(InvalidInput, match=message):
+        engine.store(content, **kwargs)
+    assert dump(store_path) == before
+
+
+def test_wrong_vector_dimension_names_the_space(engine: MemoryEngine, store_path: Path) -> None:
+    engine.store("a", vector=[1.0, 0.0, 0.0])
+    before = dump(store_path)
+    with pytest.raises(DimensionMismatch, match=r"custom:3 uses dimension 3"):
+        engine.store("b", vector=[1.0, 0.0])
+    with pytest.raises(DimensionMismatch):
+        engine.query(vector=[1.0, 0.0])
+    assert dump(store_path) == before
+
+
+def test_store_many_is_all_or_nothing(engine: MemoryEngine, store_path: Path) -> None:
+    before = dump(store_path)
+    with pytest.raises(InvalidInput, match="item 2"):
+        engine.store_many([{"content": "a"}, "b", {"content": ""}])
+    assert dump(store_path) == before
+    records = engine.store_many(
+        [{"content": "a", "tags": ["t"]}, "b", {"content": "a", "tags": ["t"]}]
+    )
+    assert records[0].record_id == records[2].record_id
+    assert engine.stats().records == 2
+
+
+def test_store_many_rejects_unknown_fields(engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="unknown field"):
+        engine.store_many([{"content": "a", "colour": "red"}])
+
+
+def test_get_and_forget(engine: MemoryEngine) -> None:
+    record = engine.store("to forget")
+    assert engine.forget(record.record_id.upper()) == record
+    with pytest.raises(NotFound):
+        engine.get(record.record_id)
+    with pytest.raises(NotFound):
+        engine.forget(record.record_id)
+    with pytest.raises(InvalidRecordId):
+        engine.get("not-an-id")
+
+
+def test_update_keeps_identity_and_recomputes_tags(engine: MemoryEngine, clock: FakeClock) -> None:
+    record = engine.store("draft", tags=["a"])
+    clock.advance(5)
+    updated = engine.update(
+        record.record_id,
+        content="final",
+        tags=["b", "c"],
+        importance=0.9,
+        metadata={"v": 2},
+        vector=[0.0, 1.0],
+    )
+    assert updated.record_id == record.record_id and updated.address == record.address
+    primes = engine.stats().registries["tag"]
+    assert updated.tag_product == primes["b"] * primes["c"]
+    assert updated.updated_at == clock.now and updated.created_at == record.created_at
+    assert engine.get(record.record_id) == updated
+    assert engine.match_ids(tags=["a"]) == []
+    assert engine.match_ids(tags=["b"]) == [record.record_id]
+    assert engine.update(record.record_id, vector=None).vector is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"domain": "other"}, "address"),
+        ({"colour": "red"}, "updatable"),
+        ({"strength": 2}, "strength"),
+        ({"content": ""}, "empty"),
+    ],
+)
+def test_bad_update_changes_nothing(
+    engine: MemoryEngine, store_path: Path, changes: dict[str, Any], message: str
+) -> None:
+    record = engine.store("x")
+    before = dump(store_path)
+    with pytest.raises(InvalidInput, match=message):
+        engine.update(record.record_id, **changes)
+    assert dump(store_path) == before
+
+
+def test_update_into_a_duplicate_is_refused(engine: MemoryEngine) -> None:
+    engine.store("one")
+    two = engine.store("two")
+    with pytest.raises(InvalidInput, match="already holds"):
+        engine.update(two.record_id, content="one")
+
+
+def test_text_query_says_it_is_not_available_yet(engine: MemoryEngine) -> None:
+    with pytest.raises(NotAvailable):
+        engine.query(text="anything")
+
+
+@pytest.mark.parametrize("limit", [-1, 10_001, 2.5, True, "3"])
+def test_bad_limit_is_refused(engine: MemoryEngine, limit: Any) -> None:
+    with pytest.raises(InvalidInput, match="limit"):
+        engine.query(limit=limit)
+
+
+def test_limit_zero_returns_nothing(engine: MemoryEngine) -> None:
+    engine.store("x")
+    assert engine.query(limit=0) == []
+
+
+def test_salience_orders_hits_and_explains_scores(engine: MemoryEngine, clock: FakeClock) -> None:
+    low = engine.store("low", importance=0.2)
+    clock.advance(1)
+    high = engine.store("high", importance=0.9)
+    clock.advance(1)
+    newer_low = engine.store("newer low", importance=0.2)
+    hits = engine.query()
+    assert [h.record.record_id for h in hits] == [
+        high.record_id,
+        newer_low.record_id,
+        low.record_id,
+    ]
+    assert hits[0].score_parts == {"importance": 0.9, "strength": 1.0, "salience": 0.9}
+    assert hits[0].score == 0.9
+
+
+def test_vector_query_ranks_by_cosine_within_gates(engine: MemoryEngine) -> None:
+    a = engine.store("a", domain="project", vector=[1.0, 0.0])
+    b = engine.store("b", domain="project", vector=[0.6, 0.8])
+    engine.store("c", domain="memory", vector=[1.0, 0.0])
+    engine.store("no vector", domain="project")
+    hits = engine.query(domain="project", vector=[1.0, 0.1])
+    assert [h.record.record_id for h in hits] == [a.record_id, b.record_id]
+    assert math.isclose(hits[0].score, 1.0 / math.hypot(1.0, 0.1), rel_tol=1e-6)
+    assert hits[0].score_parts["cosine"] == hits[0].score
+    assert len(engine.query(vector=[1.0, 0.1], limit=2)) == 2
+
+
+def test_reopen_returns_identical_records(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock) as memory:
+        stored = [
+            memory.store(f"note {i}", tags=[f"t{i % 3}"], vector=[i + 1.0, 0.5], metadata={"i": i})
+            for i in range(20)
+        ]
+        before = memory.query(tags=["t1"], limit=50)
+    with MemoryEngine(store_path, clock=clock) as memory:
+        assert [memory.get(r.record_id) for r in stored] == stored
+        assert memory.query(tags=["t1"], limit=50) == before
+
+
+record_spec = st.fixed_dictionaries(
+    {
+        "content": st.text(min_size=1, max_size=40).filter(lambda s: s.strip() and "\x00" not in s),
+        "tags": st.lists(st.sampled_from(["a", "b", "c", "Ünï", "emoji 🚀"]), max_size=3),
+        "domain": st.sampled_from(["memory", "project", "日本"]),
+        "importance": st.floats(min_value=0, max_value=1),
+        "metadata": st.dictionaries(
+            st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2
+        ),
+    }
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(record_spec, min_size=1, max_size=15))
+def test_reopen_is_identical_for_any_records(
+    tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]]
+) -> None:
+    path = tmp_path_factory.mktemp("reopen") / "m.db"
+    with MemoryEngine(path) as memory:
+        records = memory.store_many(specs)
+        ids = {r.record_id for r in records}
+        latest = {r.record_id: memory.get(r.record_id) for r in records}
+    with MemoryEngine(path) as memory:
+        assert memory.stats().records == len(ids)
+        for rid, record in latest.items():
+            assert memory.get(rid) == record
+
+
+def test_closed_engine_says_so(store_path: Path) -> None:
+    memory = MemoryEngine(store_path)
+    memory.close()
+    with pytest.raises(Exception, match="closed"):
+        memory.store("x")
+
+
+def test_default_store_lives_under_prime_memory_home(memory_home: Path) -> None:
+    with MemoryEngine() as memory:
+        memory.store("x")
+        assert Path(memory.path) == memory_home / "memory.db"
+    assert (memory_home / "memory.db").exists()
+
+
+def test_stats_counts_domains_and_tags(engine: MemoryEngine) -> None:
+    engine.store("a", domain="project", tags=["x", "y"])
+    engine.store("b", domain="project", tags=["x"])
+    engine.store("c", tags=["y"])
+    stats = engine.stats()
+    assert stats.records == 3
+    assert stats.domains == {"memory": 1, "project": 2}
+    assert stats.tags == {"x": 2, "y": 2}
+    assert stats.store_bytes > 0
+    assert stats.embedding_space is None

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prime_memory_folding import MemoryEngine
+
+TAGS = ["a", "b", "c", "d", "e", "f"]
+DOMAINS = ["memory", "project", "task"]
+
+records = st.lists(
+    st.tuples(
+        st.sampled_from(DOMAINS),
+        st.sampled_from(["general", "code"]),
+        st.sets(st.sampled_from(TAGS), max_size=4),
+        st.floats(0, 1),
+    ),
+    min_size=0,
+    max_size=40,
+)
+tag_sets = st.sets(st.sampled_from([*TAGS, "unknown"]), max_size=3)
+
+
+def _load(items: list[tuple[str, str, set[str], float]]) -> tuple[MemoryEngine, dict[str, Any]]:
+    memory = MemoryEngine(":memory:")
+    stored = memory.store_many(
+        [
+            {"content": f"record {i}", "domain": d, "subdomain": s, "tags": sorted(t)}
+            for i, (d, s, t, _) in enumerate(items)
+        ]
+    )
+    for record, (_, _, _, strength) in zip(stored, items):
+        memory.update(record.record_id, strength=strength)
+    truth = {r.record_id: (d, s, set(t), st_) for r, (d, s, t, st_) in zip(stored, items)}
+    return memory, truth
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records,
+    tag_sets,
+    tag_sets,
+    tag_sets,
+    st.sampled_from([None, *DOMAINS, "nowhere"]),
+    st.sampled_from([None, "general", "code"]),
+    st.sampled_from([0.0, 0.3, 0.9]),
+)
+def test_gates_equal_set_semantics(
+    items: list[tuple[str, str, set[str], float]],
+    all_of: set[str],
+    any_of: set[str],
+    none_of: set[str],
+    domain: str | None,
+    subdomain: str | None,
+    min_strength: float,
+) -> None:
+    memory, truth = _load(items)
+    with memory:
+        got = memory.match_ids(
+            domain=domain,
+            subdomain=subdomain,
+            tags=all_of,
+            any_tags=any_of,
+            exclude_tags=none_of,
+            min_strength=min_strength,
+        )
+        expected = {
+            rid
+            for rid, (d, s, tags, strength) in truth.items()
+            if (domain is None or d == domain)
+            and (subdomain is None or s == subdomain)
+            and set(all_of) <= tags
+            and (not any_of or bool(set(any_of) & tags))
+            and not (set(none_of) & tags)
+            and strength >= min_strength
+        }
+        assert len(got) == len(set(got))
+        assert set(got) == expected
+        hits = memory.query(
+            domain=domain,
+            subdomain=subdomain,
+            tags=all_of,
+            any_tags=any_of,
+            exclude_tags=none_of,
+            min_strength=min_strength,
+            limit=100,
+        )
+        assert {h.record.record_id for h in hits} == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(records, st.sampled_from(DOMAINS))
+def test_domain_filter_equals_a_scan(
+    items: list[tuple[str, str, set[str], float]], domain: str
+) -> None:
+    memory, truth = _load(items)
+    with memory:
+        scanned = {rid for rid, (d, *_rest) in truth.items() if d == domain}
+        assert set(memory.match_ids(domain=domain)) == scanned
+
+
+@settings(max_examples=30, deadline=None)
+@given(records, st.integers(min_value=1, max_value=15))
+def test_salience_order_is_best_first_and_limited(
+    items: list[tuple[str, str, set[str], float]], limit: int
+) -> None:
+    memory, _ = _load(items)
+    with memory:
+        hits = memory.query(limit=limit)
+        assert len(hits) == min(limit, len(items))
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        everything = memory.query(limit=100)
+        if hits:
+            assert min(scores) >= max([h.score for h in everything[len(hits) :]], default=0.0)
+
+
+def test_tag_gate_divisibility_has_no_false_positives(engine: MemoryEngine) -> None:
+    # 2 * 3 = 6 would divide a product of 6, but a record tagged only "important"
+    # (prime 2) and "recent" (prime 3) must match while "source" (5) must not.
+    both = engine.store("both", tags=["important", "recent"])
+    engine.store("one", tags=["important", "source"])
+    assert engine.match_ids(tags=["recent", "important"]) == [both.record_id]
+
+
+def test_unknown_tag_matches_nothing(engine: MemoryEngine) -> None:
+    engine.store("x", tags=["a"])
+    assert engine.query(tags=["a", "never-used"]) == []
+    assert engine.query(any_tags=["never-used"]) == []
+    assert len(engine.query(exclude_tags=["never-used"])) == 1
+
+
+@pytest.mark.parametrize("with_vector", [True, False])
+def test_gates_combine_with_ranking(engine: MemoryEngine, with_vector: bool) -> None:
+    keep = engine.store("keep", domain="project", tags=["a"], vector=[1.0, 0.0])
+    engine.store("wrong domain", domain="task", tags=["a"], vector=[1.0, 0.0])
+    engine.store("excluded", domain="project", tags=["a", "b"], vector=[1.0, 0.0])
+    hits = engine.query(
+        domain="project", tags=["a"], exclude_tags=["b"], vector=[1.0, 0.0] if with_vector else None
+    )
+    assert [h.record.record_id for h in hits] == [keep.record_id]

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from prime_memory_folding import MemoryEngine, SchemaTooNew, StoreError
+from prime_memory_folding.storage import SQLiteStorage
+from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
+
+
+def test_migration_numbers_are_unique_and_increasing() -> None:
+    versions = [m.version for m in MIGRATIONS]
+    assert not [v for v, n in Counter(versions).items() if n > 1]
+    assert sorted(versions) == list(range(1, len(versions) + 1))
+
+
+def test_empty_database_migrates_to_the_full_schema(store_path: Path) -> None:
+    SQLiteStorage(store_path).close()
+    db = sqlite3.connect(store_path)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(records)")]
+    assert columns[:17] == [
+        "id",
+        "record_id",
+        "dedupe_key",
+        "domain",
+        "subdomain",
+        "tags",
+        "tag_product",
+        "content",
+        "vector",
+        "importance",
+        "strength",
+        "created_at",
+        "updated_at",
+        "accessed_at",
+        "access_count",
+        "metadata",
+        "instance_key",
+    ]
+    triggers = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    assert {"records_change_insert", "records_change_update", "records_change_delete"} <= triggers
+    applied = [row[0] for row in db.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+    assert applied == [m.version for m in sorted(MIGRATIONS, key=lambda m: m.version)]
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+
+
+def test_reopening_applies_no_migration_twice(store_path: Path) -> None:
+    SQLiteStorage(store_path).close()
+    storage = SQLiteStorage(store_path)
+    assert storage.schema_version() == latest_version()
+    count = storage.db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+    assert count == len(MIGRATIONS)
+    storage.close()
+
+
+def test_store_from_a_newer_version_is_refused(store_path: Path) -> None:
+    SQLiteStorage(store_path).close()
+    db = sqlite3.connect(store_path)
+    db.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaTooNew, match="upgrade"):
+        MemoryEngine(store_path)
+
+
+def test_corrupt_file_gives_a_clear_error_and_is_left_alone(store_path: Path) -> None:
+    junk = bytes(range(256)) * 64
+    store_path.write_bytes(junk)
+    with pytest.raises(StoreError, match=str(store_path)):
+        MemoryEngine(store_path)
+    assert store_path.read_bytes() == junk
+
+
+def test_directory_as_store_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="directory"):
+        MemoryEngine(tmp_path)
+
+
+def test_memory_store_works_without_a_file() -> None:
+    with MemoryEngine(":memory:") as memory:
+        memory.store("x")
+        assert memory.stats().records == 1
+
+
+def test_index_catches_up_with_another_connection(store_path: Path) -> None:
+    with MemoryEngine(store_path) as reader, MemoryEngine(store_path) as writer:
+        kept = writer.store("kept", tags=["shared"])
+        gone = writer.store("gone", tags=["shared"])
+        assert set(reader.match_ids(tags=["shared"])) == {kept.record_id, gone.record_id}
+        writer.forget(gone.record_id)
+        writer.update(kept.record_id, tags=["moved"])
+        writer.store("new label", tags=["fresh-tag"])
+        assert reader.match_ids(tags=["shared"]) == []
+        assert reader.match_ids(tags=["moved"]) == [kept.record_id]
+        assert len(reader.match_ids(tags=["fresh-tag"])) == 1
+        assert reader.stats().records == 2
+
+
+def test_reader_reloads_when_the_change_log_was_trimmed(store_path: Path) -> None:
+    with MemoryEngine(store_path) as reader, MemoryEngine(store_path) as writer:
+        reader.store("seed")
+        writer.store_many([f"bulk {i}" for i in range(50)])
+        writer.storage.db.execute("DELETE FROM changes")  # as if trimmed long ago
+        writer.store("after trim")
+        assert reader.stats().records == 52
