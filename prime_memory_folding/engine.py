@@ -110,6 +110,7 @@ class MemoryEngine:
         self._storage: Storage | None = storage
         self.path = storage.path
         self._index = StructuralIndex()
+        self._writes = 0
         self._primes: dict[Kind, dict[str, int]] = {}
         self._labels: dict[Kind, dict[int, str]] = {}
         self._load()
@@ -417,7 +418,8 @@ class MemoryEngine:
                 rows[key] = self._reinforce(rows.get(key) or known[key], item, now)
                 created.append(False)
             storage.insert(rows[key] for key in first_new)
-            storage.replace(row for key, row in rows.items() if key not in first_new)
+            if len(rows) > len(first_new):
+                storage.replace(row for key, row in rows.items() if key not in first_new)
             self._trim_changes()
         self._set_primes_after_commit(primes)
         self._after_write(rows.values())
@@ -538,13 +540,10 @@ class MemoryEngine:
         return replace(current, record=record, vector_blob=blob)
 
     def _trim_changes(self) -> None:
-        storage = self.storage
-        if isinstance(storage, SQLiteStorage):
-            newest = storage.newest_change()
-            if newest % 1000 == 0 or newest - self._seq > 2 * CHANGE_LOG_KEEP:
-                storage.db.execute(
-                    "DELETE FROM changes WHERE seq <= ?", (newest - CHANGE_LOG_KEEP,)
-                )
+        """Now and then, drop change-log entries too old for any reader to need."""
+        self._writes += 1
+        if self._writes % 1000 == 0:
+            self.storage.trim_changes(CHANGE_LOG_KEEP)
 
     # -- reads ----------------------------------------------------------------
 

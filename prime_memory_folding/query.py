@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from .index import Rows, StructuralIndex
 
-__all__ = ["RankedRow", "rank_by_salience", "rank_by_vector", "top_k"]
+__all__ = ["RankedRow", "best_positions", "rank_by_salience", "rank_by_vector", "top_k"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,31 @@ def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.int64]:
     return np.lexsort((np.arange(n), -scores)).astype(np.int64)
 
 
+def best_positions(
+    primary: npt.NDArray[np.floating], secondary: npt.NDArray[np.floating], k: int
+) -> npt.NDArray[np.int64]:
+    """Positions of the ``k`` best by primary, then secondary (both descending), then position.
+
+    Linear time: only the rows that can reach the top ``k`` are sorted, even
+    when many share the same primary score.
+    """
+    n = len(primary)
+    if n <= 4 * k:
+        return np.lexsort((np.arange(n), -secondary, -primary))[:k].astype(np.int64)
+    kth = np.partition(primary, n - k)[n - k]
+    above = np.flatnonzero(primary > kth)
+    ties = np.flatnonzero(primary == kth)
+    need = k - len(above)
+    if len(ties) > need:
+        tied = secondary[ties]
+        kth2 = np.partition(tied, len(tied) - need)[len(tied) - need]
+        better = ties[tied > kth2]
+        ties = np.concatenate([better, ties[tied == kth2][: need - len(better)]])
+    chosen = np.concatenate([above, ties])
+    order = np.lexsort((chosen, -secondary[chosen], -primary[chosen]))
+    return chosen[order].astype(np.int64)
+
+
 def rank_by_vector(
     index: StructuralIndex, rows: Rows | None, query: npt.NDArray[np.float32], limit: int
 ) -> list[RankedRow]:
@@ -59,20 +84,7 @@ def rank_by_salience(index: StructuralIndex, rows: Rows, limit: int) -> list[Ran
     importance = index.importance(rows)
     strength = index.strength(rows)
     salience = importance * strength
-    if len(rows) > 4 * limit:
-        # Sorting only the rows at or above the limit-th salience gives the same
-        # order as sorting all of them, unless ties make that set large.
-        kth = np.partition(salience, len(salience) - limit)[len(salience) - limit]
-        keep = np.flatnonzero(salience >= kth)
-        if len(keep) <= 4 * limit:
-            rows, importance, strength, salience = (
-                rows[keep],
-                importance[keep],
-                strength[keep],
-                salience[keep],
-            )
-    updated = index.updated_at(rows)
-    order = np.lexsort((rows, -updated, -salience))[:limit]
+    order = best_positions(salience, index.updated_at(rows), limit)
     return [
         RankedRow(
             int(rows[i]),

@@ -142,3 +142,23 @@ def test_gates_combine_with_ranking(engine: MemoryEngine, with_vector: bool) -> 
         domain="project", tags=["a"], exclude_tags=["b"], vector=[1.0, 0.0] if with_vector else None
     )
     assert [h.record.record_id for h in hits] == [keep.record_id]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.1, 0.5, 0.9]), st.sampled_from([1.0, 2.0, 3.0])),
+        min_size=1,
+        max_size=200,
+    ),
+    st.integers(min_value=1, max_value=30),
+)
+def test_best_positions_equals_a_full_sort(pairs: list[tuple[float, float]], k: int) -> None:
+    import numpy as np
+
+    from prime_memory_folding.query import best_positions
+
+    primary = np.array([p for p, _ in pairs])
+    secondary = np.array([s for _, s in pairs])
+    expected = sorted(range(len(pairs)), key=lambda i: (-primary[i], -secondary[i], i))[:k]
+    assert best_positions(primary, secondary, k).tolist() == expected
