@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .errors import DimensionMismatch, InvalidInput, NotAvailable, NotFound, StoreError
+from .folding import FoldPolicy, FoldReport, decay_terms
 from .index import IndexEntry, StructuralIndex, TagQuery
 from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
 from .query import RankedRow, rank_by_salience, rank_by_vector
@@ -91,6 +92,9 @@ class MemoryEngine:
             :func:`default_store_path`.
         clock: returns the current time in Unix seconds; inject one in tests.
         storage: a ready storage backend, instead of opening ``path``.
+        fold_policy: decay half-lives, fold thresholds and auto-fold triggers
+            (see :class:`~prime_memory_folding.folding.FoldPolicy`); auto-fold
+            is off by default.
 
     The engine is safe to share between threads, and several processes may
     open the same file at once.
@@ -102,8 +106,16 @@ class MemoryEngine:
         *,
         clock: Callable[[], float] | None = None,
         storage: Storage | None = None,
+        fold_policy: FoldPolicy | None = None,
     ) -> None:
         self._clock = clock or time.time
+        # -- folding state --
+        if fold_policy is not None and not isinstance(fold_policy, FoldPolicy):
+            raise InvalidInput("fold_policy must be a FoldPolicy")
+        self._fold_policy = fold_policy or FoldPolicy()
+        self._stores_since_fold = 0
+        self._fold_size_mark = 0
+        # -- end folding state --
         self._lock = threading.RLock()
         if storage is None:
             storage = SQLiteStorage(default_store_path() if path is None else path)
@@ -195,6 +207,14 @@ class MemoryEngine:
             strength=row.strength,
             updated_at=row.updated_at,
             vector=vector,
+            **self._decay_fields(
+                row.importance,
+                row.tier,
+                row.created_at,
+                row.accessed_at,
+                row.access_count,
+                row.strength_at,
+            ),
         )
 
     def _refresh(self) -> None:
@@ -237,10 +257,32 @@ class MemoryEngine:
                     vector=None
                     if stored.vector_blob is None
                     else np.frombuffer(stored.vector_blob, dtype="<f4").astype(np.float32),
+                    **self._decay_fields(
+                        rec.importance,
+                        rec.metadata.get("tier"),
+                        rec.created_at,
+                        rec.accessed_at,
+                        rec.access_count,
+                        stored.strength_at,
+                    ),
                 )
             )
         if self._index.needs_compaction():
             self._load()
+
+    def _decay_fields(
+        self,
+        importance: float,
+        tier: object,
+        created_at: float,
+        accessed_at: float,
+        access_count: int,
+        strength_at: float | None,
+    ) -> dict[str, float]:
+        since, half = decay_terms(
+            self._fold_policy, importance, tier, created_at, accessed_at, access_count, strength_at
+        )
+        return {"reinforced_at": since, "half_life": half}
 
     # -- validation -----------------------------------------------------------
 
@@ -423,6 +465,7 @@ class MemoryEngine:
             self._trim_changes()
         self._set_primes_after_commit(primes)
         self._after_write(rows.values())
+        self._maybe_auto_fold(len(items))  # folding: off unless the policy asks
         return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
 
     def _assign_all(self, items: Sequence[_Item]) -> dict[Kind, dict[str, int]]:
@@ -586,6 +629,8 @@ class MemoryEngine:
             any_of=tuple(wanted),
             none_of=tuple(excluded),
             min_strength=strength,
+            # Gate on the strength decayed to now (folding), without writing anything.
+            now=float(self._clock()) if strength > 0 else None,
         )
 
     def query(
@@ -628,14 +673,15 @@ class MemoryEngine:
             gates = self._gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength)
             if gates is None or limit == 0:
                 return []
+            now = float(self._clock())  # scores show strength decayed to now (folding)
             ranked: list[RankedRow]
             if query_vector is not None:
                 norm = float(np.linalg.norm(query_vector))
                 unit = (query_vector / norm).astype(np.float32)
                 rows = None if gates == TagQuery() else self._index.select(gates)
-                ranked = rank_by_vector(self._index, rows, unit, limit)
+                ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
             else:
-                ranked = rank_by_salience(self._index, self._index.select(gates), limit)
+                ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
             return self._hits(ranked)
 
     def _hits(self, ranked: Sequence[RankedRow]) -> list[Hit]:
@@ -783,7 +829,14 @@ class MemoryEngine:
                     updated_at=float(self._clock()),
                     vector=vector,
                 )
-                row = replace(current, record=record, dedupe_key=key, vector_blob=vector_blob)
+                row = replace(
+                    current,
+                    record=record,
+                    dedupe_key=key,
+                    vector_blob=vector_blob,
+                    # A strength set now decays from now (folding).
+                    strength_at=current.strength_at if strength is None else record.updated_at,
+                )
                 storage.replace([row])
             self._set_primes_after_commit(assigned)
             self._after_write([row])
@@ -864,3 +917,319 @@ class MemoryEngine:
                 embedding_space=self.storage.get_meta("embedding_space"),
                 schema_version=self.storage.schema_version(),
             )
+
+    # -- folding ----------------------------------------------------------------
+    # Decay, prune, cluster and merge live in folding.py; the archive's SQL in
+    # storage/archive.py. These verbs apply them in one transaction each.
+
+    @property
+    def fold_policy(self) -> FoldPolicy:
+        """The policy that decays strength in queries and drives :meth:`fold` by default."""
+        return self._fold_policy
+
+    def _sqlite(self) -> SQLiteStorage:
+        storage = self.storage
+        if not isinstance(storage, SQLiteStorage):
+            raise NotAvailable(
+                f"folding needs the embedded SQLite store, not {type(storage).__name__}"
+            )
+        return storage
+
+    def fold(
+        self,
+        *,
+        dry_run: bool = False,
+        now: float | None = None,
+        policy: FoldPolicy | None = None,
+    ) -> FoldReport:
+        """Decay, prune, cluster and merge: keep the store small and meaningful.
+
+        Pruned records and the members of each folded record move to the
+        archive; nothing is destroyed. The fold is one transaction. Other
+        processes may keep writing: the plan is re-made under the write lock if
+        anything changed since it was made.
+
+        Args:
+            dry_run: report what a fold would do, and change nothing.
+            now: the time to decay to (Unix seconds); the engine's clock if None.
+            policy: overrides the engine's fold policy for this fold.
+
+        Raises:
+            InvalidInput: ``now`` or ``policy`` is bad.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        from .folding import MAX_REPORTED, Snapshot, plan_fold
+        from .storage import archive
+
+        if policy is None:
+            policy = self._fold_policy
+        elif not isinstance(policy, FoldPolicy):
+            raise InvalidInput(f"policy must be a FoldPolicy, got {type(policy).__name__}")
+        if now is not None and (
+            isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
+        ):
+            raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
+        when = float(self._clock()) if now is None else float(now)
+        storage = self._sqlite()
+        started = time.perf_counter()
+        with self._lock:
+            bytes_before = storage.size_bytes()
+            with archive.read_snapshot(storage):
+                seen = storage.newest_change()
+                plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+            items = [
+                _Item(m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector,
+                      m.metadata, m.instance_key)
+                for m in plan.merges
+            ]  # fmt: skip
+            primes: dict[Kind, dict[str, int]] = {}
+            new_rows: list[StoredRow] = []
+            if dry_run:
+                self._set_primes(storage.load_primes())
+                new_rows = self._folded_rows(plan.merges, items, self._primes, when)
+            else:
+                with storage.transaction():
+                    self._refresh()
+                    if storage.newest_change() != seen:
+                        plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+                        items = [
+                            _Item(m.content, m.domain, m.subdomain, m.tags, m.importance,
+                                  m.vector, m.metadata, m.instance_key)
+                            for m in plan.merges
+                        ]  # fmt: skip
+                    primes = self._assign_all(items)
+                    new_rows = self._folded_rows(plan.merges, items, primes, when)
+                    entries: list[tuple[str, str, str, str | None]] = [
+                        (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
+                        for rid, eff in plan.pruned
+                    ]
+                    for merge, row in zip(plan.merges, new_rows):
+                        into = row.record.record_id
+                        detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
+                        entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
+                    archive.archive_records(storage, entries, when)
+                    archive.set_strengths(storage, plan.decayed, when)
+                    storage.insert(new_rows)
+                    self._trim_changes()
+                    newest = storage.newest_change()
+                self._seq = newest
+                self._set_primes_after_commit(primes)
+                for rid, strength in plan.decayed:
+                    self._index.restamp(rid, strength, when)
+                self._after_write(new_rows, removed=[e[0] for e in entries])
+                self._stores_since_fold = 0
+                if len(entries) >= max(1_000, plan.records // 10):
+                    archive.checkpoint(storage)
+            folded = sum(len(m.member_ids) for m in plan.merges)
+            created_ids = tuple(row.record.record_id for row in new_rows)
+            return FoldReport(
+                dry_run=dry_run,
+                now=when,
+                records_before=plan.records,
+                records_after=plan.records - len(plan.pruned) - folded + len(plan.merges),
+                decayed=len(plan.decayed),
+                pruned=len(plan.pruned),
+                clustered=len(plan.merges),
+                folded=folded,
+                created=len(plan.merges),
+                bytes_before=bytes_before,
+                bytes_after=storage.size_bytes(),
+                duration_s=time.perf_counter() - started,
+                pruned_ids=tuple(rid for rid, _ in plan.pruned[:MAX_REPORTED]),
+                created_ids=created_ids[:MAX_REPORTED],
+                folded_from={
+                    rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
+                },
+            )
+
+    def _folded_rows(
+        self,
+        merges: Sequence[Any],
+        items: Sequence[_Item],
+        primes: Mapping[Kind, Mapping[str, int]],
+        now: float,
+    ) -> list[StoredRow]:
+        """Rows for the folded records; allocating addresses only reads the store."""
+        table = {kind: dict(primes.get(kind, {})) for kind in Kind}
+        for kind in Kind:
+            for label, prime in self._primes[kind].items():
+                table[kind].setdefault(label, prime)
+        keyed = [(item.dedupe_key, item) for item in items]
+        addresses = self._allocate(keyed, table)
+        rows = []
+        for merge, (key, item), address in zip(merges, keyed, addresses):
+            row = self._new_row(item, key, address, table, now)
+            record = replace(row.record, strength=merge.strength, access_count=merge.access_count)
+            rows.append(replace(row, record=record))
+        return rows
+
+    def _check_restorable(self, rows: Sequence[StoredRow]) -> None:
+        storage = self.storage
+        live = storage.existing_ids([row.record.record_id for row in rows])
+        live.update(
+            found.record.record_id
+            for found in storage.find_dedupe([row.dedupe_key for row in rows]).values()
+        )
+        if live:
+            raise InvalidInput(
+                f"live record(s) {sorted(live)} hold the same id or content as archived ones "
+                "(stored again since they were archived); forget them first, or keep them"
+            )
+
+    def unfold(self, record_id: str) -> list[Record]:
+        """Undo a fold: bring the folded record's members back exactly, and remove it.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live or archived record has this id.
+            InvalidInput: the record is not a folded record, is itself archived
+                (restore it first), or a member's id or content is live again.
+        """
+        from .storage import archive
+
+        rid = parse_record_id(record_id)
+        storage = self._sqlite()
+        with self._lock:
+            self._set_primes(storage.load_primes())
+            with storage.transaction():
+                if storage.fetch([rid]).get(rid) is None:
+                    if archive.archived(storage, rid) is not None:
+                        raise InvalidInput(
+                            f"record {rid} is in the archive; restore it first, then unfold it"
+                        )
+                    raise NotFound(f"no record {rid} in {self.path}")
+                members = archive.members_of(storage, rid)
+                if not members:
+                    raise InvalidInput(
+                        f"record {rid} is not a folded record (the archive holds no members "
+                        "folded into it); there is nothing to unfold"
+                    )
+                storage.delete([rid])
+                self._check_restorable([m.stored for m in members])
+                archive.restore_entries(storage, [m.seq for m in members])
+            self._after_write([m.stored for m in members], removed=[rid])
+        return [m.stored.record for m in members]
+
+    def restore(self, record_id: str) -> Record:
+        """Bring one archived record back exactly as it was archived.
+
+        A restored record keeps its old strength, so a record that was pruned
+        for decay is pruned again by the next fold unless it is reinforced.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: the archive holds no record with this id.
+            InvalidInput: the record is live, or its id or content is live again.
+        """
+        from .storage import archive
+
+        rid = parse_record_id(record_id)
+        storage = self._sqlite()
+        with self._lock:
+            self._set_primes(storage.load_primes())
+            with storage.transaction():
+                entry = archive.archived(storage, rid)
+                if entry is None:
+                    if storage.fetch([rid]):
+                        raise InvalidInput(
+                            f"record {rid} is live, not archived; nothing to restore"
+                        )
+                    raise NotFound(
+                        f"no archived record {rid} in {self.path}; it was never archived, "
+                        "or the archive was purged"
+                    )
+                self._check_restorable([entry.stored])
+                archive.restore_entries(storage, [entry.seq])
+            self._after_write([entry.stored])
+        return entry.stored.record
+
+    def reinforce(self, record_id: str) -> Record:
+        """Recall a record: raise its decayed strength and note the reinforcement.
+
+        Strength moves from its decayed value towards 1; a reinforcement that
+        comes well after the previous one also lengthens the half-life.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has this id.
+        """
+        from .folding import effective_strength
+
+        rid = parse_record_id(record_id)
+        storage = self.storage
+        with self._lock:
+            with storage.transaction():
+                current = storage.fetch([rid]).get(rid)
+                if current is None:
+                    raise NotFound(f"no live record {rid} in {self.path}; restore it if archived")
+                rec = current.record
+                now = float(self._clock())
+                since, half = decay_terms(
+                    self._fold_policy,
+                    rec.importance,
+                    rec.metadata.get("tier"),
+                    rec.created_at,
+                    rec.accessed_at,
+                    rec.access_count,
+                    current.strength_at,
+                )
+                decayed = effective_strength(rec.strength, since, half, now)
+                record = replace(
+                    rec,
+                    strength=min(1.0, decayed + (1.0 - decayed) * REINFORCE_RATE),
+                    accessed_at=now,
+                    access_count=rec.access_count + 1,
+                )
+                row = replace(current, record=record, strength_at=None)
+                storage.replace([row])
+            self._after_write([row])
+        return record
+
+    def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
+        """Delete archived records for good and reclaim their space; returns how many.
+
+        Args:
+            before: only entries archived before this time (Unix seconds).
+            reason: only ``"pruned"`` or only ``"folded"`` entries. Purging folded
+                members means their folded records can no longer be unfolded.
+
+        Raises:
+            InvalidInput: a bad argument.
+        """
+        from .storage import archive
+
+        if reason not in (None, "pruned", "folded"):
+            raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
+        if before is not None and (
+            isinstance(before, bool)
+            or not isinstance(before, (int, float))
+            or not np.isfinite(before)
+        ):
+            raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
+        storage = self._sqlite()
+        with self._lock:
+            with storage.transaction():
+                purged = archive.purge(storage, before, reason)
+            if purged:
+                archive.vacuum(storage)
+        return purged
+
+    def _maybe_auto_fold(self, stored: int) -> None:
+        """Fold when the policy's store count or size budget is reached (off by default).
+
+        The size budget re-arms only once the store grows 10% past its size
+        after the last automatic fold, since archiving does not shrink the file.
+        """
+        policy = self._fold_policy
+        if not (policy.auto_fold_every or policy.auto_fold_bytes):
+            return
+        if not isinstance(self.storage, SQLiteStorage):
+            return
+        self._stores_since_fold += stored
+        due = bool(policy.auto_fold_every) and self._stores_since_fold >= policy.auto_fold_every
+        if policy.auto_fold_bytes and not due:
+            mark = max(policy.auto_fold_bytes, int(self._fold_size_mark * 1.1))
+            due = self.storage.size_bytes() >= mark
+        if due:
+            report = self.fold()
+            self._fold_size_mark = report.bytes_after

@@ -20,6 +20,11 @@ __all__ = ["IndexEntry", "StructuralIndex", "TagQuery"]
 
 Rows = npt.NDArray[np.int64]
 _EMPTY: frozenset[int] = frozenset()
+_UINT64_LIMIT = 2**64
+#: Below this many candidates, Python set intersection is faster than arrays.
+_SET_PATH_MAX = 20_000
+#: Up to this many candidates, exact tests run on Python ints instead of numpy.
+_PYTHON_TEST_MAX = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,9 @@ class IndexEntry:
     strength: float
     updated_at: float
     vector: npt.NDArray[np.float32] | None
+    #: Decay: when ``strength`` was last set, and its half-life in seconds (inf: none).
+    reinforced_at: float = 0.0
+    half_life: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,8 @@ class TagQuery:
     any_of: tuple[int, ...] = ()
     none_of: tuple[int, ...] = ()
     min_strength: float = 0.0
+    #: With a time, ``min_strength`` gates on the strength decayed to that time.
+    now: float | None = None
 
 
 class StructuralIndex:
@@ -69,8 +79,16 @@ class StructuralIndex:
         self._importance = np.zeros(0, dtype=np.float64)
         self._strength = np.zeros(0, dtype=np.float64)
         self._updated = np.zeros(0, dtype=np.float64)
+        self._reinforced = np.zeros(0, dtype=np.float64)
+        self._half_life = np.zeros(0, dtype=np.float64)
         self._alive = np.zeros(0, dtype=bool)
         self._has_vector = np.zeros(0, dtype=bool)
+        # Tag products below 2**64 also live in a numpy column, so the exact
+        # divisibility test runs vectorised; larger ones fall back to Python ints.
+        self._product64 = np.zeros(0, dtype=np.uint64)
+        self._product_fits = np.zeros(0, dtype=bool)
+        self._id_column = np.zeros(0, dtype=object)
+        self._sorted_postings: dict[tuple[str, int], Rows] = {}
         self._vectors: npt.NDArray[np.float32] | None = None
         self._dead = 0
 
@@ -89,6 +107,8 @@ class StructuralIndex:
 
     def record_ids(self, rows: Iterable[int]) -> list[str]:
         """Record ids for rows."""
+        if isinstance(rows, np.ndarray):
+            return self._id_column[rows].tolist()  # type: ignore[no-any-return]
         ids = self._ids
         return [ids[int(r)] for r in rows]  # type: ignore[misc]
 
@@ -107,7 +127,18 @@ class StructuralIndex:
         if needed <= self._capacity:
             return
         capacity = max(needed, self._capacity * 2, 1024)
-        for name in ("_importance", "_strength", "_updated", "_alive", "_has_vector"):
+        for name in (
+            "_importance",
+            "_strength",
+            "_updated",
+            "_reinforced",
+            "_half_life",
+            "_alive",
+            "_has_vector",
+            "_product64",
+            "_product_fits",
+            "_id_column",
+        ):
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
@@ -125,6 +156,7 @@ class StructuralIndex:
             row = len(self._ids)
             self._grow(row + 1)
             self._ids.append(entry.record_id)
+            self._id_column[row] = entry.record_id
             self._entry_keys.append((0, 0, ()))
             self._tag_product.append(1)
             self._row_of[entry.record_id] = row
@@ -132,14 +164,20 @@ class StructuralIndex:
             self._unlink(row)
         key = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
         self._entry_keys[row] = key
+        self._forget_sorted(*key)
         self._domain_rows.setdefault(entry.domain_prime, set()).add(row)
         self._subdomain_rows.setdefault(entry.subdomain_prime, set()).add(row)
         for prime in entry.tag_primes:
             self._tag_rows.setdefault(prime, set()).add(row)
         self._tag_product[row] = entry.tag_product
+        fits = entry.tag_product < _UINT64_LIMIT
+        self._product_fits[row] = fits
+        self._product64[row] = entry.tag_product if fits else 0
         self._importance[row] = entry.importance
         self._strength[row] = entry.strength
         self._updated[row] = entry.updated_at
+        self._reinforced[row] = entry.reinforced_at
+        self._half_life[row] = entry.half_life
         self._alive[row] = True
         if entry.vector is None:
             self._has_vector[row] = False
@@ -158,6 +196,15 @@ class StructuralIndex:
         self._subdomain_rows.get(subdomain, set()).discard(row)
         for prime in tags:
             self._tag_rows.get(prime, set()).discard(row)
+        self._forget_sorted(domain, subdomain, tags)
+
+    def _forget_sorted(self, domain: int, subdomain: int, tags: tuple[int, ...]) -> None:
+        cache = self._sorted_postings
+        if cache:
+            cache.pop(("d", domain), None)
+            cache.pop(("s", subdomain), None)
+            for prime in tags:
+                cache.pop(("t", prime), None)
 
     def remove(self, record_id: str) -> None:
         """Drop a record; unknown ids are ignored."""
@@ -166,6 +213,7 @@ class StructuralIndex:
             return
         self._unlink(row)
         self._ids[row] = None
+        self._id_column[row] = None
         self._entry_keys[row] = (0, 0, ())
         self._alive[row] = False
         self._has_vector[row] = False
@@ -183,37 +231,59 @@ class StructuralIndex:
         tag gate then passes the exact divisibility test on its tag product.
         """
         n = len(self._ids)
-        sets: list[set[int] | frozenset[int]] = []
+        postings: list[tuple[tuple[str, int] | None, set[int] | frozenset[int]]] = []
         if gates.domain_prime is not None:
-            sets.append(self._domain_rows.get(gates.domain_prime, _EMPTY))
+            key = ("d", gates.domain_prime)
+            postings.append((key, self._domain_rows.get(gates.domain_prime, _EMPTY)))
         if gates.subdomain_prime is not None:
-            sets.append(self._subdomain_rows.get(gates.subdomain_prime, _EMPTY))
+            key = ("s", gates.subdomain_prime)
+            postings.append((key, self._subdomain_rows.get(gates.subdomain_prime, _EMPTY)))
         for prime in gates.all_of:
-            sets.append(self._tag_rows.get(prime, _EMPTY))
+            postings.append((("t", prime), self._tag_rows.get(prime, _EMPTY)))
         if gates.any_of:
             union: set[int] = set()
             for prime in gates.any_of:
                 union.update(self._tag_rows.get(prime, _EMPTY))
-            sets.append(union)
+            postings.append((None, union))
 
-        products = self._tag_product
-        candidates: Iterable[int] | None = None
-        if sets:
-            sets.sort(key=len)
-            smallest = sets[0]
-            candidates = smallest.intersection(*sets[1:]) if len(sets) > 1 else smallest
-            if gates.all_of:
-                required = math.prod(gates.all_of)
-                candidates = [r for r in candidates if products[r] % required == 0]
-            if gates.any_of:
-                wanted = math.prod(gates.any_of)
-                candidates = [r for r in candidates if math.gcd(products[r], wanted) > 1]
-
-        if candidates is None:
-            rows: Rows = np.flatnonzero(self._alive[:n]).astype(np.int64)
+        rows: Rows
+        tested = False
+        if not postings:
+            rows = np.flatnonzero(self._alive[:n]).astype(np.int64)
         else:
-            rows = np.fromiter(candidates, dtype=np.int64)
-            rows.sort()
+            postings.sort(key=lambda kv: len(kv[1]))
+            smallest = postings[0][1]
+            if len(postings) == 1:
+                rows = self._sorted(*postings[0])
+            elif len(smallest) <= _SET_PATH_MAX:
+                # Hashing a short list against the others beats any array work.
+                common = smallest.intersection(*(p for _, p in postings[1:]))
+                if len(common) <= _PYTHON_TEST_MAX:
+                    # Few candidates: the exact tests are cheaper on Python ints
+                    # than the fixed cost of numpy calls.
+                    products = self._tag_product
+                    found = list(common)
+                    if gates.all_of:
+                        required = math.prod(gates.all_of)
+                        found = [r for r in found if products[r] % required == 0]
+                    if gates.any_of:
+                        wanted = math.prod(gates.any_of)
+                        found = [r for r in found if math.gcd(products[r], wanted) > 1]
+                    rows = np.array(sorted(found), dtype=np.int64)
+                    tested = True
+                else:
+                    rows = np.fromiter(common, dtype=np.int64, count=len(common))
+                    rows.sort()
+            else:
+                rows = self._sorted(*postings[0])
+                for other_key, posting in postings[1:]:
+                    rows = np.intersect1d(
+                        rows, self._sorted(other_key, posting), assume_unique=True
+                    )
+            if gates.all_of and len(rows) and not tested:
+                rows = rows[self._divisible(rows, math.prod(gates.all_of))]
+            if gates.any_of and len(rows) and not tested:
+                rows = rows[self._shares_prime(rows, math.prod(gates.any_of))]
         if gates.none_of and len(rows):
             excluded: set[int] = set()
             for prime in gates.none_of:
@@ -221,8 +291,54 @@ class StructuralIndex:
             if excluded:
                 rows = rows[~np.isin(rows, np.fromiter(excluded, dtype=np.int64))]
         if gates.min_strength > 0.0 and len(rows):
-            rows = rows[self._strength[rows] >= gates.min_strength]
+            strength = (
+                self._strength[rows]
+                if gates.now is None
+                else self.effective_strength(rows, gates.now)
+            )
+            rows = rows[strength >= gates.min_strength]
         return rows
+
+    def _sorted(self, key: tuple[str, int] | None, posting: set[int] | frozenset[int]) -> Rows:
+        """A posting list as a sorted array, cached until one of its rows changes."""
+        if key is not None:
+            cached = self._sorted_postings.get(key)
+            if cached is not None:
+                return cached
+        rows = np.fromiter(posting, dtype=np.int64, count=len(posting))
+        rows.sort()
+        if key is not None:
+            rows.flags.writeable = False
+            self._sorted_postings[key] = rows
+        return rows
+
+    def _divisible(self, rows: Rows, required: int) -> npt.NDArray[np.bool_]:
+        """Exact test: does each row's tag product divide by ``required``?"""
+        products = self._tag_product
+        if required >= _UINT64_LIMIT:
+            return np.fromiter(
+                (products[r] % required == 0 for r in rows), dtype=bool, count=len(rows)
+            )
+        fits = self._product_fits[rows]
+        ok = np.zeros(len(rows), dtype=bool)
+        ok[fits] = self._product64[rows[fits]] % np.uint64(required) == 0
+        for i in np.flatnonzero(~fits):
+            ok[i] = products[rows[i]] % required == 0
+        return ok
+
+    def _shares_prime(self, rows: Rows, wanted: int) -> npt.NDArray[np.bool_]:
+        """Exact test: does each row's tag product share a prime factor with ``wanted``?"""
+        products = self._tag_product
+        if wanted >= _UINT64_LIMIT:
+            return np.fromiter(
+                (math.gcd(products[r], wanted) > 1 for r in rows), dtype=bool, count=len(rows)
+            )
+        fits = self._product_fits[rows]
+        ok = np.zeros(len(rows), dtype=bool)
+        ok[fits] = np.gcd(self._product64[rows[fits]], np.uint64(wanted)) > 1
+        for i in np.flatnonzero(~fits):
+            ok[i] = math.gcd(products[rows[i]], wanted) > 1
+        return ok
 
     # -- scoring columns --------------------------------------------------------
 
@@ -234,6 +350,22 @@ class StructuralIndex:
 
     def updated_at(self, rows: Rows) -> npt.NDArray[np.float64]:
         return self._updated[rows]
+
+    # -- decay (see folding.py) -------------------------------------------------
+
+    def effective_strength(self, rows: Rows, now: float) -> npt.NDArray[np.float64]:
+        """Strength decayed to ``now``: ``strength * 0.5 ** (elapsed / half_life)``."""
+        elapsed = np.maximum(now - self._reinforced[rows], 0.0)
+        return self._strength[rows] * np.exp2(-elapsed / self._half_life[rows])
+
+    def restamp(self, record_id: str, strength: float, reinforced_at: float) -> None:
+        """Record a strength persisted at ``reinforced_at``; unknown ids are ignored."""
+        row = self._row_of.get(record_id)
+        if row is not None:
+            self._strength[row] = strength
+            self._reinforced[row] = reinforced_at
+
+    # -- end decay --------------------------------------------------------------
 
     def has_vector(self, rows: Rows) -> npt.NDArray[np.bool_]:
         return self._has_vector[rows]

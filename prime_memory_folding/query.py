@@ -64,25 +64,44 @@ def best_positions(
 
 
 def rank_by_vector(
-    index: StructuralIndex, rows: Rows | None, query: npt.NDArray[np.float32], limit: int
+    index: StructuralIndex,
+    rows: Rows | None,
+    query: npt.NDArray[np.float32],
+    limit: int,
+    now: float | None = None,
 ) -> list[RankedRow]:
-    """Best-first by cosine similarity; records without a vector are left out."""
+    """Best-first by cosine similarity; records without a vector are left out.
+
+    With ``now``, the parts also show each hit's strength decayed to that time.
+    """
     scores = index.cosine(rows, query)
     best = top_k(scores, limit)
     best = best[np.isfinite(scores[best])]
     chosen = best if rows is None else rows[best]
+    strength = None if now is None else index.effective_strength(chosen, now)
     return [
-        RankedRow(int(row), float(scores[pos]), {"cosine": float(scores[pos])})
-        for pos, row in zip(best, chosen)
+        RankedRow(
+            int(row),
+            float(scores[pos]),
+            {"cosine": float(scores[pos])}
+            if strength is None
+            else {"cosine": float(scores[pos]), "strength": float(strength[i])},
+        )
+        for i, (pos, row) in enumerate(zip(best, chosen))
     ]
 
 
-def rank_by_salience(index: StructuralIndex, rows: Rows, limit: int) -> list[RankedRow]:
-    """Best-first by importance x strength, then most recently updated."""
+def rank_by_salience(
+    index: StructuralIndex, rows: Rows, limit: int, now: float | None = None
+) -> list[RankedRow]:
+    """Best-first by importance x strength, then most recently updated.
+
+    With ``now``, strength is the strength decayed to that time.
+    """
     if limit <= 0 or len(rows) == 0:
         return []
     importance = index.importance(rows)
-    strength = index.strength(rows)
+    strength = index.strength(rows) if now is None else index.effective_strength(rows, now)
     salience = importance * strength
     order = best_positions(salience, index.updated_at(rows), limit)
     return [

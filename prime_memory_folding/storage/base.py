@@ -37,6 +37,8 @@ class StoredRow:
     dedupe_key: str
     vector_blob: bytes | None
     instance_key: str | None = None
+    #: When a fold or an explicit update last set the strength (None: at ``accessed_at``).
+    strength_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,12 @@ class IndexRow:
     strength: float
     updated_at: float
     vector_blob: bytes | None
+    # Decay inputs (see folding.py); defaults keep other backends working unchanged.
+    created_at: float = 0.0
+    accessed_at: float = 0.0
+    access_count: int = 0
+    strength_at: float | None = None
+    tier: str | None = None
 
 
 class Storage(Protocol):
@@ -78,3 +86,4 @@ class Storage(Protocol):
     def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]: ...
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
     def newest_change(self) -> int: ...
+    def trim_changes(self, keep: int) -> None: ...

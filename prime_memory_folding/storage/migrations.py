@@ -120,3 +120,48 @@ def create_core_tables(db: sqlite3.Connection) -> None:
                 "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
                 (kind.value, label, prime),
             )
+
+
+# -- folding: migration 3 -------------------------------------------------------
+
+
+@migration(3)
+def create_fold_archive(db: sqlite3.Connection) -> None:
+    """Decay bookkeeping on ``records`` and the archive that folding moves records to.
+
+    ``strength_at`` is when ``strength`` was last set by a fold or an explicit
+    update (NULL: by the last reinforcement, ``accessed_at``). ``archive`` keeps
+    every column of a record exactly, with why and when it left ``records``.
+    """
+    run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN strength_at REAL;
+        CREATE TABLE archive (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reason TEXT NOT NULL CHECK (reason IN ('pruned', 'folded')),
+            detail TEXT NOT NULL,
+            folded_into TEXT,
+            archived_at REAL NOT NULL,
+            record_id TEXT NOT NULL,
+            dedupe_key TEXT NOT NULL,
+            domain TEXT NOT NULL,
+            subdomain TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            tag_product TEXT NOT NULL,
+            content TEXT NOT NULL,
+            vector BLOB,
+            importance REAL NOT NULL,
+            strength REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            accessed_at REAL NOT NULL,
+            access_count INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            instance_key TEXT,
+            strength_at REAL
+        );
+        CREATE INDEX archive_record ON archive (record_id);
+        CREATE INDEX archive_folded_into ON archive (folded_into);
+        """,
+    )

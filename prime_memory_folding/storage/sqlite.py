@@ -32,7 +32,7 @@ _CHUNK = 500
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key"
+    "instance_key, strength_at"
 )
 
 
@@ -259,7 +259,7 @@ class SQLiteStorage:
     def insert(self, rows: Iterable[StoredRow]) -> None:
         """Insert new rows. Call inside a transaction."""
         self.db.executemany(
-            f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({','.join('?' * 16)})",
+            f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({','.join('?' * 17)})",
             (_row_values(row) for row in rows),
         )
 
@@ -269,7 +269,7 @@ class SQLiteStorage:
             "UPDATE records SET dedupe_key = ?, domain = ?, subdomain = ?, tags = ?, "
             "tag_product = ?, content = ?, vector = ?, importance = ?, strength = ?, "
             "created_at = ?, updated_at = ?, accessed_at = ?, access_count = ?, metadata = ?, "
-            "instance_key = ? "
+            "instance_key = ?, strength_at = ? "
             "WHERE record_id = ?",
             ((*_row_values(row)[1:], row.record.record_id) for row in rows),
         )
@@ -299,7 +299,8 @@ class SQLiteStorage:
         """The columns the in-memory index needs, for all rows or the given ids."""
         sql = (
             "SELECT record_id, domain, subdomain, tags, tag_product, importance, strength, "
-            "updated_at, vector FROM records"
+            "updated_at, vector, created_at, accessed_at, access_count, strength_at, "
+            "json_extract(metadata, '$.tier') FROM records"
         )
         if record_ids is None:
             for row in self.db.execute(sql + " ORDER BY id"):
@@ -322,6 +323,12 @@ class SQLiteStorage:
             ids.append(record_id)
             newest = change_seq
         return ids, newest, gap
+
+    def trim_changes(self, keep: int) -> None:
+        """Drop all but the newest ``keep`` change-log entries. Call inside a transaction."""
+        self.db.execute(
+            "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?", (keep,)
+        )
 
     def newest_change(self) -> int:
         row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
@@ -347,6 +354,7 @@ def _row_values(row: StoredRow) -> tuple[Any, ...]:
         rec.access_count,
         json.dumps(rec.metadata, sort_keys=True, ensure_ascii=False),
         row.instance_key,
+        row.strength_at,
     )
 
 
@@ -370,7 +378,13 @@ def _stored_row(row: Sequence[Any]) -> StoredRow:
         metadata=json.loads(row[14]),
         vector=vector,
     )
-    return StoredRow(record=record, dedupe_key=row[1], vector_blob=blob, instance_key=row[15])
+    return StoredRow(
+        record=record,
+        dedupe_key=row[1],
+        vector_blob=blob,
+        instance_key=row[15],
+        strength_at=row[16],
+    )
 
 
 def _index_row(row: Sequence[Any]) -> IndexRow:
@@ -384,4 +398,9 @@ def _index_row(row: Sequence[Any]) -> IndexRow:
         strength=row[6],
         updated_at=row[7],
         vector_blob=row[8],
+        created_at=row[9],
+        accessed_at=row[10],
+        access_count=row[11],
+        strength_at=row[12],
+        tier=row[13] if isinstance(row[13], str) else None,
     )

@@ -1,0 +1,238 @@
+"""Folding: how long a fold takes, and how well it merges.
+
+1. Fold time at two sizes (default 10,000 and 100,000 records): seeded
+   synthetic records with 256-dimensional vectors, in families of
+   near-duplicates spread over 10 domains, 4 subdomains and Zipf-distributed
+   tags. Prints each time, the ratio between them (target: at most 12x for
+   10x the records) and whether the larger fold took at most 30 s.
+2. Merge quality: a synthetic set with known families of near-duplicates and
+   paraphrases (and related but distinct families as hard negatives), folded
+   at the default policy. Pair precision and recall over records that share a
+   folded record (targets: precision >= 0.95, recall >= 0.8).
+3. Fold safety on LoCoMo: recall@10 before and after a default fold. Runs only
+   when the store can answer text queries.
+
+Run from the repository root::
+
+    python3 benchmarks/fold.py
+    python3 benchmarks/fold.py --sizes 2000 20000   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import _shared  # noqa: F401  (puts the checkout on sys.path)
+import numpy as np
+
+from prime_memory_folding import FoldPolicy, MemoryEngine, NotAvailable
+
+DIM = 256
+DOMAINS = tuple(f"domain{i:02d}" for i in range(10))
+SUBDOMAINS = ("notes", "code", "decisions", "incidents")
+TAGS = tuple(f"tag{i:03d}" for i in range(200))
+T0 = 1_700_000_000.0
+DAY = 86_400.0
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _tags(rng: np.random.Generator) -> tuple[str, ...]:
+    weights = 1.0 / np.arange(1, len(TAGS) + 1)
+    count = int(rng.integers(1, 4))
+    chosen = rng.choice(len(TAGS), size=count, replace=False, p=weights / weights.sum())
+    return tuple(TAGS[i] for i in sorted(chosen))
+
+
+def _members(
+    rng: np.random.Generator, centre: np.ndarray, size: int, noise: tuple[float, float]
+) -> Iterator[np.ndarray]:
+    for _ in range(size):
+        jitter = rng.normal(size=DIM)
+        jitter *= rng.uniform(*noise) / np.linalg.norm(jitter)
+        yield centre + jitter
+
+
+def timing_records(count: int, seed: int) -> list[dict[str, Any]]:
+    """Families of near-duplicates (sizes 1-6) with shared labels."""
+    rng = np.random.default_rng(seed)
+    items: list[dict[str, Any]] = []
+    family = 0
+    while len(items) < count:
+        size = int(rng.choice([1, 1, 1, 2, 3, 4, 6]))
+        centre = rng.normal(size=DIM)
+        centre /= np.linalg.norm(centre)
+        domain = DOMAINS[int(rng.integers(len(DOMAINS)))]
+        subdomain = SUBDOMAINS[int(rng.integers(len(SUBDOMAINS)))]
+        tags = _tags(rng)
+        importance = float(rng.choice([0.2, 0.5, 0.5, 0.8]))
+        for i, vector in enumerate(_members(rng, centre, size, (0.1, 0.3))):
+            items.append(
+                {
+                    "content": f"Family {family} fact, variant {i}. Shared detail {family}.",
+                    "domain": domain,
+                    "subdomain": subdomain,
+                    "tags": tags,
+                    "importance": importance,
+                    "vector": vector.astype(np.float32),
+                }
+            )
+        family += 1
+    return items[:count]
+
+
+def quality_records(seed: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Known families: near-duplicates, paraphrases, singletons, and related topics."""
+    rng = np.random.default_rng(seed)
+    items: list[dict[str, Any]] = []
+    labels: list[int] = []
+    family = 0
+    for topic in range(60):
+        topic_vector = rng.normal(size=DIM)
+        topic_vector /= np.linalg.norm(topic_vector)
+        domain = DOMAINS[topic % len(DOMAINS)]
+        subdomain = SUBDOMAINS[topic % len(SUBDOMAINS)]
+        # Families on one topic are related (cosine about 0.5) but distinct.
+        for kind in ("near-duplicate", "paraphrase", "paraphrase", "singleton", "singleton"):
+            own = rng.normal(size=DIM)
+            own /= np.linalg.norm(own)
+            centre = topic_vector + own
+            centre /= np.linalg.norm(centre)
+            size, noise = {
+                "near-duplicate": (int(rng.integers(2, 5)), (0.1, 0.2)),
+                "paraphrase": (int(rng.integers(2, 6)), (0.25, 0.4)),
+                "singleton": (1, (0.0, 0.0)),
+            }[kind]
+            tags = ("topic", f"t{topic}")
+            for i, vector in enumerate(_members(rng, centre, size, noise)):
+                items.append(
+                    {
+                        "content": f"{kind} {family} version {i}.",
+                        "domain": domain,
+                        "subdomain": subdomain,
+                        "tags": tags,
+                        "vector": vector.astype(np.float32),
+                    }
+                )
+                labels.append(family)
+            family += 1
+    return items, labels
+
+
+def store_all(engine: MemoryEngine, items: list[dict[str, Any]]) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, len(items), 2_000):
+        ids.extend(r.record_id for r in engine.store_many(items[start : start + 2_000]))
+    return ids
+
+
+def time_fold(count: int, seed: int, folder: Path) -> tuple[float, Any]:
+    clock = Clock(T0)
+    with MemoryEngine(folder / f"fold-{count}.db", clock=clock) as engine:
+        store_all(engine, timing_records(count, seed))
+        clock.now = T0 + 3 * DAY
+        started = time.perf_counter()
+        report = engine.fold()
+        return time.perf_counter() - started, report
+
+
+def merge_quality(seed: int, folder: Path) -> tuple[float, float, int, int]:
+    items, labels = quality_records(seed)
+    with MemoryEngine(folder / "quality.db", clock=Clock(T0)) as engine:
+        ids = store_all(engine, items)
+        family_of = dict(zip(ids, labels))
+        report = engine.fold(policy=FoldPolicy(prune_below=0.0))
+        predicted: set[tuple[str, str]] = set()
+        for members in report.folded_from.values():
+            predicted.update(itertools.combinations(sorted(members), 2))
+    truth = {
+        pair
+        for pair in itertools.combinations(sorted(ids), 2)
+        if family_of[pair[0]] == family_of[pair[1]]
+    }
+    hits = len(predicted & truth)
+    precision = hits / len(predicted) if predicted else 1.0
+    recall = hits / len(truth) if truth else 1.0
+    return precision, recall, len(predicted), len(truth)
+
+
+# -- fold safety on LoCoMo (R@10 before/after a default fold) --------------------------
+# Runs only when the store answers text queries. To wire: load LoCoMo's
+# conversations as records and its questions with their evidence turns, then
+# compare recall@10 of ``query(text=question)`` before and after ``fold()``.
+
+
+def text_recall_available(folder: Path) -> bool:
+    with MemoryEngine(folder / "probe.db") as engine:
+        engine.store("probe")
+        try:
+            engine.query(text="probe", limit=1)
+        except NotAvailable:
+            return False
+    return True
+
+
+def locomo_fold_safety(folder: Path) -> str:
+    if not text_recall_available(folder):
+        return "SKIP: text recall (query(text=...)) is not available in this store"
+    return "SKIP: LoCoMo loading is not wired yet"
+
+
+# -- end fold safety on LoCoMo -----------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs=2, default=[10_000, 100_000])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quiet", action="store_true", help="accepted for the smoke tests")
+    args = parser.parse_args(argv)
+    small, large = args.sizes
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print(f"fold time ({DIM}-d vectors, families of near-duplicates)")
+        times = {}
+        for count in (small, large):
+            seconds, report = time_fold(count, args.seed, folder)
+            times[count] = seconds
+            print(
+                f"  {count:>7,} records: {seconds:6.2f} s  "
+                f"(pruned {report.pruned:,}, folded {report.folded:,} into "
+                f"{report.created:,}, decayed {report.decayed:,}; "
+                f"{report.records_before:,} -> {report.records_after:,} records)"
+            )
+        ratio = times[large] / times[small]
+        scale = large / small
+        ratio_ok = ratio <= 1.2 * scale
+        time_ok = times[large] <= 30.0 * large / 100_000
+        print(
+            f"  ratio: {ratio:.1f}x for {scale:.0f}x the records  {'PASS' if ratio_ok else 'MISS'}"
+        )
+        print(f"  {large:,} records in {times[large]:.1f} s  {'PASS' if time_ok else 'MISS'}")
+        precision, recall, predicted, truth = merge_quality(args.seed, folder)
+        print("merge quality (default similarity threshold)")
+        p_ok, r_ok = precision >= 0.95, recall >= 0.8
+        print(f"  pair precision {precision:.3f} ({predicted} pairs)  {'PASS' if p_ok else 'MISS'}")
+        print(f"  pair recall    {recall:.3f} ({truth} pairs)  {'PASS' if r_ok else 'MISS'}")
+        print("fold safety on LoCoMo (R@10 before/after a default fold)")
+        print(f"  {locomo_fold_safety(folder)}")
+        ok = ratio_ok and time_ok and p_ok and r_ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

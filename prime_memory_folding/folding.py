@@ -1,0 +1,524 @@
+"""Folding: the maintenance pass that keeps a store small and meaningful.
+
+Everything here is a pure function of a store snapshot, a :class:`FoldPolicy`
+and a time ``now``; the engine applies the resulting :class:`FoldPlan` in one
+transaction. Nothing is destroyed: pruned and folded records move to the
+archive, from which they can be restored exactly.
+
+Decay
+    A record's strength halves every half-life since it was last reinforced.
+    The half-life comes from its tier (``metadata["tier"]`` if set, else from its
+    importance); ``permanent`` never decays. Spaced reinforcement lengthens it:
+    each reinforcement that came at least a base half-life after the previous
+    ones multiplies it by ``spacing_factor``, massed ones count for their share.
+Prune
+    Records whose decayed strength falls below ``prune_below`` are archived.
+Cluster
+    Within a domain, records with the same subdomain or a shared tag and cosine
+    similarity at or above ``similarity`` are linked; leader clustering over
+    those links (most-linked record first, ties by id) forms the clusters.
+Merge and promote
+    A cluster of two or more becomes one folded record: an extractive summary,
+    the strength-weighted mean vector, the union of tags plus ``folded``, a
+    boosted importance and a promoted tier. Its members are archived and
+    listed in ``metadata["folded_from"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import InvalidInput
+from .storage.archive import SnapshotRow
+
+__all__ = [
+    "TIERS",
+    "FoldPlan",
+    "FoldPolicy",
+    "FoldReport",
+    "Merge",
+    "Snapshot",
+    "SnapshotRow",
+    "cluster",
+    "decay_terms",
+    "effective_strength",
+    "half_life",
+    "plan_fold",
+    "summarise",
+    "tier_of",
+]
+
+#: Tiers from most to least volatile.
+TIERS = ("working", "short_term", "long_term", "permanent")
+#: The tag every folded record carries.
+FOLDED_TAG = "folded"
+#: A decayed strength is written back only when it moved by more than this.
+_PERSIST_TOLERANCE = 1e-9
+#: Sentences whose word sets overlap at least this much count as one.
+_SAME_SENTENCE = 0.8
+#: The most elements of one similarity block (float32), to bound memory.
+_BLOCK_ELEMENTS = 1 << 24
+#: Caps the spacing exponent so a long-lived record cannot overflow its half-life.
+_MAX_SPACED = 64.0
+
+_DAY = 86_400.0
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class FoldPolicy:
+    """What a fold does, all in one place.
+
+    Half-lives are in seconds. An importance at or above ``long_term_from`` is
+    long-term, at or above ``permanent_from`` permanent, below
+    ``short_term_from`` working memory, and short-term in between.
+
+    Raises:
+        InvalidInput: a field is out of range.
+    """
+
+    working_half_life: float = 1 * _DAY
+    short_term_half_life: float = 7 * _DAY
+    long_term_half_life: float = 90 * _DAY
+    short_term_from: float = 0.3
+    long_term_from: float = 0.7
+    permanent_from: float = 0.95
+    #: Half-life multiplier for each fully spaced reinforcement (1: no spacing effect).
+    spacing_factor: float = 2.0
+    #: Archive records whose decayed strength is below this (0: never prune).
+    prune_below: float = 0.05
+    #: Cosine similarity at or above which two records may fold together.
+    similarity: float = 0.85
+    #: Added to the highest member importance of a folded record.
+    importance_boost: float = 0.1
+    #: The longest summary a folded record gets, in characters.
+    summary_max_chars: int = 2_000
+    #: Fold automatically after this many stores (0: never).
+    auto_fold_every: int = 0
+    #: Fold automatically once the store file passes this many bytes (0: never).
+    auto_fold_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("working_half_life", "short_term_half_life", "long_term_half_life"):
+            value = getattr(self, name)
+            if not _number(value) or not 0 < value < math.inf:
+                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in (
+            "short_term_from",
+            "long_term_from",
+            "permanent_from",
+            "prune_below",
+            "similarity",
+            "importance_boost",
+        ):
+            value = getattr(self, name)
+            if not _number(value) or not 0.0 <= value <= 1.0:
+                raise InvalidInput(f"{name} must be a number from 0 to 1, got {value!r}")
+        if not self.short_term_from <= self.long_term_from <= self.permanent_from:
+            raise InvalidInput(
+                "tier thresholds must rise: short_term_from <= long_term_from <= permanent_from, "
+                f"got {self.short_term_from}, {self.long_term_from}, {self.permanent_from}"
+            )
+        if self.similarity == 0.0:
+            raise InvalidInput("similarity must be above 0, or every record would fold together")
+        if not _number(self.spacing_factor) or not 1.0 <= self.spacing_factor <= 100.0:
+            raise InvalidInput(
+                f"spacing_factor must be from 1 (no spacing effect) to 100, "
+                f"got {self.spacing_factor!r}"
+            )
+        for name in ("summary_max_chars", "auto_fold_every", "auto_fold_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be a whole number >= 0, got {value!r}")
+        if self.summary_max_chars < 80:
+            raise InvalidInput(
+                f"summary_max_chars must be at least 80, got {self.summary_max_chars}"
+            )
+
+    def base_half_life(self, tier: str) -> float:
+        """The half-life of a tier before spacing; ``inf`` for permanent."""
+        return {
+            "working": self.working_half_life,
+            "short_term": self.short_term_half_life,
+            "long_term": self.long_term_half_life,
+        }.get(tier, math.inf)
+
+
+def _number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def tier_of(policy: FoldPolicy, importance: float, label: object = None) -> str:
+    """A record's tier: ``label`` (from ``metadata["tier"]``) when valid, else by importance."""
+    if isinstance(label, str) and label in TIERS:
+        return label
+    if importance >= policy.permanent_from:
+        return "permanent"
+    if importance >= policy.long_term_from:
+        return "long_term"
+    if importance >= policy.short_term_from:
+        return "short_term"
+    return "working"
+
+
+def half_life(
+    policy: FoldPolicy,
+    tier: str,
+    created_at: float,
+    accessed_at: float,
+    access_count: int,
+) -> float:
+    """The half-life in seconds, lengthened by spaced reinforcement.
+
+    The spaced reinforcements are ``min(access_count, span / base)``, where the
+    span runs from creation to the last reinforcement: ten reinforcements in
+    one minute count as almost none, one after a full half-life counts as one.
+    """
+    base = policy.base_half_life(tier)
+    if math.isinf(base):
+        return base
+    span = max(accessed_at - created_at, 0.0)
+    spaced = min(float(access_count), span / base, _MAX_SPACED)
+    return float(base * policy.spacing_factor**spaced)
+
+
+def decay_terms(
+    policy: FoldPolicy,
+    importance: float,
+    tier_label: object,
+    created_at: float,
+    accessed_at: float,
+    access_count: int,
+    strength_at: float | None,
+) -> tuple[float, float]:
+    """When a record's strength was last set, and its half-life: what decay needs."""
+    tier = tier_of(policy, importance, tier_label)
+    half = half_life(policy, tier, created_at, accessed_at, access_count)
+    since = accessed_at if strength_at is None else max(accessed_at, strength_at)
+    return since, half
+
+
+def effective_strength(strength: float, reinforced_at: float, half: float, now: float) -> float:
+    """``strength * 0.5 ** ((now - reinforced_at) / half)``; never grows."""
+    elapsed = max(now - reinforced_at, 0.0)
+    return float(strength * 2.0 ** (-elapsed / half))
+
+
+# -- snapshot -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every live record, sorted by id so that a fold never depends on storage order."""
+
+    rows: tuple[SnapshotRow, ...]
+
+    @classmethod
+    def of(cls, rows: Sequence[SnapshotRow]) -> Snapshot:
+        return cls(tuple(sorted(rows, key=lambda r: r.record_id)))
+
+
+# -- plan -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """One folded record to create from ``member_ids`` (most representative first)."""
+
+    member_ids: tuple[str, ...]
+    domain: str
+    subdomain: str
+    tags: tuple[str, ...]
+    content: str
+    importance: float
+    strength: float
+    access_count: int
+    vector: npt.NDArray[np.float32]
+    metadata: dict[str, Any]
+    instance_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class FoldPlan:
+    """What a fold will do; applying it is the engine's job."""
+
+    now: float
+    records: int
+    decayed: tuple[tuple[str, float], ...]
+    pruned: tuple[tuple[str, float], ...]
+    merges: tuple[Merge, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldReport:
+    """What a fold did (or, with ``dry_run``, would do).
+
+    Attributes:
+        decayed: surviving records whose stored strength was lowered to its
+            decayed value.
+        pruned: records archived because their decayed strength fell below the
+            policy's ``prune_below``.
+        clustered: clusters of two or more records found.
+        folded: records archived as members of a new folded record.
+        created: folded records created.
+        pruned_ids, created_ids, folded_from: the records involved, for
+            explanation; each list holds at most ``MAX_REPORTED`` entries.
+    """
+
+    dry_run: bool
+    now: float
+    records_before: int
+    records_after: int
+    decayed: int
+    pruned: int
+    clustered: int
+    folded: int
+    created: int
+    bytes_before: int
+    bytes_after: int
+    duration_s: float
+    pruned_ids: tuple[str, ...] = ()
+    created_ids: tuple[str, ...] = ()
+    folded_from: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+#: The most ids a report lists per kind.
+MAX_REPORTED = 100
+
+
+def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
+    """Decide what a fold does: decay, prune, cluster and merge. Reads nothing else."""
+    rows = snapshot.rows
+    n = len(rows)
+    effective = np.zeros(n, dtype=np.float64)
+    tiers: list[str] = []
+    decayed: list[tuple[str, float]] = []
+    pruned_mask = np.zeros(n, dtype=bool)
+    for i, row in enumerate(rows):
+        tier = tier_of(policy, row.importance, row.tier)
+        tiers.append(tier)
+        since, half = decay_terms(
+            policy,
+            row.importance,
+            row.tier,
+            row.created_at,
+            row.accessed_at,
+            row.access_count,
+            row.strength_at,
+        )
+        effective[i] = effective_strength(row.strength, since, half, now)
+        if tier != "permanent" and effective[i] < policy.prune_below:
+            pruned_mask[i] = True
+    pruned = tuple((rows[i].record_id, float(effective[i])) for i in np.flatnonzero(pruned_mask))
+
+    vectors, has_vector = _unit_vectors(rows)
+    groups = cluster(
+        [r.domain for r in rows],
+        [r.subdomain for r in rows],
+        [r.tags for r in rows],
+        vectors,
+        has_vector & ~pruned_mask,
+        policy.similarity,
+    )
+    merges = tuple(
+        _merge(rows, members, vectors, effective, tiers, policy, now) for members in groups
+    )
+    merged = {i for members in groups for i in members}
+    for i, row in enumerate(rows):
+        if pruned_mask[i] or i in merged:
+            continue
+        if effective[i] < row.strength - _PERSIST_TOLERANCE:
+            decayed.append((row.record_id, float(effective[i])))
+    return FoldPlan(now=now, records=n, decayed=tuple(decayed), pruned=pruned, merges=merges)
+
+
+def _unit_vectors(
+    rows: Sequence[SnapshotRow],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    has_vector = np.array([r.vector is not None for r in rows], dtype=bool)
+    dims = {len(r.vector) for r in rows if r.vector is not None}
+    if not dims:
+        return np.zeros((len(rows), 1), dtype=np.float32), np.zeros(len(rows), dtype=bool)
+    if len(dims) > 1:
+        # Only one embedding space per store; tolerate strays by leaving them out.
+        dim = Counter(len(r.vector) for r in rows if r.vector is not None).most_common(1)[0][0]
+        has_vector &= np.array([r.vector is not None and len(r.vector) == dim for r in rows])
+    else:
+        dim = dims.pop()
+    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    for i in np.flatnonzero(has_vector).tolist():
+        matrix[i] = rows[i].vector
+    norms = np.linalg.norm(matrix, axis=1)
+    has_vector &= norms > 0
+    matrix[has_vector] /= norms[has_vector, None]
+    return matrix, has_vector
+
+
+# -- cluster ----------------------------------------------------------------------
+
+
+def cluster(
+    domains: Sequence[str],
+    subdomains: Sequence[str],
+    tags: Sequence[Sequence[str]],
+    unit_vectors: npt.NDArray[np.float32],
+    eligible: npt.NDArray[np.bool_],
+    threshold: float,
+) -> list[list[int]]:
+    """Clusters of two or more row positions, each led by its most-linked member.
+
+    Two eligible rows are linked when they share the domain, share the
+    subdomain or a tag, and their cosine similarity is at least ``threshold``.
+    Similarities are computed blockwise with numpy within each (domain,
+    subdomain) and (domain, tag) group, so only pairs that could link are
+    compared. The result depends only on the inputs' order and values.
+    """
+    n = len(domains)
+    blocks: dict[tuple[str, str, str], list[int]] = {}
+    for i in np.flatnonzero(eligible).tolist():
+        blocks.setdefault(("s", domains[i], subdomains[i]), []).append(i)
+        for tag in tags[i]:
+            blocks.setdefault(("t", domains[i], tag), []).append(i)
+    found: list[npt.NDArray[np.int64]] = []
+    for key in sorted(blocks):
+        members = blocks[key]
+        if len(members) >= 2:
+            found.append(
+                _linked_pairs(np.asarray(members, dtype=np.int64), unit_vectors, threshold)
+            )
+    if not found:
+        return []
+    codes = np.unique(np.concatenate(found))
+    left, right = codes // n, codes % n
+    # Adjacency in CSR form, both directions.
+    src = np.concatenate([left, right])
+    dst = np.concatenate([right, left])
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    degree = np.bincount(src, minlength=n)
+    starts = np.concatenate([[0], np.cumsum(degree)])
+    linked = np.flatnonzero(degree)
+    leaders = linked[np.lexsort((linked, -degree[linked]))]
+    taken = np.zeros(n, dtype=bool)
+    clusters: list[list[int]] = []
+    for leader in leaders:
+        if taken[leader]:
+            continue
+        neighbours = dst[starts[leader] : starts[leader + 1]]
+        free = neighbours[~taken[neighbours]]
+        if len(free) == 0:
+            continue
+        members = [int(leader), *(int(j) for j in free)]
+        taken[members] = True
+        clusters.append(members)
+    return clusters
+
+
+def _linked_pairs(
+    members: npt.NDArray[np.int64], unit_vectors: npt.NDArray[np.float32], threshold: float
+) -> npt.NDArray[np.int64]:
+    """Pair codes ``low * n + high`` of the linked pairs among ``members``."""
+    n = len(unit_vectors)
+    block = unit_vectors[members]
+    m = len(members)
+    step = max(16, min(m, _BLOCK_ELEMENTS // max(m, 1)))
+    codes: list[npt.NDArray[np.int64]] = []
+    for start in range(0, m, step):
+        stop = min(start + step, m)
+        sims = block[start:stop] @ block[start:].T
+        # Keep each pair once: the column must lie after the row.
+        rows, cols = np.nonzero(sims >= threshold)
+        keep = cols > rows
+        a = members[start + rows[keep]]
+        b = members[start + cols[keep]]
+        codes.append(np.minimum(a, b) * n + np.maximum(a, b))
+    return np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+
+
+# -- merge ----------------------------------------------------------------------
+
+
+def _merge(
+    rows: Sequence[SnapshotRow],
+    members: list[int],
+    unit_vectors: npt.NDArray[np.float32],
+    effective: npt.NDArray[np.float64],
+    tiers: Sequence[str],
+    policy: FoldPolicy,
+    now: float,
+) -> Merge:
+    idx = np.asarray(members, dtype=np.int64)
+    weights = np.maximum(effective[idx], 1e-6)
+    mean = (unit_vectors[idx] * weights[:, None].astype(np.float32)).sum(axis=0)
+    norm = float(np.linalg.norm(mean))
+    vector = (mean / norm if norm > 0 else unit_vectors[idx[0]]).astype(np.float32)
+    representative = unit_vectors[idx] @ vector
+    order = sorted(
+        range(len(members)), key=lambda k: (-float(representative[k]), rows[members[k]].record_id)
+    )
+    ordered = [rows[members[k]] for k in order]
+    subdomains = Counter(r.subdomain for r in ordered)
+    top = max(subdomains.values())
+    subdomain = next(r.subdomain for r in ordered if subdomains[r.subdomain] == top)
+    tags = tuple(sorted({FOLDED_TAG, *(t for r in ordered for t in r.tags)}))
+    highest = max(TIERS.index(tiers[i]) for i in members)
+    promoted = TIERS[highest] if TIERS[highest] == "permanent" else TIERS[min(highest + 1, 2)]
+    member_ids = tuple(r.record_id for r in ordered)
+    digest = hashlib.blake2b("\x1f".join(sorted(member_ids)).encode(), digest_size=16)
+    return Merge(
+        member_ids=member_ids,
+        domain=ordered[0].domain,
+        subdomain=subdomain,
+        tags=tags,
+        content=summarise([r.content for r in ordered], policy.summary_max_chars),
+        importance=min(1.0, max(r.importance for r in ordered) + policy.importance_boost),
+        strength=float(min(1.0, 1.0 - np.prod(1.0 - effective[idx]))),
+        access_count=sum(r.access_count for r in ordered),
+        vector=vector,
+        metadata={"folded_at": now, "folded_from": list(member_ids), "tier": promoted},
+        instance_key=f"folded:{digest.hexdigest()}",
+    )
+
+
+def summarise(contents: Sequence[str], max_chars: int) -> str:
+    """An extractive summary: distinct sentences in the given order, within ``max_chars``.
+
+    A sentence is left out when its words overlap an earlier one's by
+    ``_SAME_SENTENCE`` or more (Jaccard), so near-duplicates appear once.
+    """
+    kept: list[str] = []
+    seen: list[frozenset[str]] = []
+    length = 0
+    for content in contents:
+        for raw in _SENTENCE_END.split(content):
+            sentence = " ".join(raw.split())
+            if not sentence:
+                continue
+            words = frozenset(w.lower() for w in _WORD.findall(sentence))
+            if any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
+                continue
+            if sentence[-1] not in ".!?":
+                sentence += "."
+            extra = len(sentence) + (1 if kept else 0)
+            if kept and length + extra > max_chars:
+                return " ".join(kept)
+            kept.append(sentence[:max_chars])
+            seen.append(words)
+            length += extra
+    return " ".join(kept)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)

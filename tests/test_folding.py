@@ -1,0 +1,507 @@
+"""Folding: decay, prune, cluster, merge, and their undo."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prime_memory_folding import FoldPolicy, InvalidInput, MemoryEngine, NotFound, Record
+from prime_memory_folding.folding import cluster, half_life, summarise
+from tests.conftest import FakeClock
+
+DAY = 86_400.0
+DIM = 8
+
+
+def unit(seed: int, dim: int = DIM) -> list[float]:
+    return np.random.default_rng(seed).normal(size=dim).tolist()
+
+
+def near(vector: list[float], seed: int, noise: float = 0.02) -> list[float]:
+    jitter = np.random.default_rng(seed).normal(scale=noise, size=len(vector))
+    return (np.asarray(vector) + jitter).tolist()
+
+
+def strength_now(engine: MemoryEngine, record_id: str) -> float:
+    hits = engine.query(limit=10_000)
+    return next(h.score_parts["strength"] for h in hits if h.record.record_id == record_id)
+
+
+def dump(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+def live_ids(engine: MemoryEngine) -> set[str]:
+    return set(engine.match_ids())
+
+
+def archive_rows(engine: MemoryEngine) -> list[tuple[Any, ...]]:
+    db = engine.storage.db  # type: ignore[attr-defined]
+    return list(db.execute("SELECT record_id, reason, folded_into FROM archive ORDER BY seq"))
+
+
+# -- decay ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tier", "half"),
+    [("working", 1 * DAY), ("short_term", 7 * DAY), ("long_term", 90 * DAY)],
+)
+def test_strength_halves_every_half_life_of_its_tier(
+    engine: MemoryEngine, clock: FakeClock, tier: str, half: float
+) -> None:
+    rec = engine.store("a note", metadata={"tier": tier})
+    clock.advance(half)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.5)
+    clock.advance(half)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(("importance", "days_to_half"), [(0.1, 1), (0.5, 7), (0.8, 90)])
+def test_tier_follows_importance_without_a_tier_label(
+    engine: MemoryEngine, clock: FakeClock, importance: float, days_to_half: int
+) -> None:
+    rec = engine.store("a note", importance=importance)
+    clock.advance(days_to_half * DAY)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("how", [{"importance": 0.99}, {"metadata": {"tier": "permanent"}}])
+def test_permanent_records_never_decay_or_prune(
+    engine: MemoryEngine, clock: FakeClock, how: dict[str, Any]
+) -> None:
+    rec = engine.store("pinned", **how)
+    clock.advance(10_000 * DAY)
+    assert strength_now(engine, rec.record_id) == 1.0
+    report = engine.fold()
+    assert report.pruned == 0 and report.decayed == 0
+    assert engine.get(rec.record_id) == rec
+
+
+def test_spaced_reinforcement_lengthens_half_life_and_massed_does_not() -> None:
+    policy = FoldPolicy()
+    base = policy.short_term_half_life
+    massed = half_life(policy, "short_term", 0.0, 60.0, access_count=10)
+    spaced = half_life(policy, "short_term", 0.0, 2 * base, access_count=2)
+    assert massed == pytest.approx(base, rel=1e-3)
+    assert spaced == pytest.approx(base * policy.spacing_factor**2)
+    assert half_life(FoldPolicy(spacing_factor=1.0), "short_term", 0.0, 2 * base, 2) == base
+
+
+def test_reinforcing_after_a_gap_slows_later_decay(engine: MemoryEngine, clock: FakeClock) -> None:
+    massed = engine.store("massed", importance=0.5)
+    spaced = engine.store("spaced", importance=0.5)
+    for _ in range(3):
+        clock.advance(10)
+        engine.reinforce(massed.record_id)
+    clock.advance(7 * DAY)
+    engine.reinforce(spaced.record_id)
+    before = {r.record_id: strength_now(engine, r.record_id) for r in (massed, spaced)}
+    clock.advance(7 * DAY)
+    ratio = {rid: strength_now(engine, rid) / s for rid, s in before.items()}
+    assert ratio[massed.record_id] == pytest.approx(0.5, rel=1e-3)
+    assert ratio[spaced.record_id] == pytest.approx(0.5**0.5, rel=1e-3)
+
+
+def test_storing_again_reinforces_strength(engine: MemoryEngine, clock: FakeClock) -> None:
+    rec = engine.store("note", importance=0.1)
+    clock.advance(2 * DAY)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.25)
+    engine.store("note", importance=0.1)
+    assert strength_now(engine, rec.record_id) == pytest.approx(1.0)
+
+
+def test_min_strength_gate_uses_the_decayed_strength(
+    engine: MemoryEngine, clock: FakeClock
+) -> None:
+    fast = engine.store("fades fast", importance=0.1)
+    slow = engine.store("fades slowly", importance=0.8)
+    assert set(engine.match_ids(min_strength=0.9)) == {fast.record_id, slow.record_id}
+    clock.advance(1 * DAY)
+    assert engine.match_ids(min_strength=0.9) == [slow.record_id]
+    assert [h.record.record_id for h in engine.query(min_strength=0.6)] == [slow.record_id]
+
+
+def test_fold_persists_decay_without_changing_effective_strength(
+    engine: MemoryEngine, clock: FakeClock
+) -> None:
+    rec = engine.store("note", importance=0.5)
+    clock.advance(7 * DAY)
+    before = strength_now(engine, rec.record_id)
+    report = engine.fold()
+    assert report.decayed == 1
+    assert engine.get(rec.record_id).strength == pytest.approx(0.5)
+    assert strength_now(engine, rec.record_id) == pytest.approx(before)
+    clock.advance(7 * DAY)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.25)
+    with MemoryEngine(engine.path, clock=clock) as other:
+        assert strength_now(other, rec.record_id) == pytest.approx(0.25)
+
+
+def test_update_strength_decays_from_the_update(engine: MemoryEngine, clock: FakeClock) -> None:
+    rec = engine.store("note", importance=0.1)
+    clock.advance(1 * DAY)
+    engine.update(rec.record_id, strength=0.8)
+    assert strength_now(engine, rec.record_id) == pytest.approx(0.8)
+
+
+# -- prune, restore, purge ------------------------------------------------------------
+
+
+def test_faded_records_are_archived_and_restored_exactly(
+    engine: MemoryEngine, clock: FakeClock
+) -> None:
+    weak = engine.store("faded", importance=0.1)
+    kept = engine.store("kept", importance=0.8)
+    clock.advance(5 * DAY)
+    report = engine.fold()
+    assert report.pruned == 1 and report.pruned_ids == (weak.record_id,)
+    with pytest.raises(NotFound):
+        engine.get(weak.record_id)
+    assert archive_rows(engine) == [(weak.record_id, "pruned", None)]
+    assert engine.restore(weak.record_id) == weak
+    assert engine.get(weak.record_id) == weak
+    assert live_ids(engine) == {weak.record_id, kept.record_id}
+    assert archive_rows(engine) == []
+
+
+def test_restore_refuses_ids_that_are_not_archived(engine: MemoryEngine) -> None:
+    live = engine.store("live")
+    with pytest.raises(InvalidInput, match="live, not archived"):
+        engine.restore(live.record_id)
+    with pytest.raises(NotFound, match="no archived record"):
+        engine.restore("0" * 32)
+
+
+def test_purge_archive_deletes_for_good(engine: MemoryEngine, clock: FakeClock) -> None:
+    weak = engine.store("faded " * 2000, importance=0.1)
+    clock.advance(5 * DAY)
+    engine.fold()
+    assert engine.purge_archive(reason="folded") == 0
+    assert engine.purge_archive(before=clock.now - 1) == 0
+    assert engine.purge_archive() == 1
+    with pytest.raises(NotFound):
+        engine.restore(weak.record_id)
+    with pytest.raises(InvalidInput, match="reason"):
+        engine.purge_archive(reason="everything")
+
+
+# -- cluster and merge --------------------------------------------------------------
+
+
+def family(engine: MemoryEngine, seed: int, n: int, **labels: Any) -> list[Record]:
+    centre = unit(seed)
+    return [
+        engine.store(
+            f"Fact {seed} variant {i}. Shared sentence {seed}.",
+            vector=near(centre, i + 100 * seed),
+            **labels,
+        )
+        for i in range(n)
+    ]
+
+
+def test_near_duplicates_fold_into_one_record(engine: MemoryEngine, clock: FakeClock) -> None:
+    members = family(engine, 1, 3, tags=["db", "sqlite"])
+    loner = engine.store("unrelated", vector=unit(99), tags=["db"])
+    report = engine.fold()
+    assert (report.clustered, report.folded, report.created) == (1, 3, 1)
+    folded = engine.get(report.created_ids[0])
+    assert sorted(folded.metadata["folded_from"]) == sorted(m.record_id for m in members)
+    assert folded.tags == ("db", "folded", "sqlite")
+    assert folded.content.count("Shared sentence 1.") == 1
+    for m in members:
+        assert m.content.split(". ")[0] in folded.content
+    assert folded.importance == pytest.approx(0.6)
+    assert folded.metadata["tier"] == "long_term"
+    weights = np.asarray([m.vector for m in members])
+    mean = (weights / np.linalg.norm(weights, axis=1, keepdims=True)).sum(axis=0)
+    assert np.allclose(folded.vector, mean / np.linalg.norm(mean), atol=1e-5)
+    assert live_ids(engine) == {folded.record_id, loner.record_id}
+    assert engine.query(tags=["folded"])[0].record.record_id == folded.record_id
+
+
+def test_records_only_fold_within_a_domain_and_shared_subdomain_or_tag(
+    engine: MemoryEngine,
+) -> None:
+    v = unit(5)
+    engine.store("a", vector=near(v, 1), domain="project", subdomain="code")
+    engine.store("b", vector=near(v, 2), domain="task", subdomain="code")
+    engine.store("c", vector=near(v, 3), domain="project", subdomain="test")
+    engine.store("d", vector=near(v, 4), domain="project", subdomain="test", tags=["x"])
+    engine.store("e", vector=near(v, 5), domain="project", subdomain="document", tags=["x"])
+    engine.store("no vector", domain="project", subdomain="test")
+    report = engine.fold(dry_run=True)
+    assert report.clustered == 1
+    assert report.folded == 3  # c, d (same subdomain) and e (shares tag x with d)
+
+
+def test_unfold_restores_members_exactly(engine: MemoryEngine) -> None:
+    members = family(engine, 2, 4, metadata={"source": "chat"})
+    report = engine.fold()
+    restored = engine.unfold(report.created_ids[0])
+    assert sorted(restored, key=lambda r: r.record_id) == sorted(members, key=lambda r: r.record_id)
+    for m in members:
+        assert engine.get(m.record_id) == m
+    assert live_ids(engine) == {m.record_id for m in members}
+    with pytest.raises(NotFound):
+        engine.get(report.created_ids[0])
+
+
+def test_unfold_refuses_records_that_are_not_folded(engine: MemoryEngine, clock: FakeClock) -> None:
+    plain = engine.store("plain")
+    with pytest.raises(InvalidInput, match="not a folded record"):
+        engine.unfold(plain.record_id)
+    with pytest.raises(NotFound):
+        engine.unfold("0" * 32)
+    family(engine, 3, 2, importance=0.1)
+    folded = engine.fold().created_ids[0]
+    clock.advance(60 * DAY)
+    assert folded in engine.fold().pruned_ids
+    with pytest.raises(InvalidInput, match="restore it first"):
+        engine.unfold(folded)
+    engine.restore(folded)
+    assert len(engine.unfold(folded)) == 2
+
+
+def test_unfold_refuses_when_a_member_was_stored_again(engine: MemoryEngine) -> None:
+    members = family(engine, 4, 2)
+    folded = engine.fold().created_ids[0]
+    engine.store(members[0].content, vector=members[0].vector)
+    with pytest.raises(InvalidInput, match="forget them first"):
+        engine.unfold(folded)
+
+
+def test_cluster_is_the_same_whatever_the_input_order() -> None:
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(20, 16))
+    vectors = np.repeat(centres, 5, axis=0) + rng.normal(scale=0.05, size=(100, 16))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    domains = ["d"] * 100
+    subs = [f"s{i % 3}" for i in range(100)]
+    tags = [("t",) if i % 2 else () for i in range(100)]
+    eligible = np.ones(100, dtype=bool)
+
+    def groups(order: np.ndarray) -> set[frozenset[int]]:
+        found = cluster(
+            [domains[i] for i in order],
+            [subs[i] for i in order],
+            [tags[i] for i in order],
+            vectors[order].astype(np.float32),
+            eligible,
+            0.85,
+        )
+        return {frozenset(int(order[i]) for i in c) for c in found}
+
+    first = groups(np.arange(100))
+    assert first == groups(np.arange(100))
+    assert all(len(c) >= 2 for c in first)
+
+
+def test_summary_drops_repeated_sentences_and_respects_the_cap() -> None:
+    text = summarise(["We use SQLite. It is fast.", "We use SQLite. Readers never block"], 200)
+    assert text == "We use SQLite. It is fast. Readers never block."
+    assert len(summarise(["x" * 50 + ". " + "y" * 50 + "."] * 3, 80)) <= 80
+
+
+# -- dry run, policy ----------------------------------------------------------------
+
+
+def test_dry_run_changes_nothing(engine: MemoryEngine, clock: FakeClock, store_path: Path) -> None:
+    family(engine, 6, 3)
+    engine.store("faded", importance=0.1)
+    engine.store("decays", importance=0.5)
+    clock.advance(6 * DAY)
+    before = dump(store_path)
+    report = engine.fold(dry_run=True)
+    assert report.dry_run and report.pruned == 1 and report.created == 1 and report.decayed >= 1
+    assert dump(store_path) == before
+    real = engine.fold()
+    assert (real.pruned, real.created, real.created_ids) == (1, 1, report.created_ids)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("prune_below", 1.5, "prune_below"),
+        ("similarity", -0.1, "similarity"),
+        ("similarity", 0.0, "similarity"),
+        ("working_half_life", -1.0, "working_half_life"),
+        ("long_term_half_life", 0, "long_term_half_life"),
+        ("short_term_half_life", float("inf"), "short_term_half_life"),
+        ("short_term_from", 0.8, "thresholds must rise"),
+        ("spacing_factor", 0.5, "spacing_factor"),
+        ("summary_max_chars", 10, "summary_max_chars"),
+        ("auto_fold_every", -3, "auto_fold_every"),
+        ("importance_boost", float("nan"), "importance_boost"),
+    ],
+)
+def test_policy_out_of_range_is_refused(field: str, value: Any, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        FoldPolicy(**{field: value})
+
+
+def test_fold_refuses_a_bad_policy_or_time(engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="FoldPolicy"):
+        engine.fold(policy={"prune_below": 0.1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="now"):
+        engine.fold(now=float("nan"))
+
+
+def test_auto_fold_runs_after_n_stores(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock, fold_policy=FoldPolicy(auto_fold_every=3)) as mem:
+        v = unit(8)
+        mem.store("one", vector=near(v, 1))
+        mem.store("two", vector=near(v, 2))
+        assert mem.stats().records == 2
+        mem.store("three", vector=near(v, 3))
+        assert mem.stats().records == 1
+
+
+def test_auto_fold_is_off_by_default(engine: MemoryEngine) -> None:
+    v = unit(9)
+    for i in range(20):
+        engine.store(f"copy {i}", vector=near(v, i))
+    assert engine.stats().records == 20
+
+
+# -- properties ---------------------------------------------------------------------
+
+_labels = st.sampled_from(["a", "b", "c"])
+_memory = st.fixed_dictionaries(
+    {
+        "family": st.integers(0, 3),
+        "noise": st.sampled_from([0.01, 0.05, 0.5]),
+        "importance": st.sampled_from([0.1, 0.5, 0.8, 0.99]),
+        "subdomain": _labels,
+        "tags": st.lists(_labels, max_size=2),
+        "has_vector": st.booleans(),
+        "age_days": st.integers(0, 20),
+    }
+)
+
+
+def build(memories: list[dict[str, Any]]) -> tuple[MemoryEngine, FakeClock, list[Record]]:
+    clock = FakeClock()
+    engine = MemoryEngine(":memory:", clock=clock)
+    records = []
+    for i, m in enumerate(memories):
+        clock.now = 1_700_000_000.0 - m["age_days"] * DAY
+        vector = near(unit(m["family"]), 1000 + i, m["noise"]) if m["has_vector"] else None
+        records.append(
+            engine.store(
+                f"memory {i} of family {m['family']}.",
+                subdomain=m["subdomain"],
+                tags=m["tags"],
+                importance=m["importance"],
+                vector=vector,
+            )
+        )
+    clock.now = 1_700_000_000.0
+    return engine, clock, records
+
+
+def provenance(engine: MemoryEngine) -> set[str]:
+    """Every id reachable from live records and the archive."""
+    db = engine.storage.db  # type: ignore[attr-defined]
+    ids = {row[0] for row in db.execute("SELECT record_id FROM records")}
+    ids |= {row[0] for row in db.execute("SELECT record_id FROM archive")}
+    return ids
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_memory, min_size=1, max_size=25), st.sampled_from([0.5, 0.85, 0.99]))
+def test_a_fold_never_loses_a_record_without_a_trace(
+    memories: list[dict[str, Any]], similarity: float
+) -> None:
+    engine, _, records = build(memories)
+    with engine:
+        before = {r.record_id for r in records}
+        report = engine.fold(policy=FoldPolicy(similarity=similarity))
+        live = live_ids(engine)
+        archived = {row[0]: row for row in archive_rows(engine)}
+        assert before <= live | set(archived)
+        for rid, reason, into in archived.values():
+            if reason == "folded":
+                assert rid in engine.get(into).metadata["folded_from"]
+        assert len(live) == report.records_after
+        assert before <= provenance(engine)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_memory, min_size=2, max_size=20))
+def test_unfolding_every_folded_record_restores_the_exact_records(
+    memories: list[dict[str, Any]],
+) -> None:
+    for m in memories:
+        m["age_days"] = 0
+    engine, _, records = build(memories)
+    with engine:
+        report = engine.fold(policy=FoldPolicy(prune_below=0.0))
+        for rid in report.created_ids:
+            engine.unfold(rid)
+        by_id = {r.record_id: r for r in records}
+        assert live_ids(engine) == set(by_id)
+        for rid, rec in by_id.items():
+            assert engine.get(rid) == rec
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_memory, min_size=1, max_size=20), st.randoms(use_true_random=False))
+def test_same_store_policy_and_time_give_the_same_fold(
+    memories: list[dict[str, Any]], random: Any
+) -> None:
+    first, _, _ = build(memories)
+    shuffled = list(memories)
+    random.shuffle(shuffled)
+    second, _, _ = build(memories)
+    with first, second:
+        a = first.fold(now=1_700_000_000.0 + DAY)
+        b = second.fold(now=1_700_000_000.0 + DAY)
+        assert (a.pruned_ids, a.created_ids, a.folded_from) == (
+            b.pruned_ids,
+            b.created_ids,
+            b.folded_from,
+        )
+        assert live_ids(first) == live_ids(second)
+        for rid in a.created_ids:
+            assert first.get(rid) == second.get(rid)
+
+
+# -- concurrency ---------------------------------------------------------------------
+
+
+def _writer(path: str, start: int, count: int, ready: Any) -> None:
+    with MemoryEngine(path) as memory:
+        ready.set()
+        for i in range(start, start + count):
+            memory.store(f"writer note {i}", tags=["writer"], importance=0.99)
+
+
+def test_writes_from_another_process_survive_a_fold(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        for seed in range(30):
+            family(engine, seed + 10, 3)
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        writer = ctx.Process(target=_writer, args=(str(store_path), 0, 200, ready))
+        writer.start()
+        assert ready.wait(60)
+        reports = [engine.fold() for _ in range(5)]
+        writer.join(120)
+        assert writer.exitcode == 0
+        assert sum(r.created for r in reports) == 30
+        assert len(engine.match_ids(tags=["writer"])) == 200
+    with MemoryEngine(store_path) as fresh:
+        assert len(fresh.match_ids(tags=["writer"])) == 200
