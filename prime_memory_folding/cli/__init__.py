@@ -1,0 +1,71 @@
+"""The ``prime-memory`` command line: a thin adapter from commands to engine calls.
+
+Every command takes ``--store PATH`` (before or after its name) and honours
+``PRIME_MEMORY_HOME``. Engine errors become one line on standard error and a
+non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .. import __version__
+from ._common import STORE_HELP, Group, _remember_store, examples
+from .maintenance import doctor, fold, restore, unfold
+from .records import encode, forget, get, query, stats, store, update
+from .setup import demo, ide_config, serve
+from .transfer import export, import_
+
+__all__ = ["cli", "main"]
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store",
+    metavar="PATH",
+    expose_value=False,
+    is_eager=True,
+    callback=_remember_store,
+    help=STORE_HELP,
+)
+@click.version_option(__version__, prog_name="prime-memory")
+@examples(
+    "prime-memory demo",
+    'prime-memory store "We use SQLite in WAL mode" -d decision -t architecture',
+    "prime-memory query -d decision -t architecture",
+    "prime-memory ide-config claude-code",
+)
+def cli() -> None:
+    """Prime Memory Folding: a local-first memory store for AI agents and IDEs.
+
+    Memories live in one SQLite file ($PRIME_MEMORY_HOME/memory.db, or the
+    per-user data folder); pick another with --store.
+    """
+
+
+for command in (
+    store,
+    query,
+    get,
+    forget,
+    update,
+    encode,
+    stats,
+    fold,
+    unfold,
+    restore,
+    doctor,
+    export,
+    import_,
+    serve,
+    ide_config,
+    demo,
+):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """The console script's entry point."""
+    return cli.main(args=argv, prog_name="prime-memory")

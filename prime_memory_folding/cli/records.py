@@ -1,0 +1,345 @@
+"""Commands over single records and queries: store, query, get, forget, update, encode, stats."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..errors import NotAvailable
+from ._common import (
+    console,
+    echo_json,
+    examples,
+    human_bytes,
+    open_engine,
+    parse_metadata,
+    short_time,
+    store_option,
+)
+
+TAG_HELP = "A tag (repeat for several)."
+
+
+def _record_table(
+    records: list[Any], scores: list[float] | None = None, *, compact: bool = False
+) -> Any:
+    """A table of records; ``compact`` leaves out the id and the numbers."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, pad_edge=False)
+    if not compact:
+        table.add_column("id", no_wrap=True, style="cyan")
+    table.add_column("domain/subdomain", no_wrap=True)
+    table.add_column("tags")
+    if not compact:
+        table.add_column("strength", justify="right", no_wrap=True)
+    if scores is not None and not compact:
+        table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("content", overflow="fold", min_width=20)
+    for n, rec in enumerate(records):
+        content = rec.content if len(rec.content) <= 200 else rec.content[:199] + "…"
+        row = [] if compact else [rec.record_id]
+        row += [f"{rec.domain}/{rec.subdomain}", ", ".join(rec.tags)]
+        if not compact:
+            row.append(f"{rec.strength:.2f}")
+            if scores is not None:
+                row.append(f"{scores[n]:.3f}")
+        row.append(content)
+        table.add_row(*(Text(cell) for cell in row))
+    return table
+
+
+def _show_record(rec: Any, verb: str) -> None:
+    out = console()
+    out.print(f"[bold]{verb}[/bold] {rec.record_id}")
+    out.print(f"  domain     {rec.domain}/{rec.subdomain}")
+    out.print(f"  tags       {', '.join(rec.tags) or '-'}")
+    out.print(
+        f"  importance {rec.importance:.2f}   strength {rec.strength:.2f}   "
+        f"accessed {rec.access_count} times"
+    )
+    out.print(f"  created    {short_time(rec.created_at)}   updated {short_time(rec.updated_at)}")
+    if rec.metadata:
+        import json
+
+        out.print(f"  metadata   {json.dumps(rec.metadata, ensure_ascii=False)}", markup=False)
+    out.print(rec.content, markup=False)
+
+
+@click.command()
+@click.argument("content")
+@click.option("-d", "--domain", default="memory", show_default=True, help="The domain.")
+@click.option("-s", "--subdomain", default="general", show_default=True, help="The subdomain.")
+@click.option("-t", "--tag", "tags", multiple=True, help=TAG_HELP)
+@click.option("-i", "--importance", type=float, default=0.5, show_default=True, help="0 to 1.")
+@click.option("--metadata", help="A JSON object to keep with the memory.")
+@click.option("--instance-key", help="A stable key: storing the same key again updates it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@store_option
+@click.pass_context
+@examples(
+    'prime-memory store "We use SQLite in WAL mode" -d decision -t architecture',
+    'echo "Deploys run on Fridays" | prime-memory store - -d workflow',
+)
+def store(
+    ctx: click.Context,
+    content: str,
+    domain: str,
+    subdomain: str,
+    tags: tuple[str, ...],
+    importance: float,
+    metadata: str | None,
+    instance_key: str | None,
+    as_json: bool,
+) -> None:
+    """Store a memory (CONTENT, or - to read it from standard input).
+
+    Storing the same memory again (same labels and content) reinforces it
+    instead of adding a copy.
+    """
+    if content == "-":
+        content = sys.stdin.read().strip()
+    with open_engine(ctx) as engine:
+        result = engine.store_result(
+            content,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            importance=importance,
+            metadata=parse_metadata(metadata),
+            instance_key=instance_key,
+        )
+    if as_json:
+        echo_json({"created": result.created, "record": result.record})
+        return
+    verb = "stored" if result.created else "reinforced"
+    click.echo(f"{verb} {result.record.record_id}")
+
+
+@click.command()
+@click.argument("text", required=False)
+@click.option("-d", "--domain", help="Only this domain.")
+@click.option("-s", "--subdomain", help="Only this subdomain.")
+@click.option("-t", "--tag", "tags", multiple=True, help="A tag every hit must have (repeat).")
+@click.option("--any-tag", "any_tags", multiple=True, help="Hits need at least one of these.")
+@click.option("--exclude-tag", "exclude_tags", multiple=True, help="Hits must have none of these.")
+@click.option("--min-strength", type=float, default=0.0, show_default=True, help="0 to 1.")
+@click.option("-n", "--limit", type=int, default=10, show_default=True, help="Most hits to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory query -d decision -t architecture",
+    'prime-memory query "how do we deploy" --limit 5',
+    "prime-memory query --any-tag bug --any-tag regression --exclude-tag done --json",
+)
+def query(
+    ctx: click.Context,
+    text: str | None,
+    domain: str | None,
+    subdomain: str | None,
+    tags: tuple[str, ...],
+    any_tags: tuple[str, ...],
+    exclude_tags: tuple[str, ...],
+    min_strength: float,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Find memories, best first, by TEXT and/or labels."""
+    with open_engine(ctx) as engine:
+        try:
+            hits = engine.query(
+                text=text,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                exclude_tags=exclude_tags,
+                min_strength=min_strength,
+                limit=limit,
+            )
+        except NotAvailable as exc:
+            raise click.ClickException(str(exc)) from None
+    if as_json:
+        echo_json(
+            [{"score": h.score, "score_parts": h.score_parts, "record": h.record} for h in hits]
+        )
+        return
+    if not hits:
+        click.echo("no memories match", err=True)
+        return
+    console().print(_record_table([h.record for h in hits], [h.score for h in hits]))
+
+
+@click.command()
+@click.argument("record_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@store_option
+@click.pass_context
+@examples("prime-memory get 0000000b0000000200c0ffee12345678")
+def get(ctx: click.Context, record_id: str, as_json: bool) -> None:
+    """Show one memory by its id."""
+    with open_engine(ctx) as engine:
+        rec = engine.get(record_id)
+    if as_json:
+        echo_json(rec)
+    else:
+        _show_record(rec, "record")
+
+
+@click.command()
+@click.argument("record_id")
+@click.option("--json", "as_json", is_flag=True, help="Print what was forgotten as JSON.")
+@store_option
+@click.pass_context
+@examples("prime-memory forget 0000000b0000000200c0ffee12345678")
+def forget(ctx: click.Context, record_id: str, as_json: bool) -> None:
+    """Delete a memory by its id."""
+    with open_engine(ctx) as engine:
+        rec = engine.forget(record_id)
+    if as_json:
+        echo_json(rec)
+    else:
+        click.echo(f"forgot {rec.record_id}")
+
+
+@click.command()
+@click.argument("record_id")
+@click.option("-c", "--content", help="New content.")
+@click.option("-t", "--tag", "tags", multiple=True, help="Replace the tags (repeat).")
+@click.option("--clear-tags", is_flag=True, help="Remove every tag.")
+@click.option("-i", "--importance", type=float, help="New importance, 0 to 1.")
+@click.option("--strength", type=float, help="New strength, 0 to 1.")
+@click.option("--metadata", help="A JSON object that replaces the metadata.")
+@click.option("--json", "as_json", is_flag=True, help="Print the updated record as JSON.")
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory update 0000000b0000000200c0ffee12345678 -i 0.9",
+    'prime-memory update 0000000b0000000200c0ffee12345678 -c "We moved to Postgres" -t db',
+)
+def update(
+    ctx: click.Context,
+    record_id: str,
+    content: str | None,
+    tags: tuple[str, ...],
+    clear_tags: bool,
+    importance: float | None,
+    strength: float | None,
+    metadata: str | None,
+    as_json: bool,
+) -> None:
+    """Change a memory's content, tags, importance, strength or metadata.
+
+    The id stays the same; the domain and subdomain cannot change.
+    """
+    changes: dict[str, Any] = {}
+    if content is not None:
+        changes["content"] = content
+    if tags or clear_tags:
+        changes["tags"] = list(tags)
+    if importance is not None:
+        changes["importance"] = importance
+    if strength is not None:
+        changes["strength"] = strength
+    if metadata is not None:
+        changes["metadata"] = parse_metadata(metadata)
+    if not changes:
+        raise click.UsageError("nothing to change; give --content, --tag, --importance, ...")
+    with open_engine(ctx) as engine:
+        rec = engine.update(record_id, **changes)
+    if as_json:
+        echo_json(rec)
+    else:
+        click.echo(f"updated {rec.record_id}")
+
+
+@click.command()
+@click.option("-d", "--domain", default="memory", show_default=True, help="The domain.")
+@click.option("-s", "--subdomain", default="general", show_default=True, help="The subdomain.")
+@click.option("-t", "--tag", "tags", multiple=True, help=TAG_HELP)
+@click.option("--instance-key", help="An instance key, for the instance lane.")
+@click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
+@store_option
+@click.pass_context
+@examples("prime-memory encode -d decision -s architecture -t sqlite")
+def encode(
+    ctx: click.Context,
+    domain: str,
+    subdomain: str,
+    tags: tuple[str, ...],
+    instance_key: str | None,
+    as_json: bool,
+) -> None:
+    """Show the address that memories with these labels get, without storing anything."""
+    with open_engine(ctx) as engine:
+        enc = engine.encode(domain, subdomain, tags, instance_key)
+    if as_json:
+        echo_json(enc)
+        return
+    out = console()
+    out.print(f"record id        {enc.record_id}")
+    out.print(f"domain prime     {enc.domain_prime}")
+    out.print(f"subdomain prime  {enc.subdomain_prime}")
+    out.print(f"concept bucket   {enc.concept_bucket:#010x}")
+    out.print(f"instance id      {enc.instance_id:#010x}")
+    if enc.provisional:
+        out.print("(provisional: a new label's prime is only fixed when it is first stored)")
+
+
+_SHOWN_STATS = {
+    "path",
+    "records",
+    "domains",
+    "subdomains",
+    "tags",
+    "registries",
+    "store_bytes",
+    "embedding_space",
+    "schema_version",
+}
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@store_option
+@click.pass_context
+@examples("prime-memory stats", "prime-memory --store ./team.db stats --json")
+def stats(ctx: click.Context, as_json: bool) -> None:
+    """Counts per domain and tag, store size, embedding space and archive."""
+    import dataclasses
+
+    with open_engine(ctx) as engine:
+        summary = engine.stats()
+    if as_json:
+        echo_json(summary)
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"[bold]{summary.path}[/bold]")
+    out.print(
+        f"{summary.records:,} records, {human_bytes(summary.store_bytes)}, "
+        f"schema {summary.schema_version}, "
+        f"embedding space {summary.embedding_space or 'none yet'}"
+    )
+    for field in dataclasses.fields(summary):
+        if field.name not in _SHOWN_STATS:
+            value = getattr(summary, field.name)
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+            out.print(f"{field.name.replace('_', ' ')}: {value}", markup=False)
+    for title, counts in (("domain", summary.domains), ("tag", summary.tags)):
+        if not counts:
+            continue
+        table = Table(title=None, pad_edge=False)
+        table.add_column(title)
+        table.add_column("records", justify="right")
+        table.add_column("prime", justify="right")
+        primes = summary.registries.get(title, {})
+        for label, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            table.add_row(label, str(count), str(primes.get(label, "")))
+        out.print(table)

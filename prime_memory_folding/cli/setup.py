@@ -1,0 +1,246 @@
+"""Commands that connect the store to the outside: serve, ide-config, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import PrimeMemoryError
+from ._common import console, examples, store_option, store_path
+
+SERVER_NAME = "prime-memory"
+CLIENTS = ("claude-code", "cursor", "vscode", "jetbrains", "claude-desktop")
+
+
+def _load_server_module() -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module("prime_memory_folding.mcp_server")
+    except ModuleNotFoundError as exc:
+        if exc.name == "prime_memory_folding.mcp_server":
+            raise click.ClickException(
+                "the MCP server is not part of this install of prime-memory-folding; upgrade it"
+            ) from None
+        if exc.name and exc.name.split(".")[0] == "mcp":
+            raise click.ClickException(
+                "the MCP server needs the MCP SDK; install it with: pip install mcp"
+            ) from None
+        raise
+
+
+@click.command()
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for IDEs and agent hosts; http for streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=int, default=8765, show_default=True, help="HTTP port; 0 picks one.")
+@click.option(
+    "--token", help="Bearer token HTTP requests must carry (default: $PRIME_MEMORY_TOKEN)."
+)
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory serve",
+    "prime-memory serve --transport http --port 8765",
+    "prime-memory --store ./team.db serve",
+)
+def serve(ctx: click.Context, transport: str, host: str, port: int, token: str | None) -> None:
+    """Run the MCP server on this store, so IDEs and agents can use it as tools."""
+    module = _load_server_module()
+    argv = ["--transport", "stdio" if transport == "stdio" else "streamable-http"]
+    path = store_path(ctx)
+    if path is not None:
+        argv += ["--store", path]
+    if transport == "http":
+        argv += ["--host", host, "--port", str(port)]
+        if token is not None:
+            argv += ["--token", token]
+    ctx.exit(int(module.main(argv) or 0))
+
+
+def server_command(ctx: click.Context) -> tuple[str, list[str]]:
+    """The absolute command that starts this install's MCP server, with its arguments."""
+    script_name = "prime-memory-mcp.exe" if os.name == "nt" else "prime-memory-mcp"
+    script = Path(sys.executable).parent / script_name
+    if script.is_file():
+        command, args = str(script), []
+    else:
+        command, args = sys.executable, ["-m", "prime_memory_folding.mcp_server"]
+    chosen = store_path(ctx)
+    if chosen is None and os.environ.get("PRIME_MEMORY_HOME"):
+        from ..engine import default_store_path
+
+        chosen = str(default_store_path())
+    if chosen is not None:
+        args += ["--store", str(Path(chosen).expanduser().resolve())]
+    return command, args
+
+
+_WHERE = {
+    "cursor": "Add to ~/.cursor/mcp.json (every project) or .cursor/mcp.json (this project):",
+    "vscode": "Add to .vscode/mcp.json in your workspace:",
+    "jetbrains": (
+        "In Settings > Tools > AI Assistant > Model Context Protocol (MCP), "
+        "add a server 'As JSON' with:"
+    ),
+    "claude-desktop": (
+        "Add to claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/; "
+        "Windows: %APPDATA%\\Claude\\), then restart Claude Desktop:"
+    ),
+    "claude-code": "Run:",
+}
+
+
+def ide_snippet(client: str, command: str, args: list[str]) -> str:
+    """The configuration text for ``client``."""
+    if client == "claude-code":
+        import shlex
+
+        return " ".join(
+            shlex.quote(part)
+            for part in ["claude", "mcp", "add", SERVER_NAME, "--", command, *args]
+        )
+    entry: dict[str, Any] = {"command": command, "args": args}
+    if client == "vscode":
+        document = {"servers": {SERVER_NAME: {"type": "stdio", **entry}}}
+    else:
+        document = {"mcpServers": {SERVER_NAME: entry}}
+    return json.dumps(document, indent=2)
+
+
+@click.command(name="ide-config")
+@click.argument("client", type=click.Choice(CLIENTS))
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory ide-config claude-code",
+    "prime-memory ide-config vscode > .vscode/mcp.json",
+    "prime-memory --store ~/work/team.db ide-config cursor",
+)
+def ide_config(ctx: click.Context, client: str) -> None:
+    """Print the snippet that connects CLIENT to this install's MCP server.
+
+    The snippet goes to standard output and where to put it to standard
+    error, so it can be redirected into a file as it is.
+    """
+    command, args = server_command(ctx)
+    click.echo(_WHERE[client], err=True)
+    click.echo(ide_snippet(client, command, args))
+
+
+# -- demo ---------------------------------------------------------------------------
+
+
+def demo_memories() -> list[dict[str, Any]]:
+    """The bundled example memories."""
+    from importlib import resources
+
+    text = (resources.files("prime_memory_folding") / "data" / "demo_memories.json").read_text(
+        encoding="utf-8"
+    )
+    memories: list[dict[str, Any]] = json.loads(text)["memories"]
+    return memories
+
+
+@click.command()
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the demo store in this folder instead of a temporary one.",
+)
+@click.pass_context
+@examples("prime-memory demo", "prime-memory demo --keep ./demo-store")
+def demo(ctx: click.Context, keep: Path | None) -> None:
+    """Show the engine at work on a throw-away store of example IDE memories.
+
+    Nothing touches your own store. It works offline and takes a few seconds.
+    """
+    from ..engine import MemoryEngine
+    from ._common import clock_of
+
+    start = clock_of(ctx)()
+    moment = [start]
+    out = console()
+    with tempfile.TemporaryDirectory(prefix="prime-memory-demo-") as scratch:
+        folder = keep if keep is not None else Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        with MemoryEngine(folder / "memory.db", clock=lambda: moment[0]) as engine:
+            _demo(engine, moment, start, out)
+        if keep is not None:
+            out.print(f"\nThe demo store is kept at {folder / 'memory.db'}", markup=False)
+
+
+def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
+    from rich.rule import Rule
+
+    from .records import _record_table
+
+    memories = demo_memories()
+    for item in memories:
+        moment[0] = start - float(item.get("age_days", 0)) * 86_400
+        engine.store(
+            item["content"],
+            domain=item["domain"],
+            subdomain=item.get("subdomain", "general"),
+            tags=item.get("tags", ()),
+            importance=item.get("importance", 0.5),
+        )
+    moment[0] = start
+    summary = engine.stats()
+    out.print(Rule("1. store"))
+    out.print(f"Stored {summary.records} memories an IDE agent kept about a project:")
+    out.print("  " + ", ".join(f"{d} {n}" for d, n in summary.domains.items()), markup=False)
+    out.print(
+        f"Each got a 128-bit address built from primes, e.g. domain 'decision' = prime "
+        f"{summary.registries['domain']['decision']}, tag 'architecture' = prime "
+        f"{summary.registries['tag']['architecture']}."
+    )
+    out.print(Rule("2. query by labels"))
+    out.print("$ prime-memory query -d decision -t architecture", markup=False)
+    hits = engine.query(domain="decision", tags=["architecture"], limit=5)
+    out.print(_record_table([h.record for h in hits], compact=True))
+    out.print("$ prime-memory query --any-tag bug --any-tag open --exclude-tag done", markup=False)
+    hits = engine.query(any_tags=["bug", "open"], exclude_tags=["done"], limit=5)
+    out.print(_record_table([h.record for h in hits], compact=True))
+    out.print(Rule("3. query by text"))
+    out.print('$ prime-memory query "how do I run the tests"', markup=False)
+    try:
+        hits = engine.query(text="how do I run the tests", limit=3)
+    except PrimeMemoryError as exc:
+        out.print(f"(skipped: {exc})", markup=False)
+    else:
+        out.print(_record_table([h.record for h in hits], compact=True))
+    out.print(Rule("4. fold"))
+    fold = getattr(engine, "fold", None)
+    if fold is None:
+        out.print("(skipped: folding is not available in this version)")
+    else:
+        from .maintenance import show_report
+
+        contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
+        out.print("$ prime-memory fold --dry-run", markup=False)
+        preview = fold(dry_run=True)
+        show_report("fold (dry run: nothing changed)", preview)
+        leaving = [*getattr(preview, "pruned_ids", ()), *getattr(preview, "folded_from", ())]
+        for rid in leaving[:8]:
+            out.print(f"  would archive: {contents.get(str(rid), rid)}", markup=False)
+        out.print("$ prime-memory fold", markup=False)
+        fold(dry_run=False)
+        out.print(f"{engine.stats().records} memories remain; folded ones wait in the archive.")
+    out.print(Rule())
+    out.print(
+        'Next: prime-memory store "..." -d decision -t architecture; '
+        "prime-memory ide-config claude-code",
+        markup=False,
+    )

@@ -1,0 +1,236 @@
+"""Commands that move memories in and out: export and import."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import (
+    clock_of,
+    console,
+    echo_json,
+    examples,
+    open_engine,
+    parse_when,
+    progress,
+    store_option,
+)
+
+FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
+
+
+@click.command()
+@click.argument("output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.option("-d", "--domain", help="Only this domain.")
+@click.option("-s", "--subdomain", help="Only this subdomain.")
+@click.option("-t", "--tag", "tags", multiple=True, help="Only records with every one of these.")
+@click.option("--any-tag", "any_tags", multiple=True, help="Only records with one of these.")
+@click.option("--since", help="Only records updated at or after: 2024-05-01, Unix seconds, 7d.")
+@click.option("--until", help="Only records updated before this time.")
+@click.option("--vectors", is_flag=True, help="Include each record's vector.")
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory export memories.jsonl",
+    "prime-memory export decisions.jsonl -d decision --since 30d",
+    "prime-memory export - --vectors | gzip > backup.jsonl.gz",
+)
+def export(
+    ctx: click.Context,
+    output: str,
+    domain: str | None,
+    subdomain: str | None,
+    tags: tuple[str, ...],
+    any_tags: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    vectors: bool,
+) -> None:
+    """Write memories to a pack: JSON Lines, a header then one record per line.
+
+    OUTPUT defaults to standard output. Import the pack into any store with
+    `prime-memory import`; ids, addresses and timestamps are kept.
+    """
+    from ..packs import export_pack
+
+    now = clock_of(ctx)()
+    start = parse_when(since, now, "--since")
+    end = parse_when(until, now, "--until")
+    with open_engine(ctx) as engine, progress("exporting") as advance:
+        if output == "-":
+            report = export_pack(
+                engine,
+                sys.stdout,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                since=start,
+                until=end,
+                vectors=vectors,
+                progress=advance,
+            )
+            sys.stdout.flush()
+            return
+        target = Path(output)
+        try:
+            handle = target.open("w", encoding="utf-8", newline="\n")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {target}: {exc.strerror}") from None
+        with handle:
+            report = export_pack(
+                engine,
+                handle,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                since=start,
+                until=end,
+                vectors=vectors,
+                progress=advance,
+            )
+    with_vectors = " with vectors" if report.vectors else ""
+    click.echo(f"exported {report.records} records{with_vectors} to {target}", err=True)
+
+
+def detect_format(path: Path) -> str:
+    """Guess an input's format from what it is and its first line."""
+    import json
+
+    if path.is_dir():
+        return "markdown"
+    if not path.exists():
+        raise click.ClickException(f"{path} does not exist; check the path")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline(1_000_000)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"cannot read {path}: {exc}") from None
+    try:
+        head = json.loads(first)
+    except json.JSONDecodeError:
+        head = None
+    if isinstance(head, dict) and head.get("format") == "prime-memory-pack":
+        return "pack"
+    if isinstance(head, dict) and head.get("type") in {"entity", "relation"}:
+        return "knowledge-graph"
+    if '"prime-memory-folding-store-v1"' in first or first.strip() in {"{", ""}:
+        return "json-store"
+    raise click.ClickException(
+        f"cannot tell the format of {path}; give --format ({', '.join(FORMATS[1:])})"
+    )
+
+
+def _report(report: Any) -> None:
+    out = console()
+    verb = "would add" if report.dry_run else "added"
+    out.print(
+        f"{verb} {report.added} of {report.read} memories from {report.source}"
+        + (f"; {report.already_present} already present" if report.already_present else ""),
+        markup=False,
+    )
+    for domain, count in report.added_per_domain.items():
+        out.print(f"  {domain}: {count}", markup=False)
+    for change in report.relabelled:
+        out.print(
+            f"  {change.kind} {change.label!r} has prime {change.store_prime} here "
+            f"(was {change.source_prime})",
+            markup=False,
+        )
+    if report.readdressed:
+        out.print(f"  {len(report.readdressed)} records got a new address:", markup=False)
+        for old, new in report.readdressed[:10]:
+            out.print(f"    {old} -> {new}", markup=False)
+        if len(report.readdressed) > 10:
+            out.print(f"    ... and {len(report.readdressed) - 10} more", markup=False)
+    if report.skipped:
+        out.print(f"  skipped {len(report.skipped)} bad lines:", markup=False)
+        for bad in report.skipped[:10]:
+            out.print(f"    {bad}", markup=False)
+    if report.dry_run:
+        out.print("dry run: nothing was written", markup=False)
+
+
+@click.command(name="import")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="The input's format; auto tells them apart by their first line.",
+)
+@click.option("--dry-run", is_flag=True, help="Report what would be added, and write nothing.")
+@click.option("--skip-bad", is_flag=True, help="Go on past malformed lines (they are reported).")
+@click.option("--no-vectors", is_flag=True, help="Drop vectors, e.g. from another embedding space.")
+@click.option(
+    "-d",
+    "--domain",
+    default="memory",
+    show_default=True,
+    help="Markdown and knowledge graphs: the domain for notes at the top of the folder.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory import memories.jsonl",
+    "prime-memory import old-store.json --dry-run",
+    "prime-memory import ~/notes --format markdown",
+    "prime-memory import memory.jsonl --format knowledge-graph --skip-bad",
+)
+def import_(
+    ctx: click.Context,
+    source: Path,
+    fmt: str,
+    dry_run: bool,
+    skip_bad: bool,
+    no_vectors: bool,
+    domain: str,
+    as_json: bool,
+) -> None:
+    """Import memories from a pack, a JSON store, a folder of Markdown notes or a knowledge graph.
+
+    \b
+    pack             JSON Lines from `prime-memory export`: ids, addresses and
+                     timestamps are kept
+    json-store       a prime-memory-folding-store-v1 JSON file
+    markdown         a folder of .md notes: one memory per `##` section, tags
+                     from front matter and #hashtags, domain from the folder
+    knowledge-graph  the reference MCP memory server's memory.jsonl: one memory
+                     per observation, tagged with the entity's name and type;
+                     one per relation ("alice works_at acme")
+
+    Importing the same input twice adds nothing. Without --skip-bad, one
+    malformed line stops the import before anything is written.
+    """
+    from .. import importers, packs
+
+    kind = detect_format(source) if fmt == "auto" else fmt
+    if kind == "markdown":
+        read = importers.read_markdown(source, domain=domain)
+    elif kind == "knowledge-graph":
+        read = importers.read_knowledge_graph(source, domain=domain)
+    elif kind == "json-store":
+        read = importers.read_json_store(source)
+    else:
+        read = packs.read_pack(source)
+    with open_engine(ctx) as engine, progress("importing") as advance:
+        report = packs.write_source(
+            engine,
+            read,
+            skip_bad=skip_bad,
+            dry_run=dry_run,
+            vectors=not no_vectors,
+            progress=advance,
+        )
+    if as_json:
+        echo_json(report)
+    else:
+        _report(report)

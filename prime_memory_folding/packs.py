@@ -1,0 +1,747 @@
+"""Memory packs: a store's records as JSON Lines, and the verbatim writer behind every import.
+
+A pack is UTF-8 JSON Lines. The first line is a header::
+
+    {"format": "prime-memory-pack", "version": 1, "records": 2,
+     "registries": {"domain": {"memory": 2, ...}, "subdomain": {...}, "tag": {...}},
+     "embedding_space": "custom:3", "embedding_dim": 3, "vectors": false, ...}
+
+and every further line is one record, with its id, address, labels, content,
+scores, timestamps (Unix seconds), access count, metadata, instance key and,
+when exported with vectors, its vector. Addresses and tag products are written
+as decimal strings, so that every JSON reader keeps them exact.
+
+Importing writes records verbatim: ids, addresses, timestamps, strength and
+access counts are kept. A label whose prime differs between the pack and the
+target store takes the store's prime; records whose address holds that prime
+get a new address, and the report names them. A record already in the store
+(the same labels and content, or the same instance key) is skipped, so
+importing a pack twice adds nothing. Nothing is written unless every line
+reads cleanly, or bad lines are skipped on request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .address import concept_bucket, instance_id, pack, record_id, unpack
+from .errors import DimensionMismatch, InvalidInput
+from .primes import MAX_PRIME, Kind, is_prime, normalise_label, normalise_tags, prime_product
+from .records import Record, check_content, check_metadata, check_unit_interval, check_vector
+
+if TYPE_CHECKING:
+    from .engine import MemoryEngine
+    from .storage import Storage, StoredRow
+
+__all__ = [
+    "PACK_FORMAT",
+    "PACK_VERSION",
+    "BadLine",
+    "ExportReport",
+    "ImportReport",
+    "PortableRecord",
+    "Progress",
+    "Relabel",
+    "Source",
+    "export_pack",
+    "import_pack",
+    "open_text",
+    "parse_timestamp",
+    "portable_record",
+    "read_pack",
+    "registries_from",
+    "write_source",
+]
+
+PACK_FORMAT = "prime-memory-pack"
+PACK_VERSION = 1
+
+#: ``progress(done, total)``: called as work advances; total is None when unknown.
+Progress = Callable[[int, "int | None"], None]
+
+_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """An input line (or file) that could not be read as a memory."""
+
+    source: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class PortableRecord:
+    """A memory as read from a file, before it has a place in a store.
+
+    ``address`` is None for memories that never had one (notes, knowledge
+    graphs); they get the address the engine would give them. Missing
+    timestamps become the time of the import.
+    """
+
+    content: str
+    domain: str = "memory"
+    subdomain: str = "general"
+    tags: tuple[str, ...] = ()
+    importance: float = 0.5
+    strength: float = 1.0
+    created_at: float | None = None
+    updated_at: float | None = None
+    accessed_at: float | None = None
+    #: When decay last set the strength, where the source store tracks it.
+    strength_at: float | None = None
+    access_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    instance_key: str | None = None
+    vector: tuple[float, ...] | None = None
+    address: int | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Everything an importer read: the records, the registries they came with, bad lines."""
+
+    name: str
+    records: list[PortableRecord]
+    registries: dict[Kind, dict[str, int]] = field(default_factory=dict)
+    embedding_space: str | None = None
+    bad: list[BadLine] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Relabel:
+    """A label whose prime in the source differs from its prime in the target store."""
+
+    kind: str
+    label: str
+    source_prime: int
+    store_prime: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import did (or, with ``dry_run``, would do)."""
+
+    source: str
+    read: int
+    added: int
+    already_present: int
+    added_per_domain: dict[str, int]
+    readdressed: tuple[tuple[str, str], ...]
+    relabelled: tuple[Relabel, ...]
+    skipped: tuple[BadLine, ...]
+    dry_run: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    """What an export wrote."""
+
+    records: int
+    vectors: bool
+    embedding_space: str | None
+
+
+# -- reading values -------------------------------------------------------------------
+
+
+def parse_timestamp(value: object, name: str = "timestamp") -> float:
+    """Unix seconds from a number or an ISO 8601 string (naive times are UTC).
+
+    Raises:
+        InvalidInput: neither a finite number nor an ISO 8601 date-time.
+    """
+    if isinstance(value, bool):
+        raise InvalidInput(f"{name} must be Unix seconds or an ISO 8601 string, got a boolean")
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidInput(f"{name} must be finite, got {value!r}")
+        return number
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidInput(f"{name} {value!r} is not an ISO 8601 date-time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.timestamp()
+    raise InvalidInput(
+        f"{name} must be Unix seconds or an ISO 8601 string, got {type(value).__name__}"
+    )
+
+
+def _big_int(value: object, name: str) -> int:
+    if isinstance(value, bool):
+        raise InvalidInput(f"{name} must be a whole number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise InvalidInput(f"{name} must be a whole number or a string of digits, got {value!r}")
+
+
+def portable_record(raw: object, line: int = 0) -> PortableRecord:
+    """Validate one record mapping (a pack line or a JSON store entry).
+
+    Raises:
+        InvalidInput: a field is missing or bad.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"a record must be a JSON object, got {type(raw).__name__}")
+    if "content" not in raw:
+        raise InvalidInput("the record has no content")
+    address = None
+    if raw.get("address") is not None:
+        address = _big_int(raw["address"], "address")
+        unpack(address)
+        given = raw.get("record_id")
+        if isinstance(given, str) and given.strip().lower() != record_id(address):
+            raise InvalidInput(f"record_id {given!r} does not match its address")
+    vector = raw.get("vector")
+    checked_vector = None
+    if vector is not None and vector != []:
+        checked_vector = tuple(check_vector(vector))
+    stamps: dict[str, float | None] = {}
+    for name in ("created_at", "updated_at", "accessed_at", "strength_at"):
+        value = raw.get(name)
+        stamps[name] = None if value is None else parse_timestamp(value, name)
+    count = raw.get("access_count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidInput(f"access_count must be a whole number of at least 0, got {count!r}")
+    key = raw.get("instance_key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise InvalidInput("instance_key must be a non-empty string when given")
+    tags = raw.get("tags") or ()
+    return PortableRecord(
+        content=check_content(raw["content"]),
+        domain=normalise_label(raw.get("domain", "memory"), Kind.DOMAIN),
+        subdomain=normalise_label(raw.get("subdomain", "general"), Kind.SUBDOMAIN),
+        tags=normalise_tags(tags),
+        importance=check_unit_interval("importance", raw.get("importance", 0.5)),
+        strength=check_unit_interval("strength", raw.get("strength", 1.0)),
+        created_at=stamps["created_at"],
+        updated_at=stamps["updated_at"],
+        accessed_at=stamps["accessed_at"],
+        strength_at=stamps["strength_at"],
+        access_count=count,
+        metadata=check_metadata(raw.get("metadata"))[0],
+        instance_key=key,
+        vector=checked_vector,
+        address=address,
+        line=line,
+    )
+
+
+def registries_from(raw: object, where: str) -> dict[Kind, dict[str, int]]:
+    """Validate ``{"domain": {label: prime}, "subdomain": ..., "tag": ...}``.
+
+    Raises:
+        InvalidInput: not that shape, or a value is not a 32-bit prime.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"{where}: registries must be a JSON object")
+    tables: dict[Kind, dict[str, int]] = {}
+    for kind in Kind:
+        table = raw.get(kind.value) or {}
+        if not isinstance(table, Mapping):
+            raise InvalidInput(f"{where}: the {kind.value} registry must be a JSON object")
+        tables[kind] = {}
+        for label, prime in table.items():
+            if isinstance(prime, bool) or not isinstance(prime, int) or not is_prime(prime):
+                raise InvalidInput(f"{where}: {kind.value} {label!r} has {prime!r}, not a prime")
+            if prime > MAX_PRIME:
+                raise InvalidInput(f"{where}: {kind.value} {label!r} has a prime over 32 bits")
+            tables[kind][normalise_label(label, kind)] = prime
+    return tables
+
+
+def open_text(path: str | os.PathLike[str]) -> IO[str]:
+    """Open an input file for reading, with a clear error for what is not one.
+
+    Raises:
+        InvalidInput: the path is missing, is a directory, or cannot be read.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"{target} is a directory; give a file")
+    if not target.exists():
+        raise InvalidInput(f"{target} does not exist; check the path")
+    try:
+        return target.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {target}: {exc.strerror}") from None
+
+
+# -- packs ------------------------------------------------------------------------------
+
+
+def read_pack(path: str | os.PathLike[str]) -> Source:
+    """Read a pack. Bad record lines are collected in ``Source.bad``, not raised.
+
+    Raises:
+        InvalidInput: the file is missing or not a pack, its header is unreadable,
+            or it is from a newer format version.
+    """
+    name = str(path)
+    records: list[PortableRecord] = []
+    bad: list[BadLine] = []
+    with open_text(path) as handle:
+        lines = _numbered_lines(handle, name)
+        header_line = next(lines, None)
+        if header_line is None:
+            raise InvalidInput(f"{name} is empty; a pack starts with a header line")
+        header_number, text = header_line
+        header = _header(text, name, header_number)
+        for number, text in lines:
+            try:
+                records.append(portable_record(json.loads(text), number))
+            except json.JSONDecodeError as exc:
+                bad.append(BadLine(name, number, f"not valid JSON ({exc.msg})"))
+            except InvalidInput as exc:
+                bad.append(BadLine(name, number, str(exc)))
+    space = header.get("embedding_space")
+    return Source(
+        name=name,
+        records=records,
+        registries=registries_from(header.get("registries"), f"{name}:{header_number}"),
+        embedding_space=space if isinstance(space, str) else None,
+        bad=bad,
+    )
+
+
+def _numbered_lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
+    number = 0
+    try:
+        for number, text in enumerate(handle, start=1):
+            if text.strip():
+                yield number, text
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{name}:{number + 1}: not UTF-8 text") from None
+
+
+def _header(text: str, name: str, number: int) -> dict[str, Any]:
+    try:
+        header = json.loads(text)
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != PACK_FORMAT:
+        raise InvalidInput(
+            f"{name}:{number}: not a memory pack (the first line must be a "
+            f'{{"format": "{PACK_FORMAT}", ...}} header)'
+        )
+    version = header.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInput(f"{name}:{number}: the pack header has no valid version")
+    if version > PACK_VERSION:
+        raise InvalidInput(
+            f"{name} is a version {version} pack, newer than this version of "
+            f"prime-memory-folding reads (up to {PACK_VERSION}); upgrade the package"
+        )
+    return header
+
+
+def import_pack(
+    engine: MemoryEngine,
+    path: str | os.PathLike[str],
+    *,
+    skip_bad: bool = False,
+    dry_run: bool = False,
+    vectors: bool = True,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a pack written by :func:`export_pack`.
+
+    Raises:
+        InvalidInput: the file is not a readable pack, is from a newer version,
+            or has a bad line and ``skip_bad`` is False; nothing was written.
+        DimensionMismatch: the pack's vectors do not fit the store's embedding space.
+    """
+    return write_source(
+        engine,
+        read_pack(path),
+        skip_bad=skip_bad,
+        dry_run=dry_run,
+        vectors=vectors,
+        progress=progress,
+    )
+
+
+def export_pack(
+    engine: MemoryEngine,
+    out: IO[str],
+    *,
+    domain: str | None = None,
+    subdomain: str | None = None,
+    tags: Iterable[str] = (),
+    any_tags: Iterable[str] = (),
+    since: float | None = None,
+    until: float | None = None,
+    vectors: bool = False,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Write the matching records to ``out`` as a pack, oldest first.
+
+    ``since`` and ``until`` (Unix seconds) bound the records' ``updated_at``,
+    so a pack "since" a date holds what was created or changed after it.
+    """
+    ids = engine.match_ids(domain=domain, subdomain=subdomain, tags=tags, any_tags=any_tags)
+    rows: list[StoredRow] = []
+    storage = engine.storage
+    for start in range(0, len(ids), _BATCH):
+        found = storage.fetch(ids[start : start + _BATCH])
+        for stored in found.values():
+            stamp = stored.record.updated_at
+            if (since is None or stamp >= since) and (until is None or stamp < until):
+                rows.append(stored if vectors else replace(stored, vector_blob=None))
+    rows.sort(key=lambda row: (row.record.created_at, row.record.record_id))
+    space = storage.get_meta("embedding_space")
+    dim = storage.get_meta("embedding_dim")
+    stats = engine.stats()
+    header = {
+        "format": PACK_FORMAT,
+        "version": PACK_VERSION,
+        "records": len(rows),
+        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "registries": stats.registries,
+        "embedding_space": space,
+        "embedding_dim": int(dim) if dim else None,
+        "vectors": vectors,
+    }
+    out.write(json.dumps(header, ensure_ascii=False) + "\n")
+    for done, stored in enumerate(rows, start=1):
+        out.write(json.dumps(_pack_line(stored, vectors), ensure_ascii=False) + "\n")
+        if progress is not None and (done % _BATCH == 0 or done == len(rows)):
+            progress(done, len(rows))
+    return ExportReport(records=len(rows), vectors=vectors, embedding_space=space)
+
+
+def _pack_line(stored: StoredRow, vectors: bool) -> dict[str, Any]:
+    rec = stored.record
+    line: dict[str, Any] = {
+        "record_id": rec.record_id,
+        "address": str(rec.address),
+        "domain": rec.domain,
+        "subdomain": rec.subdomain,
+        "tags": list(rec.tags),
+        "tag_product": str(rec.tag_product),
+        "content": rec.content,
+        "importance": rec.importance,
+        "strength": rec.strength,
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+        "accessed_at": rec.accessed_at,
+        "access_count": rec.access_count,
+        "metadata": rec.metadata,
+        "instance_key": stored.instance_key,
+    }
+    strength_at = getattr(stored, "strength_at", None)
+    if strength_at is not None:
+        line["strength_at"] = strength_at
+    if vectors and rec.vector is not None:
+        line["vector"] = list(rec.vector)
+    return line
+
+
+# -- the verbatim writer -------------------------------------------------------------
+
+
+class _DryRun(Exception):
+    """Raised inside the transaction to roll a dry run back."""
+
+
+def write_source(
+    engine: MemoryEngine,
+    source: Source,
+    *,
+    skip_bad: bool = False,
+    dry_run: bool = False,
+    vectors: bool = True,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Write a source's records into the store verbatim, in one transaction.
+
+    With ``dry_run`` everything is worked out, including re-addressing, and
+    then rolled back.
+
+    Raises:
+        InvalidInput: the source has bad lines and ``skip_bad`` is False.
+        DimensionMismatch: vectors that do not fit the store's embedding space.
+    """
+    if source.bad and not skip_bad:
+        more = f" (and {len(source.bad) - 1} more)" if len(source.bad) > 1 else ""
+        raise InvalidInput(
+            f"{source.bad[0]}{more}; nothing was imported. Fix the input, or skip bad "
+            "lines (--skip-bad)"
+        )
+    records = source.records
+    if not vectors:
+        records = [replace(rec, vector=None) for rec in records]
+    writer = _Writer(engine, source, records, progress)
+    with engine._lock:
+        try:
+            with engine.storage.transaction():
+                writer.run()
+                if dry_run:
+                    raise _DryRun
+        except _DryRun:
+            pass
+        else:
+            engine._load()
+    return ImportReport(
+        source=source.name,
+        read=len(records) + len(source.bad),
+        added=sum(writer.per_domain.values()),
+        already_present=writer.present,
+        added_per_domain=dict(sorted(writer.per_domain.items())),
+        readdressed=tuple(writer.readdressed),
+        relabelled=tuple(writer.relabelled),
+        skipped=tuple(source.bad),
+        dry_run=dry_run,
+    )
+
+
+class _Writer:
+    """One import's work inside its transaction."""
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        source: Source,
+        records: Sequence[PortableRecord],
+        progress: Progress | None,
+    ) -> None:
+        self.engine = engine
+        self.storage: Storage = engine.storage
+        self.source = source
+        self.records = records
+        self.progress = progress
+        self.now = float(engine._clock())
+        self.per_domain: dict[str, int] = {}
+        self.present = 0
+        self.readdressed: list[tuple[str, str]] = []
+        self.relabelled: list[Relabel] = []
+
+    def run(self) -> None:
+        from .engine import _Item, _vector_blob
+
+        self._claim_space()
+        primes = self._primes()
+        keys = [_dedupe_key(_Item, rec) for rec in self.records]
+        known = set(self.storage.find_dedupe(list(dict.fromkeys(keys))))
+        planned = [self._address(rec, primes) for rec in self.records]
+        taken = self.storage.existing_ids([record_id(a) for a in planned])
+        used: set[str] = set()
+        used_labels: set[tuple[str, str]] = set()
+        batch: list[StoredRow] = []
+        total = len(self.records)
+        for done, (rec, key, address) in enumerate(zip(self.records, keys, planned), start=1):
+            same_id = rec.address == address and record_id(address) in taken
+            if key in known or same_id:
+                self.present += 1
+            else:
+                known.add(key)
+                final = self._free_address(rec, address, taken, used)
+                if rec.address is not None and final != rec.address:
+                    self.readdressed.append((record_id(rec.address), record_id(final)))
+                batch.append(self._row(rec, key, final, primes, _vector_blob))
+                self.per_domain[rec.domain] = self.per_domain.get(rec.domain, 0) + 1
+                used_labels.update(
+                    {(Kind.DOMAIN.value, rec.domain), (Kind.SUBDOMAIN.value, rec.subdomain)}
+                )
+                used_labels.update((Kind.TAG.value, tag) for tag in rec.tags)
+            if len(batch) >= _BATCH:
+                self.storage.insert(batch)
+                batch = []
+            if self.progress is not None and (done % _BATCH == 0 or done == total):
+                self.progress(done, total)
+        self.storage.insert(batch)
+        # Only labels of records actually written were moved; the rest is old news.
+        self.relabelled = [r for r in self.relabelled if (r.kind, r.label) in used_labels]
+
+    def _claim_space(self) -> None:
+        import numpy as np
+
+        dims = {len(rec.vector) for rec in self.records if rec.vector is not None}
+        if not dims:
+            return
+        if len(dims) > 1:
+            raise DimensionMismatch(
+                f"{self.source.name} holds vectors of different dimensions {sorted(dims)}; "
+                "import without vectors (--no-vectors)"
+            )
+        dim = dims.pop()
+        for rec in self.records:
+            if rec.vector is not None:
+                array = np.asarray(rec.vector, dtype=np.float32)
+                if not np.all(np.isfinite(array)) or not np.any(array):
+                    raise InvalidInput(
+                        f"{self.source.name}:{rec.line}: the vector is all zeros or too large "
+                        "for float32"
+                    )
+        space = self.storage.get_meta("embedding_space")
+        wanted = self.source.embedding_space or f"custom:{dim}"
+        if space is None:
+            self.storage.set_meta("embedding_space", wanted)
+            self.storage.set_meta("embedding_dim", str(dim))
+            return
+        have = int(self.storage.get_meta("embedding_dim") or 0)
+        named_apart = (
+            self.source.embedding_space is not None and self.source.embedding_space != space
+        )
+        if have != dim or named_apart:
+            raise DimensionMismatch(
+                f"{self.source.name} holds vectors from embedding space {wanted}, but this "
+                f"store uses {space} (dimension {have}); import without vectors (--no-vectors)"
+            )
+
+    def _primes(self) -> dict[Kind, dict[str, int]]:
+        """Target primes for every label the records use, keeping the source's where free."""
+        wanted: dict[Kind, dict[str, None]] = {kind: {} for kind in Kind}
+        for rec in self.records:
+            wanted[Kind.DOMAIN][rec.domain] = None
+            wanted[Kind.SUBDOMAIN][rec.subdomain] = None
+            for tag in rec.tags:
+                wanted[Kind.TAG][tag] = None
+        current = self.storage.load_primes()
+        result: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
+        for kind, labels in wanted.items():
+            table = current[kind]
+            source_table = self.source.registries.get(kind, {})
+            in_use = set(table.values())
+            later: list[str] = []
+            # Keep the source's primes first, so a fresh assignment cannot take one of them.
+            for label in sorted(labels, key=lambda lb: (source_table.get(lb, 0), lb)):
+                if label in table:
+                    result[kind][label] = table[label]
+                    continue
+                wish = source_table.get(label)
+                if wish is not None and wish not in in_use and self._register(kind, label, wish):
+                    result[kind][label] = wish
+                    in_use.add(wish)
+                else:
+                    later.append(label)
+            for label in later:
+                result[kind][label] = self.storage.assign_prime(kind, label)
+            for label in labels:
+                wish = source_table.get(label)
+                if wish is not None and wish != result[kind][label]:
+                    self.relabelled.append(Relabel(kind.value, label, wish, result[kind][label]))
+        return result
+
+    def _register(self, kind: Kind, label: str, prime: int) -> bool:
+        from .storage import SQLiteStorage
+
+        if not isinstance(self.storage, SQLiteStorage):
+            return False
+        self.storage.db.execute(
+            "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)", (kind.value, label, prime)
+        )
+        return True
+
+    @staticmethod
+    def _address(rec: PortableRecord, primes: dict[Kind, dict[str, int]]) -> int:
+        domain_prime = primes[Kind.DOMAIN][rec.domain]
+        subdomain_prime = primes[Kind.SUBDOMAIN][rec.subdomain]
+        if rec.address is not None:
+            _, _, bucket, instance = unpack(rec.address)
+            return pack(domain_prime, subdomain_prime, bucket, instance)
+        bucket = concept_bucket(rec.domain, rec.subdomain, rec.tags)
+        identity = rec.instance_key if rec.instance_key is not None else rec.content
+        return pack(domain_prime, subdomain_prime, bucket, instance_id(identity))
+
+    def _free_address(
+        self, rec: PortableRecord, address: int, taken: set[str], used: set[str]
+    ) -> int:
+        """The planned address, or the next stable alternative when a different record has it."""
+        domain_prime, subdomain_prime, bucket, _ = unpack(address)
+        identity = rec.instance_key if rec.instance_key is not None else rec.content
+        attempt = 0
+        while True:
+            rid = record_id(address)
+            if (
+                rid not in used
+                and rid not in taken
+                and (attempt == 0 or not self.storage.existing_ids([rid]))
+            ):
+                used.add(rid)
+                return address
+            attempt += 1
+            address = pack(domain_prime, subdomain_prime, bucket, instance_id(identity, attempt))
+
+    def _row(
+        self,
+        rec: PortableRecord,
+        key: str,
+        address: int,
+        primes: dict[Kind, dict[str, int]],
+        vector_blob: Callable[[Any], bytes | None],
+    ) -> StoredRow:
+        import numpy as np
+
+        from .storage import StoredRow
+
+        created = self.now if rec.created_at is None else rec.created_at
+        updated = created if rec.updated_at is None else rec.updated_at
+        accessed = updated if rec.accessed_at is None else rec.accessed_at
+        array = None if rec.vector is None else np.asarray(rec.vector, dtype=np.float32)
+        record = Record(
+            record_id=record_id(address),
+            address=address,
+            domain=rec.domain,
+            subdomain=rec.subdomain,
+            tags=rec.tags,
+            tag_product=prime_product(primes[Kind.TAG][t] for t in rec.tags),
+            content=rec.content,
+            importance=rec.importance,
+            strength=rec.strength,
+            created_at=created,
+            updated_at=updated,
+            accessed_at=accessed,
+            access_count=rec.access_count,
+            metadata=rec.metadata,
+            vector=None if array is None else tuple(float(v) for v in array),
+        )
+        extra: dict[str, Any] = {}
+        if rec.strength_at is not None and "strength_at" in StoredRow.__dataclass_fields__:
+            extra["strength_at"] = rec.strength_at
+        return StoredRow(
+            record=record,
+            dedupe_key=key,
+            vector_blob=vector_blob(array),
+            instance_key=rec.instance_key,
+            **extra,
+        )
+
+
+def _dedupe_key(item_type: Any, rec: PortableRecord) -> str:
+    """The engine's dedupe key for ``rec``: the same labels and content are the same memory."""
+    item = item_type(
+        rec.content,
+        rec.domain,
+        rec.subdomain,
+        rec.tags,
+        rec.importance,
+        None,
+        {},
+        rec.instance_key,
+    )
+    return str(item.dedupe_key)
