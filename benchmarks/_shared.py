@@ -1,0 +1,127 @@
+"""Helpers shared by the benchmark scripts.
+
+Importing this module makes ``prime_memory_folding`` importable from a plain
+checkout: when the package is not installed, the repository root is put first
+on ``sys.path``. It also holds the seeded synthetic data generator and small
+formatting helpers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib.util
+import itertools
+import random
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+if importlib.util.find_spec("prime_memory_folding") is None:
+    sys.path.insert(0, str(REPO_ROOT))
+
+DOMAINS = tuple(f"domain{i:02d}" for i in range(10))
+SUBDOMAINS = ("notes", "code", "decisions", "incidents")
+TAGS = tuple(f"tag{rank:03d}" for rank in range(200))
+#: Zipf exponent of the tag distribution: tag000 is the most common.
+ZIPF_S = 1.0
+#: Domains are mildly skewed too, so domain gates select 5-20 % of the records.
+DOMAIN_WEIGHTS = tuple(1.0 / (1 + 0.25 * i) for i in range(len(DOMAINS)))
+
+
+@dataclass(frozen=True, slots=True)
+class Synthetic:
+    """One generated record, before it is stored."""
+
+    content: str
+    domain: str
+    subdomain: str
+    tags: tuple[str, ...]
+    importance: float
+
+    def as_item(self) -> dict[str, Any]:
+        """The mapping ``MemoryEngine.store_many`` takes."""
+        return {
+            "content": self.content,
+            "domain": self.domain,
+            "subdomain": self.subdomain,
+            "tags": self.tags,
+            "importance": self.importance,
+        }
+
+
+def generate(count: int, seed: int) -> list[Synthetic]:
+    """``count`` records, the same ones for the same seed.
+
+    Each record has one of 10 domains, one of 4 subdomains and 1 to 5 distinct
+    tags drawn from 200 with Zipf-like weights, so a few tags are very common
+    and most are rare. Contents are unique, so no record reinforces another.
+    """
+    rng = random.Random(seed)
+    tag_cum = list(itertools.accumulate(1.0 / (rank + 1) ** ZIPF_S for rank in range(len(TAGS))))
+    domain_cum = list(itertools.accumulate(DOMAIN_WEIGHTS))
+    total = tag_cum[-1]
+    records = []
+    for i in range(count):
+        wanted = rng.randint(1, 5)
+        tags: set[str] = set()
+        while len(tags) < wanted:
+            tags.add(TAGS[bisect.bisect(tag_cum, rng.random() * total)])
+        domain = DOMAINS[bisect.bisect(domain_cum, rng.random() * domain_cum[-1])]
+        records.append(
+            Synthetic(
+                content=f"synthetic memory {i} (seed {seed}) about {min(tags)} in {domain}",
+                domain=domain,
+                subdomain=SUBDOMAINS[rng.randrange(len(SUBDOMAINS))],
+                tags=tuple(sorted(tags)),
+                importance=round(rng.random(), 3),
+            )
+        )
+    return records
+
+
+def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass
+class Progress:
+    """A one-line progress counter on stderr, shown only for large jobs."""
+
+    label: str
+    total: int
+    enabled: bool = True
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    _started: float = field(default_factory=time.perf_counter)
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self._started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        end = "\n" if done >= self.total else ""
+        self.stream.write(
+            f"\r{self.label}: {done:,}/{self.total:,} ({rate:,.0f}/s, {elapsed:.1f} s){end}"
+        )
+        self.stream.flush()
+
+
+def fmt_ms(seconds: float) -> str:
+    """A duration in milliseconds with three significant-ish digits."""
+    ms = seconds * 1000
+    if ms >= 100:
+        return f"{ms:,.0f} ms"
+    if ms >= 10:
+        return f"{ms:.1f} ms"
+    if ms >= 1:
+        return f"{ms:.2f} ms"
+    return f"{ms:.3f} ms"
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"

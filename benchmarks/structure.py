@@ -1,0 +1,501 @@
+"""Structural queries: this engine against three other ways to answer them.
+
+Generates seeded synthetic records, stores them with ``store_many``, and asks
+three kinds of question, each returning the full set of matching record ids:
+
+- domain: every record in one domain;
+- tags: every record carrying all of 2 (and, separately, 3) tags;
+- domain+tags: every record in one domain carrying all of 2 tags.
+
+Four systems answer each query:
+
+- engine: ``MemoryEngine.match_ids``;
+- naive scan: a Python loop over record dicts, ``wanted <= record_tags``;
+- modulo scan: a loop over every record's tag product, ``product % (pA * pB) == 0``;
+- sqlite sql: a separate in-memory SQLite database with ``records`` and a
+  normalised ``record_tags`` table, indexed, queried by nested index lookups
+  starting from the rarest gate (the fastest of the plans we tried).
+
+The script first checks that all four return identical id sets for every
+query and exits with status 1 if not. Only then does it time them, rotating
+the order of the systems for every query and round, and reports the median
+time per query kind with each system's ratio to the engine.
+
+Run from the repository root::
+
+    python3 benchmarks/structure.py --records 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import json
+import math
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _shared import Progress, Synthetic, batches, fmt_ms, generate, verdict
+
+from prime_memory_folding import MemoryEngine, Record
+
+#: Tag-intersection targets at TARGET_RECORDS: the engine must be this many times faster.
+TARGET_RECORDS = 100_000
+TARGETS = {"sqlite sql": 10.0, "modulo scan": 20.0}
+TARGET_KINDS = ("tags (2)", "tags (3)")
+KINDS = ("domain", "tags (2)", "tags (3)", "domain+tags (2)")
+ENGINE = "engine"
+SYSTEMS = (ENGINE, "naive scan", "modulo scan", "sqlite sql")
+#: Tag frequency tiers by rank: common, mid and rare. Queries mix them.
+TIERS = (("common", range(0, 10)), ("mid", range(10, 60)), ("rare", range(60, 10_000)))
+INGEST_BATCH = 10_000
+EXIT_MISMATCH = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One structural question."""
+
+    kind: str
+    domain: str | None
+    tags: tuple[str, ...]
+    mix: str
+
+    def describe(self) -> str:
+        parts = [f"domain={self.domain}"] if self.domain else []
+        if self.tags:
+            parts.append("tags=" + "+".join(self.tags))
+        return f"{self.kind} [{self.mix}] " + " ".join(parts)
+
+
+System = Callable[[Query], Sequence[str]]
+
+
+# -- the query set ---------------------------------------------------------------
+
+
+def _tier_of(tag_rank: dict[str, int]) -> dict[str, int]:
+    return {
+        tag: next(i for i, (_, ranks) in enumerate(TIERS) if rank in ranks)
+        for tag, rank in tag_rank.items()
+    }
+
+
+def choose_queries(records: Sequence[Synthetic], per_kind: int, seed: int) -> list[Query]:
+    """A deterministic query set whose answers are never empty.
+
+    Tag combinations are drawn from combinations that really occur, cycling
+    through every mix of frequency tiers (common+common, common+rare, ...), so
+    the set holds both large and small answers.
+    """
+    rng = random.Random(seed * 7919 + 1)
+    frequency = Counter(tag for rec in records for tag in rec.tags)
+    ranked = sorted(frequency, key=lambda tag: (-frequency[tag], tag))
+    tier = _tier_of({tag: rank for rank, tag in enumerate(ranked)})
+    queries = [
+        Query("domain", domain, (), "-")
+        for domain in sorted({rec.domain for rec in records})[:per_kind]
+    ]
+    for kind, size, with_domain in (
+        ("tags (2)", 2, False),
+        ("tags (3)", 3, False),
+        ("domain+tags (2)", 2, True),
+    ):
+        by_mix: dict[str, set[tuple[str | None, tuple[str, ...]]]] = {}
+        for rec in records:
+            for combo in itertools.combinations(rec.tags, size):
+                mix = "+".join(TIERS[i][0] for i in sorted(tier[t] for t in combo))
+                by_mix.setdefault(mix, set()).add((rec.domain if with_domain else None, combo))
+        pools = [sorted(by_mix[mix]) for mix in sorted(by_mix)]
+        mixes = sorted(by_mix)
+        chosen: set[tuple[str | None, tuple[str, ...]]] = set()
+        for i in range(per_kind * 4):
+            if len(chosen) == per_kind or not pools:
+                break
+            position = i % len(pools)
+            pick = rng.choice(pools[position])
+            if pick not in chosen:
+                chosen.add(pick)
+                queries.append(Query(kind, pick[0], pick[1], mixes[position]))
+    return queries
+
+
+# -- the four systems ------------------------------------------------------------
+
+
+def engine_system(engine: MemoryEngine) -> System:
+    def run(q: Query) -> Sequence[str]:
+        return engine.match_ids(domain=q.domain, tags=q.tags)
+
+    return run
+
+
+def naive_system(stored: Sequence[Record]) -> System:
+    rows = [{"id": r.record_id, "domain": r.domain, "tags": frozenset(r.tags)} for r in stored]
+
+    def run(q: Query) -> Sequence[str]:
+        wanted = frozenset(q.tags)
+        if q.domain is None:
+            return [row["id"] for row in rows if wanted <= row["tags"]]
+        return [row["id"] for row in rows if row["domain"] == q.domain and wanted <= row["tags"]]
+
+    return run
+
+
+def modulo_system(stored: Sequence[Record], tag_primes: dict[str, int]) -> System:
+    ids = [r.record_id for r in stored]
+    products = [r.tag_product for r in stored]
+    domains = [r.domain for r in stored]
+
+    def run(q: Query) -> Sequence[str]:
+        if not q.tags:
+            return [rid for rid, d in zip(ids, domains) if d == q.domain]
+        required = math.prod(tag_primes[t] for t in q.tags)
+        if q.domain is None:
+            return [rid for rid, p in zip(ids, products) if p % required == 0]
+        return [
+            rid for rid, p, d in zip(ids, products, domains) if d == q.domain and p % required == 0
+        ]
+
+    return run
+
+
+def sqlite_system(stored: Sequence[Record]) -> tuple[System, sqlite3.Connection]:
+    """A normalised, indexed schema queried with the best plan we found.
+
+    Of ``GROUP BY record_id HAVING count(*) = n``, ``INTERSECT`` and a self
+    join, the self join was fastest, by a wide margin when its outer loop
+    reads the rarest gate. SQLite's statistics cannot tell which tag value is
+    rarest, so the query is built rarest gate first (counts kept on the side,
+    as the engine keeps its posting-list sizes) and ``CROSS JOIN`` pins the order.
+    """
+    db = sqlite3.connect(":memory:")
+    db.executescript(
+        """
+        CREATE TABLE records (
+            id INTEGER PRIMARY KEY, record_id TEXT NOT NULL, domain TEXT NOT NULL
+        );
+        CREATE TABLE record_tags (
+            tag TEXT NOT NULL, record INTEGER NOT NULL REFERENCES records(id),
+            PRIMARY KEY (tag, record)
+        ) WITHOUT ROWID;
+        """
+    )
+    with db:
+        db.executemany(
+            "INSERT INTO records VALUES (?, ?, ?)",
+            ((i, r.record_id, r.domain) for i, r in enumerate(stored)),
+        )
+        db.executemany(
+            "INSERT INTO record_tags VALUES (?, ?)",
+            ((tag, i) for i, r in enumerate(stored) for tag in r.tags),
+        )
+    db.execute("CREATE INDEX records_by_domain ON records (domain, record_id)")
+    db.execute("CREATE INDEX record_tags_by_record ON record_tags (record, tag)")
+    db.execute("ANALYZE")
+    tag_count = dict(db.execute("SELECT tag, count(*) FROM record_tags GROUP BY tag"))
+    domain_count = dict(db.execute("SELECT domain, count(*) FROM records GROUP BY domain"))
+
+    def run(q: Query) -> Sequence[str]:
+        if not q.tags:
+            sql = "SELECT record_id FROM records WHERE domain = ?"
+            return [row[0] for row in db.execute(sql, (q.domain,))]
+        tags = sorted(q.tags, key=lambda t: tag_count.get(t, 0))
+        params: list[str] = []
+        if q.domain is not None and domain_count.get(q.domain, 0) < tag_count.get(tags[0], 0):
+            # The domain is the rarest gate: scan its index, then probe each tag.
+            joins = [
+                f"CROSS JOIN record_tags t{i} ON t{i}.tag = ? AND t{i}.record = r.id"
+                for i in range(len(tags))
+            ]
+            sql = f"SELECT r.record_id FROM records r {' '.join(joins)} WHERE r.domain = ?"
+            params = [*tags, q.domain]
+        else:
+            joins = [
+                f"CROSS JOIN record_tags t{i} ON t{i}.tag = ? AND t{i}.record = t0.record"
+                for i in range(1, len(tags))
+            ]
+            domain_test = "" if q.domain is None else " AND r.domain = ?"
+            sql = (
+                f"SELECT r.record_id FROM record_tags t0 {' '.join(joins)} "
+                f"CROSS JOIN records r ON r.id = t0.record WHERE t0.tag = ?{domain_test}"
+            )
+            params = [*tags[1:], tags[0]] + ([] if q.domain is None else [q.domain])
+        return [row[0] for row in db.execute(sql, params)]
+
+    return run, db
+
+
+# -- checking and timing -----------------------------------------------------------
+
+
+def find_disagreements(queries: Sequence[Query], systems: dict[str, System]) -> list[str]:
+    """Every way in which a system's answer differs from the engine's; empty if none."""
+    problems = []
+    for q in queries:
+        answers = {name: list(run(q)) for name, run in systems.items()}
+        expected = set(answers[ENGINE])
+        for name, answer in answers.items():
+            got = set(answer)
+            if len(got) != len(answer):
+                problems.append(f"{name} returned duplicate ids for {q.describe()}")
+            if got != expected:
+                missing, extra = sorted(expected - got), sorted(got - expected)
+                problems.append(
+                    f"{name} disagrees with {ENGINE} on {q.describe()}: "
+                    f"{len(got)} ids vs {len(expected)}; "
+                    f"missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+                    f"extra {extra[:3]}{'...' if len(extra) > 3 else ''}"
+                )
+    return problems
+
+
+def time_systems(
+    queries: Sequence[Query], systems: dict[str, System], rounds: int, calls: int = 1
+) -> dict[str, list[float]]:
+    """Median seconds per query, per system.
+
+    Every query and round runs the systems in a rotated order, so none of
+    them always runs first or right after the slowest one. With ``calls`` > 1
+    a sample is the fastest of that many back-to-back calls, so the system
+    runs with its own data in the CPU caches; with 1 it runs right after
+    other systems have swept 100,000 records through them.
+    """
+    names = list(systems)
+    samples: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in names}
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for rnd in range(rounds):
+            for qi, q in enumerate(queries):
+                shift = (rnd + qi) % len(names)
+                for name in names[shift:] + names[:shift]:
+                    run = systems[name]
+                    best = math.inf
+                    for _ in range(calls):
+                        started = time.perf_counter()
+                        run(q)
+                        best = min(best, time.perf_counter() - started)
+                    samples[name][qi].append(best)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {name: [statistics.median(s) for s in per_query] for name, per_query in samples.items()}
+
+
+# -- the run ------------------------------------------------------------------------
+
+
+def ingest(engine: MemoryEngine, records: Sequence[Synthetic], quiet: bool) -> list[Record]:
+    progress = Progress("storing", len(records), enabled=not quiet and len(records) >= 20_000)
+    stored: list[Record] = []
+    for batch in batches(list(records), INGEST_BATCH):
+        stored.extend(engine.store_many(rec.as_item() for rec in batch))
+        progress.update(len(stored))
+    return stored
+
+
+def summarise(
+    queries: Sequence[Query], medians: dict[str, list[float]], hits: list[int]
+) -> dict[str, dict[str, Any]]:
+    summary = {}
+    for kind in KINDS:
+        positions = [i for i, q in enumerate(queries) if q.kind == kind]
+        if not positions:
+            continue
+        kind_medians = {
+            name: statistics.median(times[i] for i in positions) for name, times in medians.items()
+        }
+        engine_time = kind_medians[ENGINE]
+        summary[kind] = {
+            "queries": len(positions),
+            "mean_hits": statistics.mean(hits[i] for i in positions),
+            "median_seconds": kind_medians,
+            "ratio_vs_engine": {
+                name: (t / engine_time if engine_time > 0 else math.inf)
+                for name, t in kind_medians.items()
+            },
+        }
+    return summary
+
+
+def print_table(summary: dict[str, dict[str, Any]]) -> None:
+    header = f"{'query kind':<17}{'queries':>8}{'mean hits':>11}"
+    for name in SYSTEMS:
+        header += f"  {name:>20}"
+    print(header)
+    print("-" * len(header))
+    for kind, row in summary.items():
+        line = f"{kind:<17}{row['queries']:>8}{row['mean_hits']:>11,.0f}"
+        for name in SYSTEMS:
+            cell = fmt_ms(row["median_seconds"][name])
+            if name != ENGINE:
+                cell += f" ({row['ratio_vs_engine'][name]:.1f}x)"
+            line += f"  {cell:>20}"
+        print(line)
+    print("median time per query; (Nx) = that system's median / the engine's median")
+
+
+def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict[str, Any]]:
+    results = []
+    print()
+    print(f"targets (tag-intersection queries at {TARGET_RECORDS:,} records):")
+    if records != TARGET_RECORDS:
+        print(f"  note: this run has {records:,} records; the verdicts below are indicative only")
+    for kind in TARGET_KINDS:
+        if kind not in summary:
+            continue
+        for other, wanted in TARGETS.items():
+            ratio = summary[kind]["ratio_vs_engine"][other]
+            ok = ratio >= wanted
+            results.append({"kind": kind, "versus": other, "target": wanted, "ratio": ratio})
+            results[-1]["pass"] = ok
+            print(
+                f"  {kind:<9} engine vs {other:<12} >= {wanted:>4.0f}x faster: "
+                f"{ratio:6.1f}x  {verdict(ok)}"
+            )
+    return results
+
+
+def print_detail(
+    queries: Sequence[Query], medians: dict[str, list[float]], hits: list[int]
+) -> None:
+    print()
+    print("per query (median of rounds):")
+    for i, q in enumerate(queries):
+        cells = "  ".join(f"{name} {fmt_ms(medians[name][i])}" for name in SYSTEMS)
+        print(f"  {q.describe():<58} {hits[i]:>7,} hits  {cells}")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Compare structural queries: this engine, a naive scan, a modulo scan "
+        "and SQLite SQL. Checks that all agree, then times them."
+    )
+    parser.add_argument("--records", type=int, default=TARGET_RECORDS, help="records to generate")
+    parser.add_argument("--queries", type=int, default=20, help="queries per kind (default 20)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per query")
+    parser.add_argument("--seed", type=int, default=1, help="seed for records and queries")
+    parser.add_argument(
+        "--store", type=Path, help="store file to create (default: a temporary file)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="time the fastest of 3 back-to-back calls (caches warm) instead of single "
+        "interleaved calls",
+    )
+    parser.add_argument("--detail", action="store_true", help="print every query's timings")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    # For the test suite: corrupt one system's answer to prove the check catches it.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.records < 10 or args.queries < 1 or args.rounds < 1:
+        parser.error("--records must be at least 10, --queries and --rounds at least 1")
+    if args.store is not None and args.store.exists():
+        parser.error(f"--store {args.store} already exists; give a path to a new file")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    timing = "fastest of 3 back-to-back calls" if args.warm else "single interleaved calls"
+    print(
+        f"structure benchmark: {args.records:,} records, seed {args.seed}, "
+        f"up to {args.queries} queries per kind, {args.rounds} timed rounds of {timing}"
+    )
+    records = generate(args.records, args.seed)
+    with tempfile.TemporaryDirectory(prefix="pmf-bench-") as tmp:
+        path = args.store or Path(tmp) / "structure.db"
+        with MemoryEngine(path) as engine:
+            started = time.perf_counter()
+            stored = ingest(engine, records, args.quiet)
+            ingest_seconds = time.perf_counter() - started
+            print(
+                f"ingest: store_many of {len(stored):,} records in {ingest_seconds:.1f} s "
+                f"({len(stored) / ingest_seconds:,.0f} records/s, batches of {INGEST_BATCH:,})"
+            )
+            if len({r.record_id for r in stored}) != len(records):
+                print("error: store_many merged distinct records; ids are not unique")
+                return EXIT_MISMATCH
+            tag_primes = engine.stats().registries["tag"]
+            sql, db = sqlite_system(stored)
+            systems: dict[str, System] = {
+                ENGINE: engine_system(engine),
+                "naive scan": naive_system(stored),
+                "modulo scan": modulo_system(stored, tag_primes),
+                "sqlite sql": sql,
+            }
+            if args.inject_mismatch:
+                honest = systems["modulo scan"]
+                systems["modulo scan"] = lambda q: list(honest(q))[1:]
+            queries = choose_queries(records, args.queries, args.seed)
+
+            problems = find_disagreements(queries, systems)
+            if problems:
+                print(f"agreement: FAILED - {len(problems)} disagreement(s):")
+                for problem in problems[:20]:
+                    print(f"  {problem}")
+                print("no timings reported: the systems do not answer the same question")
+                return EXIT_MISMATCH
+            hits = [len(systems[ENGINE](q)) for q in queries]
+            print(
+                f"agreement: OK - all {len(systems)} systems returned identical id sets "
+                f"for all {len(queries)} queries ({sum(hits):,} ids per system)"
+            )
+            print()
+            medians = time_systems(queries, systems, args.rounds, 3 if args.warm else 1)
+            db.close()
+    summary = summarise(queries, medians, hits)
+    print_table(summary)
+    targets = check_targets(summary, args.records)
+    if args.detail:
+        print_detail(queries, medians, hits)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "structure",
+                    "records": args.records,
+                    "seed": args.seed,
+                    "rounds": args.rounds,
+                    "warm": args.warm,
+                    "python": sys.version.split()[0],
+                    "sqlite": sqlite3.sqlite_version,
+                    "ingest_seconds": ingest_seconds,
+                    "agreement": True,
+                    "kinds": summary,
+                    "targets": targets,
+                    "queries": [
+                        {
+                            "kind": q.kind,
+                            "mix": q.mix,
+                            "domain": q.domain,
+                            "tags": q.tags,
+                            "hits": hits[i],
+                            "median_seconds": {n: medians[n][i] for n in SYSTEMS},
+                        }
+                        for i, q in enumerate(queries)
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The benchmark scripts run end to end at tiny sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quiet", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "structure.json"
+    result = run(
+        "structure.py", "--records", "2000", "--queries", "5", "--rounds", "1",
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK - all 4 systems returned identical id sets" in result.stdout
+    assert "tags (2)" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["agreement"] is True
+    assert set(report["kinds"]) == {"domain", "tags (2)", "tags (3)", "domain+tags (2)"}
+    assert all(query["hits"] > 0 for query in report["queries"])
+
+
+def test_structure_benchmark_fails_when_a_system_disagrees(tmp_path: Path) -> None:
+    result = run(
+        "structure.py", "--records", "500", "--queries", "2", "--inject-mismatch", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement: FAILED" in result.stdout
+    assert "modulo scan disagrees with engine" in result.stdout
+    assert "median time per query" not in result.stdout
+
+
+def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "ingest.json"
+    result = run(
+        "ingest.py", "--records", "2000", "--single", "50", "--vector-records", "200",
+        "--dir", str(tmp_path), "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: OK" in result.stdout
+    assert "records/s" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["bulk"]["records"] == 2000
+    assert report["single"]["calls"] == 50
