@@ -31,6 +31,7 @@ from .records import Hit, Record, Stats, StoreResult
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine, default_store_path
+    from .folding import FoldPolicy, FoldReport
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,8 @@ __all__ = [
     "DimensionMismatch",
     "EmbeddingError",
     "Encoded",
+    "FoldPolicy",
+    "FoldReport",
     "Hit",
     "InvalidInput",
     "InvalidRecordId",
@@ -56,6 +59,7 @@ __all__ = [
 ]
 
 _LAZY = {"MemoryEngine", "default_store_path"}
+_LAZY_FOLDING = {"FoldPolicy", "FoldReport"}
 
 
 def __getattr__(name: str) -> Any:
@@ -63,4 +67,8 @@ def __getattr__(name: str) -> Any:
         from . import engine
 
         return getattr(engine, name)
+    if name in _LAZY_FOLDING:
+        from . import folding
+
+        return getattr(folding, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ primality and the default labels.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from enum import Enum
@@ -66,12 +67,17 @@ def normalise_label(label: object, kind: Kind | str = "label") -> str:
     name = kind.value if isinstance(kind, Kind) else kind
     if not isinstance(label, str):
         raise InvalidInput(f"{name} must be a string, got {type(label).__name__}")
-    normal = _WHITESPACE.sub("_", label.strip().lower())
+    normal = _normalise(label)
     if not normal:
         raise InvalidInput(f"{name} {label!r} is empty once trimmed; give a non-empty {name}")
     if "\x00" in normal:
         raise InvalidInput(f"{name} {label!r} contains a NUL character; remove it")
     return normal
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalise(label: str) -> str:
+    return _WHITESPACE.sub("_", label.strip().lower())
 
 
 def normalise_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
@@ -80,14 +86,21 @@ def normalise_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
     Raises:
         InvalidInput: ``tags`` is a bare string or holds an invalid label.
     """
-    if tags is None:
+    if not tags:
         return ()
     if isinstance(tags, str):
         raise InvalidInput("tags must be a list of strings, not one string; wrap it: [tag]")
     try:
-        items = list(tags)
+        items = tuple(tags)
     except TypeError:
         raise InvalidInput(f"tags must be a list of strings, got {type(tags).__name__}") from None
+    if all(type(tag) is str for tag in items):
+        return _normalise_tags(items)
+    return tuple(sorted({normalise_label(tag, Kind.TAG) for tag in items}))
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalise_tags(items: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted({normalise_label(tag, Kind.TAG) for tag in items}))
 
 
