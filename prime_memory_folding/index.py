@@ -401,8 +401,43 @@ class StructuralIndex:
         return sizes(self._domain_rows), sizes(self._subdomain_rows), sizes(self._tag_rows)
 
     def rebuild(self, entries: Sequence[IndexEntry]) -> None:
-        """Replace everything with ``entries`` (also compacts dead rows)."""
+        """Replace everything with ``entries`` (also compacts dead rows).
+
+        Fills whole columns at once: the same result as upserting each entry in
+        turn, without the per-row cost of numpy item assignment.
+        """
         self.__init__()  # type: ignore[misc]
-        self._grow(len(entries))
-        for entry in entries:
-            self.upsert(entry)
+        n = len(entries)
+        self._grow(n)
+        ids = [e.record_id for e in entries]
+        self._ids = list(ids)
+        self._row_of = {rid: row for row, rid in enumerate(ids)}
+        self._id_column[:n] = ids
+        keys = [(e.domain_prime, e.subdomain_prime, e.tag_primes) for e in entries]
+        self._entry_keys = keys
+        for row, (domain, subdomain, tags) in enumerate(keys):
+            self._domain_rows.setdefault(domain, set()).add(row)
+            self._subdomain_rows.setdefault(subdomain, set()).add(row)
+            for prime in tags:
+                self._tag_rows.setdefault(prime, set()).add(row)
+        products = [e.tag_product for e in entries]
+        self._tag_product = products
+        fits = [p < _UINT64_LIMIT for p in products]
+        self._product_fits[:n] = fits
+        self._product64[:n] = np.array(
+            [p if ok else 0 for p, ok in zip(products, fits)], dtype=np.uint64
+        )
+        self._importance[:n] = [e.importance for e in entries]
+        self._strength[:n] = [e.strength for e in entries]
+        self._updated[:n] = [e.updated_at for e in entries]
+        self._reinforced[:n] = [e.reinforced_at for e in entries]
+        self._half_life[:n] = [e.half_life for e in entries]
+        self._alive[:n] = True
+        with_vector = [row for row, e in enumerate(entries) if e.vector is not None]
+        if with_vector:
+            matrix = np.stack([entries[row].vector for row in with_vector]).astype(np.float32)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            np.divide(matrix, norms, out=matrix, where=norms > 0)
+            self._vectors = np.zeros((self._capacity, matrix.shape[1]), dtype=np.float32)
+            self._vectors[with_vector] = matrix
+            self._has_vector[with_vector] = True

@@ -8,6 +8,7 @@ reloading everything.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -387,12 +388,18 @@ def _stored_row(row: Sequence[Any]) -> StoredRow:
     )
 
 
+@functools.lru_cache(maxsize=65_536)
+def _parse_tags(text: str) -> tuple[str, ...]:
+    # Many records share a tag set; parsing each distinct one once speeds up loading.
+    return tuple(json.loads(text))
+
+
 def _index_row(row: Sequence[Any]) -> IndexRow:
     return IndexRow(
         record_id=row[0],
         domain=row[1],
         subdomain=row[2],
-        tags=tuple(json.loads(row[3])),
+        tags=_parse_tags(row[3]),
         tag_product=int(row[4]),
         importance=row[5],
         strength=row[6],
