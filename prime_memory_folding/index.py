@@ -22,7 +22,10 @@ Rows = npt.NDArray[np.int64]
 _EMPTY: frozenset[int] = frozenset()
 _UINT64_LIMIT = 2**64
 #: Below this many candidates, Python set intersection is faster than arrays.
-_SET_PATH_MAX = 20_000
+#: Posting lists at least this long (and 1/64 of all rows) get a membership bitmap.
+_BITMAP_MIN_ROWS = 1024
+#: At most this many posting bitmaps (one byte per row each) are kept.
+_BITMAP_CAP = 64
 #: Up to this many candidates, exact tests run on Python ints instead of numpy.
 _PYTHON_TEST_MAX = 256
 
@@ -89,6 +92,7 @@ class StructuralIndex:
         self._product_fits = np.zeros(0, dtype=bool)
         self._id_column = np.zeros(0, dtype=object)
         self._sorted_postings: dict[tuple[str, int], Rows] = {}
+        self._bitmaps: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}
         self._vectors: npt.NDArray[np.float32] | None = None
         self._dead = 0
 
@@ -143,6 +147,10 @@ class StructuralIndex:
             new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+        for key, bitmap in self._bitmaps.items():
+            grown = np.zeros(capacity, dtype=bool)
+            grown[: len(bitmap)] = bitmap
+            self._bitmaps[key] = grown
         if self._vectors is not None:
             vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
             vectors[: len(self._vectors)] = self._vectors
@@ -165,6 +173,7 @@ class StructuralIndex:
         key = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
         self._entry_keys[row] = key
         self._forget_sorted(*key)
+        self._mark(row, key, True)
         self._domain_rows.setdefault(entry.domain_prime, set()).add(row)
         self._subdomain_rows.setdefault(entry.subdomain_prime, set()).add(row)
         for prime in entry.tag_primes:
@@ -197,6 +206,7 @@ class StructuralIndex:
         for prime in tags:
             self._tag_rows.get(prime, set()).discard(row)
         self._forget_sorted(domain, subdomain, tags)
+        self._mark(row, (domain, subdomain, tags), False)
 
     def _forget_sorted(self, domain: int, subdomain: int, tags: tuple[int, ...]) -> None:
         cache = self._sorted_postings
@@ -205,6 +215,17 @@ class StructuralIndex:
             cache.pop(("s", subdomain), None)
             for prime in tags:
                 cache.pop(("t", prime), None)
+
+    def _mark(self, row: int, key: tuple[int, int, tuple[int, ...]], present: bool) -> None:
+        """Keep the bitmaps of a row's postings in step with the posting sets."""
+        bitmaps = self._bitmaps
+        if not bitmaps:
+            return
+        domain, subdomain, tags = key
+        for posting_key in (("d", domain), ("s", subdomain), *(("t", p) for p in tags)):
+            bitmap = bitmaps.get(posting_key)
+            if bitmap is not None:
+                bitmap[row] = present
 
     def remove(self, record_id: str) -> None:
         """Drop a record; unknown ids are ignored."""
@@ -247,42 +268,24 @@ class StructuralIndex:
             postings.append((None, union))
 
         rows: Rows
-        tested = False
         if not postings:
             rows = np.flatnonzero(self._alive[:n]).astype(np.int64)
         else:
+            # Rarest first: every later posting only filters what is left.
             postings.sort(key=lambda kv: len(kv[1]))
-            smallest = postings[0][1]
-            if len(postings) == 1:
-                rows = self._sorted(*postings[0])
-            elif len(smallest) <= _SET_PATH_MAX:
-                # Hashing a short list against the others beats any array work.
-                common = smallest.intersection(*(p for _, p in postings[1:]))
-                if len(common) <= _PYTHON_TEST_MAX:
-                    # Few candidates: the exact tests are cheaper on Python ints
-                    # than the fixed cost of numpy calls.
-                    products = self._tag_product
-                    found = list(common)
-                    if gates.all_of:
-                        required = math.prod(gates.all_of)
-                        found = [r for r in found if products[r] % required == 0]
-                    if gates.any_of:
-                        wanted = math.prod(gates.any_of)
-                        found = [r for r in found if math.gcd(products[r], wanted) > 1]
-                    rows = np.array(sorted(found), dtype=np.int64)
-                    tested = True
+            rows = self._sorted(*postings[0])
+            for posting_key, posting in postings[1:]:
+                if not len(rows):
+                    break
+                bitmap = None if posting_key is None else self._bitmap(posting_key, posting)
+                if bitmap is not None:
+                    rows = rows[bitmap[rows]]
                 else:
-                    rows = np.fromiter(common, dtype=np.int64, count=len(common))
-                    rows.sort()
-            else:
-                rows = self._sorted(*postings[0])
-                for other_key, posting in postings[1:]:
-                    rows = np.intersect1d(
-                        rows, self._sorted(other_key, posting), assume_unique=True
-                    )
-            if gates.all_of and len(rows) and not tested:
+                    kept = [r for r in rows.tolist() if r in posting]
+                    rows = np.array(kept, dtype=np.int64)
+            if gates.all_of and len(rows):
                 rows = rows[self._divisible(rows, math.prod(gates.all_of))]
-            if gates.any_of and len(rows) and not tested:
+            if gates.any_of and len(rows):
                 rows = rows[self._shares_prime(rows, math.prod(gates.any_of))]
         if gates.none_of and len(rows):
             excluded: set[int] = set()
@@ -312,9 +315,33 @@ class StructuralIndex:
             self._sorted_postings[key] = rows
         return rows
 
+    def _bitmap(
+        self, key: tuple[str, int], posting: set[int] | frozenset[int]
+    ) -> npt.NDArray[np.bool_] | None:
+        """A membership bitmap for a large posting list, kept up to date in place.
+
+        Probing a compact bitmap with a short sorted list of rows is far cheaper
+        than hashing each row into a large set. Small postings, and postings
+        beyond the cap, get no bitmap (None).
+        """
+        bitmap = self._bitmaps.get(key)
+        if bitmap is not None:
+            return bitmap
+        if len(posting) < max(_BITMAP_MIN_ROWS, len(self._ids) // 64):
+            return None
+        if len(self._bitmaps) >= _BITMAP_CAP:
+            return None
+        bitmap = np.zeros(self._capacity, dtype=bool)
+        bitmap[np.fromiter(posting, dtype=np.int64, count=len(posting))] = True
+        self._bitmaps[key] = bitmap
+        return bitmap
+
     def _divisible(self, rows: Rows, required: int) -> npt.NDArray[np.bool_]:
         """Exact test: does each row's tag product divide by ``required``?"""
         products = self._tag_product
+        if len(rows) <= _PYTHON_TEST_MAX:
+            # Few rows: Python ints beat the fixed cost of several numpy calls.
+            return np.array([products[r] % required == 0 for r in rows.tolist()], dtype=bool)
         if required >= _UINT64_LIMIT:
             return np.fromiter(
                 (products[r] % required == 0 for r in rows), dtype=bool, count=len(rows)
@@ -329,7 +356,7 @@ class StructuralIndex:
     def _shares_prime(self, rows: Rows, wanted: int) -> npt.NDArray[np.bool_]:
         """Exact test: does each row's tag product share a prime factor with ``wanted``?"""
         products = self._tag_product
-        if wanted >= _UINT64_LIMIT:
+        if len(rows) <= _PYTHON_TEST_MAX or wanted >= _UINT64_LIMIT:
             return np.fromiter(
                 (math.gcd(products[r], wanted) > 1 for r in rows), dtype=bool, count=len(rows)
             )
@@ -433,9 +460,10 @@ class StructuralIndex:
         self._reinforced[:n] = [e.reinforced_at for e in entries]
         self._half_life[:n] = [e.half_life for e in entries]
         self._alive[:n] = True
-        with_vector = [row for row, e in enumerate(entries) if e.vector is not None]
-        if with_vector:
-            matrix = np.stack([entries[row].vector for row in with_vector]).astype(np.float32)
+        vectors = [(row, e.vector) for row, e in enumerate(entries) if e.vector is not None]
+        if vectors:
+            with_vector = [row for row, _ in vectors]
+            matrix = np.stack([vector for _, vector in vectors]).astype(np.float32)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)
             self._vectors = np.zeros((self._capacity, matrix.shape[1]), dtype=np.float32)
