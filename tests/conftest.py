@@ -27,6 +27,9 @@ class FakeClock:
 def memory_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("PRIME_MEMORY_HOME", str(home))
+    # Tests are structural unless they opt in to embedding (embedder=...), so that
+    # small caller vectors fit and no test pays for loading the built-in model.
+    monkeypatch.setenv("PRIME_MEMORY_EMBEDDER", "none")
     return home
 
 

@@ -14,7 +14,6 @@ from prime_memory_folding import (
     InvalidInput,
     InvalidRecordId,
     MemoryEngine,
-    NotAvailable,
     NotFound,
 )
 
@@ -197,9 +196,12 @@ def test_update_into_a_duplicate_is_refused(engine: MemoryEngine) -> None:
         engine.update(two.record_id, content="one")
 
 
-def test_text_query_says_it_is_not_available_yet(engine: MemoryEngine) -> None:
-    with pytest.raises(NotAvailable):
-        engine.query(text="anything")
+def test_text_query_finds_stored_text(engine: MemoryEngine) -> None:
+    engine.store("anything at all")
+    engine.store("something else")
+    hits = engine.query(text="anything")
+    assert hits[0].record.content == "anything at all"
+    assert "bm25" in hits[0].score_parts
 
 
 @pytest.mark.parametrize("limit", [-1, 10_001, 2.5, True, "3"])

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from ..primes import DEFAULT_LABELS, next_prime
 
-__all__ = ["MIGRATIONS", "Migration", "latest_version", "migration", "run_script"]
+__all__ = [
+    "MIGRATIONS",
+    "UNSEGMENTED_GLOB",
+    "UNSEGMENTED_RANGES",
+    "Migration",
+    "latest_version",
+    "migration",
+    "run_script",
+]
 
 MigrationFn = Callable[[sqlite3.Connection], None]
 
@@ -120,6 +128,75 @@ def create_core_tables(db: sqlite3.Connection) -> None:
                 "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
                 (kind.value, label, prime),
             )
+
+
+# -- text recall: migration 2 -----------------------------------------------------
+
+# Scripts written without spaces between words, and emoji: unicode61 makes one
+# token of a whole run of them (or none at all), so they go to the trigram index.
+UNSEGMENTED_RANGES = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u2600-\u27bf"  # symbols, dingbats
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U0001f000-\U0001faff"  # emoji
+    "\U00020000-\U0002fa1f"  # CJK extensions B-F
+)
+#: Records whose content matches this GLOB are also in the trigram index.
+UNSEGMENTED_GLOB = f"*[{UNSEGMENTED_RANGES}]*"
+
+
+@migration(2)
+def create_text_search(db: sqlite3.Connection) -> None:
+    """Full-text indexes over ``records.content``, kept in sync by triggers.
+
+    ``records_fts`` stems words (porter over unicode61, diacritics folded) and
+    ranks by BM25. ``records_grams`` is a trigram index of only the records
+    whose text has runs without word breaks (CJK, Thai, emoji), which unicode61
+    cannot split into words. Both are external-content tables: the text itself
+    stays in ``records``.
+    """
+    glob = "'" + UNSEGMENTED_GLOB + "'"
+    run_script(
+        db,
+        f"""
+        CREATE VIRTUAL TABLE records_fts USING fts5(
+            content, content='records', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE records_grams USING fts5(
+            content, content='records', content_rowid='id', tokenize='trigram'
+        );
+        CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
+            INSERT INTO records_grams (rowid, content)
+                SELECT new.id, new.content WHERE new.content GLOB {glob};
+        END;
+        CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+            INSERT INTO records_fts (records_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO records_grams (records_grams, rowid, content)
+                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
+        END;
+        CREATE TRIGGER records_fts_update AFTER UPDATE OF id, content ON records BEGIN
+            INSERT INTO records_fts (records_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO records_grams (records_grams, rowid, content)
+                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
+            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
+            INSERT INTO records_grams (rowid, content)
+                SELECT new.id, new.content WHERE new.content GLOB {glob};
+        END;
+        INSERT INTO records_fts (rowid, content) SELECT id, content FROM records;
+        INSERT INTO records_grams (rowid, content)
+            SELECT id, content FROM records WHERE content GLOB {glob};
+        """,
+    )
 
 
 # -- folding: migration 3 -------------------------------------------------------

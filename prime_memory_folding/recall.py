@@ -1,0 +1,506 @@
+"""Text recall: the store's embedding space, lexical ranking on FTS5, and hybrid fusion.
+
+A store's vectors all belong to one embedding space, recorded in its ``meta``
+table as ``embedding_space`` (a name) and ``embedding_dim``. The first vector
+fixes it: the configured text embedder's space when the engine embeds content
+itself, or ``custom:<dim>`` when the caller brings vectors. In a custom space
+text is never embedded, and text queries rank lexically only.
+
+Lexical ranking is BM25 over two FTS5 tables that triggers keep in sync with
+``records`` (see migration 2): ``records_fts`` with a stemming tokenizer for
+scripts that separate words with spaces, and ``records_grams``, a trigram index
+of the records that hold text without word breaks (CJK, Thai, emoji...).
+
+A hybrid query scores the rows that passed the structural gates:
+
+    fused = (1 - COSINE_WEIGHT) * bm25 / max(bm25) + COSINE_WEIGHT * max(cosine, 0)
+
+then adds ``CONTEXT_WEIGHT`` times the best fused score of a row's neighbours:
+memories stored next to it within ``SESSION_GAP_S`` seconds, i.e. in the same
+session. The weights were chosen on LoCoMo's development split, and checked
+leave-one-conversation-out (``benchmarks/locomo_recall.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from .embeddings import BUILTIN_MODEL, EMBEDDER_ENV, Embedder, load_embedder
+from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
+from .query import RankedRow, top_k
+from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
+
+if TYPE_CHECKING:
+    from .index import Rows, StructuralIndex
+    from .storage import Storage
+
+__all__ = [
+    "BUILTIN_SPACE",
+    "CONTEXT_WEIGHT",
+    "COSINE_WEIGHT",
+    "CUSTOM_PREFIX",
+    "NO_EMBEDDER",
+    "SESSION_GAP_S",
+    "LexicalQuery",
+    "TextEmbedding",
+    "check_text",
+    "hybrid_rank",
+    "lexical_scores",
+    "parse_query",
+    "reembed_all",
+]
+
+#: The spec that turns automatic embedding off.
+NO_EMBEDDER = "none"
+BUILTIN_SPACE = f"builtin:{BUILTIN_MODEL}"
+CUSTOM_PREFIX = "custom:"
+#: Weight of cosine similarity against max-normalised BM25 in the fused score.
+COSINE_WEIGHT = 0.6
+#: Share of the best neighbouring memory's fused score a memory inherits.
+CONTEXT_WEIGHT = 0.6
+#: Memories stored this close together count as one session.
+SESSION_GAP_S = 1800.0
+#: BM25 hits taken from FTS before the structural gates are applied.
+LEXICAL_DEPTH = 1000
+#: Texts embedded per call when re-embedding a store.
+REEMBED_BATCH = 1024
+
+_SPACE_KEY = "embedding_space"
+_DIM_KEY = "embedding_dim"
+
+_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
+_WORD = re.compile(r"\w+")
+#: Trigram queries need three characters; shorter runs are found by substring scan.
+_GRAM = 3
+
+# Words too common to say anything; dropped from a query unless nothing else is left.
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+# -- the configured embedder ---------------------------------------------------------
+
+_LOADED: dict[str, Embedder] = {}
+_LOADING = threading.Lock()
+
+
+class TextEmbedding:
+    """The engine's text embedder, loaded on first use.
+
+    Args:
+        embedder: an :class:`Embedder`, a spec string for
+            :func:`~prime_memory_folding.embeddings.load_embedder`, ``"none"`` to
+            turn automatic embedding off, or None to read ``PRIME_MEMORY_EMBEDDER``
+            (the built-in model when that is unset).
+
+    Raises:
+        InvalidInput: ``embedder`` is neither a spec nor an Embedder.
+    """
+
+    def __init__(self, embedder: str | Embedder | None = None) -> None:
+        import os
+
+        self._embedder: Embedder | None = None
+        self.spec: str | None
+        if embedder is None:
+            self.setting = EMBEDDER_ENV
+            self.spec = os.environ.get(EMBEDDER_ENV, "").strip() or "builtin"
+        elif isinstance(embedder, str):
+            self.setting = "embedder="
+            self.spec = embedder.strip() or "builtin"
+        elif isinstance(embedder, Embedder):
+            self.setting = "embedder="
+            self.spec = None
+            self._embedder = embedder
+        else:
+            kind = type(embedder).__name__
+            raise InvalidInput(f"embedder must be a spec string, an Embedder or None, got {kind}")
+        if self.spec is not None and self.spec.lower() == NO_EMBEDDER:
+            self.spec = NO_EMBEDDER
+
+    @property
+    def enabled(self) -> bool:
+        """Whether content is embedded automatically."""
+        return self.spec != NO_EMBEDDER
+
+    def known_name(self) -> str | None:
+        """The space name, when it is known without loading a model."""
+        if self._embedder is not None:
+            return self._embedder.name
+        if self.spec in ("builtin", BUILTIN_SPACE):
+            return BUILTIN_SPACE
+        return None
+
+    def get(self) -> Embedder:
+        """The embedder, loading it on first use (shared by every engine in the process).
+
+        Raises:
+            NotAvailable: embedding is turned off.
+            EmbeddingError, InvalidInput: the backend cannot be loaded; the message
+                names the setting to fix.
+        """
+        if self._embedder is not None:
+            return self._embedder
+        if self.spec is None or self.spec == NO_EMBEDDER:
+            raise NotAvailable("automatic embedding is turned off (embedder='none')")
+        with _LOADING:
+            loaded = _LOADED.get(self.spec)
+            if loaded is None:
+                loaded = load_embedder(self.spec)
+                _LOADED[self.spec] = loaded
+        self._embedder = loaded
+        return loaded
+
+    def name(self) -> str:
+        """The space name, loading the embedder if that is the only way to know it."""
+        return self.known_name() or self.get().name
+
+    def embed(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32] | None]:
+        """Unit vectors for ``texts``; None for a text the model cannot represent.
+
+        Raises:
+            EmbeddingError: the backend failed or answered in the wrong shape.
+        """
+        embedder = self.get()
+        matrix = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+        if matrix.shape != (len(texts), embedder.dim):
+            raise EmbeddingError(
+                f"{embedder.name} returned shape {matrix.shape} for {len(texts)} texts; "
+                f"set {self.setting} to a working embedding model"
+            )
+        nonzero = np.any(matrix, axis=1)
+        return [row if keep else None for row, keep in zip(matrix, nonzero)]
+
+
+# -- the store's space --------------------------------------------------------------
+
+
+def store_space(storage: Storage) -> tuple[str, int] | None:
+    """The store's embedding space as (name, dim), or None before the first vector."""
+    name = storage.get_meta(_SPACE_KEY)
+    if name is None:
+        return None
+    return name, int(storage.get_meta(_DIM_KEY) or 0)
+
+
+def set_space(storage: Storage, name: str, dim: int) -> None:
+    """Record the store's space. Call inside a write transaction."""
+    storage.set_meta(_SPACE_KEY, name)
+    storage.set_meta(_DIM_KEY, str(dim))
+
+
+def is_custom(space: tuple[str, int] | None) -> bool:
+    return space is not None and space[0].startswith(CUSTOM_PREFIX)
+
+
+def check_open(storage: Storage, text: TextEmbedding) -> None:
+    """Refuse a store whose vectors belong to another model than the configured one.
+
+    Raises:
+        EmbeddingError: the spaces differ; the message names the setting and the
+            way to re-embed.
+    """
+    space = store_space(storage)
+    if space is None or is_custom(space) or not text.enabled:
+        return
+    name = text.name()
+    if name != space[0]:
+        raise EmbeddingError(
+            f"store {storage.path} holds vectors of the embedding space {space[0]!r} "
+            f"({space[1]} dimensions), but {text.setting} configures {name!r}; set "
+            f"{text.setting} to {space[0]!r}, or open the store with embedder='none' and "
+            f"call reembed({name!r}) to move it to the new space"
+        )
+
+
+def texts_to_embed(
+    storage: Storage, text: TextEmbedding, caller_dims: set[int]
+) -> TextEmbedding | None:
+    """Whether a write should embed its vector-less contents; claims the space if empty.
+
+    Call inside the write transaction.
+
+    Raises:
+        DimensionMismatch: the embedder's dimension does not fit the store's space.
+    """
+    if not text.enabled:
+        return None
+    space = store_space(storage)
+    if space is None:
+        if caller_dims:
+            return None  # the caller's vectors claim a custom space
+        embedder = text.get()
+        set_space(storage, embedder.name, embedder.dim)
+        return text
+    if is_custom(space):
+        return None
+    embedder = text.get()
+    if embedder.name != space[0] or embedder.dim != space[1]:
+        raise DimensionMismatch(
+            f"the embedder {embedder.name!r} ({embedder.dim} dimensions) does not fit this "
+            f"store's space {space[0]!r} ({space[1]} dimensions); set {text.setting} to "
+            f"{space[0]!r}, or reembed() the store"
+        )
+    return text
+
+
+def reembed_all(
+    storage: Storage,
+    text: TextEmbedding,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int | None = None,
+) -> int:
+    """Embed every record's content again into ``text``'s space; returns how many.
+
+    Call inside one write transaction, so that a failure leaves nothing half-embedded.
+    """
+    batch = batch or REEMBED_BATCH
+    db = _sqlite_db(storage, "re-embedding")
+    embedder = text.get()
+    rows = db.execute("SELECT id, content FROM records ORDER BY id").fetchall()
+    total = len(rows)
+    if progress is not None:
+        progress(0, total)
+    for start in range(0, total, batch):
+        chunk = rows[start : start + batch]
+        vectors = text.embed([content for _, content in chunk])
+        db.executemany(
+            "UPDATE records SET vector = ? WHERE id = ?",
+            (
+                (None if v is None else v.astype("<f4").tobytes(), rid)
+                for (rid, _), v in zip(chunk, vectors)
+            ),
+        )
+        if progress is not None:
+            progress(min(start + batch, total), total)
+    set_space(storage, embedder.name, embedder.dim)
+    return total
+
+
+# -- lexical ------------------------------------------------------------------------
+
+
+def check_text(text: object) -> str:
+    """Raises InvalidInput unless ``text`` is a non-blank string."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidInput("text is empty; give words to search for, or leave text out")
+    if "\x00" in text:
+        raise InvalidInput("text contains a NUL character; remove it")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalQuery:
+    """A query text turned into safe FTS5 expressions."""
+
+    #: For ``records_fts``: quoted terms joined by OR, or None.
+    words: str | None
+    #: For ``records_grams``: quoted trigrams joined by OR, or None.
+    grams: str | None
+    #: Runs shorter than a trigram, found by substring scan.
+    short: tuple[str, ...]
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def parse_query(text: str) -> LexicalQuery:
+    """Turn user text into FTS5 expressions that can never be read as FTS syntax.
+
+    Every term is quoted, so operators (``NEAR``, ``AND``, ``*``, ``^``, column
+    filters, quotes) are only words; terms are joined by OR and BM25 rewards
+    the rows that match more of them.
+    """
+    unsegmented = _UNSEGMENTED_RUN.findall(text)
+    rest = _UNSEGMENTED_RUN.sub(" ", text)
+    words = [w.lower() for w in _WORD.findall(rest)]
+    content = [w for w in words if w not in _STOPWORDS]
+    words = list(dict.fromkeys(content or words))
+    grams: list[str] = []
+    short: list[str] = []
+    for run in unsegmented:
+        run = run.strip("\ufe0f\u200d")
+        if not run:
+            continue
+        if len(run) < _GRAM:
+            short.append(run)
+        else:
+            grams.extend(run[i : i + _GRAM] for i in range(len(run) - _GRAM + 1))
+    return LexicalQuery(
+        words=" OR ".join(_quote(w) for w in words) or None,
+        grams=" OR ".join(_quote(g) for g in dict.fromkeys(grams)) or None,
+        short=tuple(dict.fromkeys(short)),
+    )
+
+
+def _sqlite_db(storage: Storage, what: str) -> sqlite3.Connection:
+    db = getattr(storage, "db", None)
+    if not isinstance(db, sqlite3.Connection):
+        raise NotAvailable(f"{what} needs the embedded SQLite store, not {type(storage).__name__}")
+    return db
+
+
+def lexical_scores(storage: Storage, query: LexicalQuery, depth: int | None) -> dict[str, float]:
+    """BM25 scores (higher is better) by record id: the best ``depth`` (None: all)."""
+    db = _sqlite_db(storage, "text queries")
+    scores: dict[str, float] = {}
+    limit = -1 if depth is None else depth
+    for table, expression in (("records_fts", query.words), ("records_grams", query.grams)):
+        if expression is None:
+            continue
+        sql = (
+            f"SELECT r.record_id, -m.rank FROM (SELECT rowid, rank FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS m "
+            "JOIN records AS r ON r.id = m.rowid"
+        )
+        for rid, score in db.execute(sql, (expression, limit)):
+            scores[rid] = scores.get(rid, 0.0) + max(float(score), 1e-9)
+    if query.short:
+        # Too short for the trigram index: scan the records that index holds text for.
+        condition = " + ".join("(instr(content, ?) > 0)" for _ in query.short)
+        sql = (
+            f"SELECT record_id, {condition} AS n FROM records "
+            f"WHERE content GLOB ? AND n > 0 LIMIT ?"
+        )
+        for rid, hits in db.execute(sql, (*query.short, UNSEGMENTED_GLOB, limit)):
+            scores[rid] = scores.get(rid, 0.0) + float(hits)
+    return scores
+
+
+# -- fusion -------------------------------------------------------------------------
+
+
+def hybrid_rank(
+    index: StructuralIndex,
+    gate_rows: Rows | None,
+    lexical: dict[int, float],
+    query_vector: npt.NDArray[np.float32] | None,
+    limit: int,
+    *,
+    cosine_weight: float | None = None,
+    context_weight: float | None = None,
+) -> list[RankedRow]:
+    """Fuse BM25 (by index row, already gated) and cosine over ``gate_rows`` (None: all).
+
+    Weights default to :data:`COSINE_WEIGHT` and :data:`CONTEXT_WEIGHT`. Score
+    parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query vector in
+    the index's space), ``context`` (when a neighbour lifted the score) and
+    ``fused``; without a query vector ``lexical_only`` is 1.
+    """
+    if cosine_weight is None:
+        cosine_weight = COSINE_WEIGHT
+    if context_weight is None:
+        context_weight = CONTEXT_WEIGHT
+    if limit <= 0:
+        return []
+    rows_all = index.alive_rows() if gate_rows is None else gate_rows
+    if len(rows_all) == 0:
+        return []
+    lex_rows = np.fromiter(lexical.keys(), dtype=np.int64, count=len(lexical))
+    lex_raw = np.fromiter(lexical.values(), dtype=np.float64, count=len(lexical))
+    top = float(lex_raw.max()) if len(lex_raw) else 0.0
+    lex_norm = lex_raw / top if top > 0 else lex_raw
+
+    cos_all: npt.NDArray[np.float32] | None = None
+    use_vector = query_vector is not None and index.dim == len(query_vector)
+    if use_vector:
+        assert query_vector is not None
+        cos_all = index.cosine(gate_rows, query_vector)
+        cos_all = np.where(np.isfinite(cos_all), cos_all, 0.0).astype(np.float32)
+    w_cos = cosine_weight if use_vector else 0.0
+    w_lex = 1.0 - w_cos
+
+    def position(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        if gate_rows is None:
+            return rows
+        return np.searchsorted(gate_rows, rows).astype(np.int64)
+
+    # Candidates: every lexical hit, plus the best by cosine (whose lexical part is 0).
+    spare = 0 if cos_all is None else limit * (3 if context_weight else 1)
+    candidates = lex_rows
+    if cos_all is not None and spare:
+        best = top_k(np.maximum(cos_all, 0.0), min(spare, len(cos_all)))
+        best_rows = best if gate_rows is None else gate_rows[best]
+        candidates = np.union1d(lex_rows, best_rows)
+    if len(candidates) == 0:
+        return []
+    lex_of = dict(zip(lex_rows.tolist(), lex_norm.tolist()))
+    raw_of = dict(zip(lex_rows.tolist(), lex_raw.tolist()))
+
+    def fused_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        lex = np.array([lex_of.get(int(r), 0.0) for r in rows], dtype=np.float64)
+        score = w_lex * lex
+        if cos_all is not None:
+            score += w_cos * np.maximum(cos_all[position(rows)], 0.0)
+        return score
+
+    fused = fused_of(candidates)
+    context = np.zeros(len(candidates))
+    if context_weight:
+        context = _neighbour_best(index, gate_rows, candidates, fused_of)
+    final = fused + context_weight * context
+    order = top_k(final, limit)
+    hits = []
+    for i in order:
+        row = int(candidates[i])
+        parts = {
+            "bm25": raw_of.get(row, 0.0),
+            "bm25_norm": lex_of.get(row, 0.0),
+        }
+        if cos_all is not None:
+            parts["cosine"] = float(cos_all[position(np.array([row]))[0]])
+        if context_weight and context[i] > 0:
+            parts["context"] = float(context[i])
+        if cos_all is None:
+            parts["lexical_only"] = 1.0
+        parts["fused"] = float(final[i])
+        if final[i] <= 0 and parts["bm25"] <= 0:
+            continue
+        hits.append(RankedRow(row, float(final[i]), parts))
+    return hits
+
+
+def _neighbour_best(
+    index: StructuralIndex,
+    gate_rows: Rows | None,
+    candidates: npt.NDArray[np.int64],
+    fused_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
+) -> npt.NDArray[np.float64]:
+    """For each candidate, the best fused score of its same-session neighbours."""
+    alive = index.alive_rows()
+    stamps = index.updated_at(candidates)
+    best = np.zeros(len(candidates))
+    at = np.searchsorted(alive, candidates)
+    for step in (-1, 1):
+        pos = at + step
+        ok = (pos >= 0) & (pos < len(alive))
+        neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
+        ok &= np.abs(index.updated_at(neighbours) - stamps) <= SESSION_GAP_S
+        if gate_rows is not None:
+            slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
+            ok &= gate_rows[slot] == neighbours
+        if ok.any():
+            scores = np.zeros(len(candidates))
+            scores[ok] = fused_of(neighbours[ok])
+            best = np.maximum(best, scores)
+    return best

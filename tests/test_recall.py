@@ -1,0 +1,374 @@
+"""Text recall: embedding spaces, FTS5 lexical ranking and hybrid fusion."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from prime_memory_folding import (
+    DimensionMismatch,
+    EmbeddingError,
+    InvalidInput,
+    MemoryEngine,
+)
+from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
+from prime_memory_folding.storage import SQLiteStorage
+from tests.conftest import FakeClock
+
+WORDS = ("apple", "banana", "cherry", "river", "mountain", "laptop", "guitar", "ocean")
+
+
+class WordEmbedder:
+    """A tiny deterministic embedder: one dimension per known word."""
+
+    def __init__(self, name: str = "test:words", fail_after: int | None = None) -> None:
+        self.name = name
+        self.dim = len(WORDS)
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise EmbeddingError("the test embedder broke; set embedder= to another one")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for j, word in enumerate(WORDS):
+                if word in text.lower():
+                    out[i, j] = 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+@pytest.fixture
+def words_engine(store_path: Path, clock: FakeClock) -> Any:
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+        yield memory
+
+
+def contents(hits: Sequence[Any]) -> list[str]:
+    return [hit.record.content for hit in hits]
+
+
+# -- schema -------------------------------------------------------------------------
+
+
+def test_migration_creates_fts_tables_and_triggers(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "schema.db")
+    names = {
+        (kind, name) for kind, name in storage.db.execute("SELECT type, name FROM sqlite_master")
+    }
+    storage.close()
+    assert {("table", "records_fts"), ("table", "records_grams")} <= names
+    for trigger in ("records_fts_insert", "records_fts_update", "records_fts_delete"):
+        assert ("trigger", trigger) in names
+
+
+def test_migration_indexes_records_stored_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with MemoryEngine(path, embedder="none") as memory:
+        memory.store("the old lighthouse keeper")
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE records_fts")
+    db.execute("DROP TABLE records_grams")
+    for trigger in ("records_fts_insert", "records_fts_update", "records_fts_delete"):
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.execute("DELETE FROM schema_migrations WHERE version = 2")
+    db.commit()
+    db.close()
+    with MemoryEngine(path, embedder="none") as memory:
+        assert contents(memory.query(text="lighthouse")) == ["the old lighthouse keeper"]
+
+
+def test_fts_follows_updates_and_forgets(words_engine: MemoryEngine) -> None:
+    rec = words_engine.store("a note about the harbour")
+    words_engine.update(rec.record_id, content="a note about the airport")
+    assert words_engine.query(text="harbour") == []
+    assert contents(words_engine.query(text="airport")) == ["a note about the airport"]
+    words_engine.forget(rec.record_id)
+    assert words_engine.query(text="airport") == []
+
+
+# -- lexical ------------------------------------------------------------------------
+
+
+def test_stemming_finds_other_word_forms(words_engine: MemoryEngine) -> None:
+    words_engine.store("I run every morning")
+    words_engine.store("The cat sleeps")
+    assert contents(words_engine.query(text="running"))[0] == "I run every morning"
+
+
+@pytest.mark.parametrize(
+    ("content", "query"),
+    [
+        ("我喜欢吃苹果和香蕉", "苹果"),
+        ("我喜欢吃苹果和香蕉", "喜欢吃苹果"),
+        ("東京で寿司を食べました", "寿司"),
+        ("مرحبا بالعالم الجميل", "بالعالم"),
+        ("שלום עולם", "עולם"),
+        ("party time 🎉 tonight", "🎉"),
+        ("🎉🥳🎂", "🥳"),
+        ("Crème brûlée at the café", "creme brulee"),
+        ("안녕하세요 반갑습니다", "안녕하세요"),
+    ],
+)
+def test_text_in_any_script_is_found_again(
+    words_engine: MemoryEngine, content: str, query: str
+) -> None:
+    words_engine.store("an unrelated note")
+    rec = words_engine.store(content)
+    assert words_engine.get(rec.record_id).content == content
+    assert contents(words_engine.query(text=query))[0] == content
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NEAR(apple banana)",
+        "apple*",
+        "*",
+        '"unbalanced',
+        'apple" OR "',
+        "content:apple",
+        "apple AND NOT banana",
+        "^apple",
+        "(apple",
+        "apple + - : { }",
+        "'; DROP TABLE records; --",
+    ],
+)
+def test_fts_syntax_in_query_text_is_only_words(words_engine: MemoryEngine, text: str) -> None:
+    words_engine.store("apple pie recipe")
+    hits = words_engine.query(text=text)
+    assert all(hit.record.content == "apple pie recipe" for hit in hits)
+    assert words_engine.stats().records == 1
+
+
+def test_query_terms_are_quoted_and_joined_by_or() -> None:
+    parsed = parse_query('NEAR("apple" pie*)')
+    assert parsed.words == '"near" OR "apple" OR "pie"'
+    assert parsed.grams is None and parsed.short == ()
+
+
+def test_stopwords_are_dropped_unless_nothing_else_is_left() -> None:
+    assert parse_query("what is the plan").words == '"plan"'
+    assert parse_query("what is it").words == '"what" OR "is" OR "it"'
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_blank_text_query_is_refused(words_engine: MemoryEngine, text: str) -> None:
+    with pytest.raises(InvalidInput, match="text is empty"):
+        words_engine.query(text=text)
+
+
+def test_non_string_text_query_is_refused(words_engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="text must be a string"):
+        words_engine.query(text=3)  # type: ignore[arg-type]
+
+
+# -- hybrid -------------------------------------------------------------------------
+
+
+def test_hybrid_ranks_above_either_signal_alone(store_path: Path, clock: FakeClock) -> None:
+    # BM25 prefers the note that repeats the words; the word embedder prefers
+    # "pineapple guitarist" (it sees "apple" and "guitar" inside). Only the
+    # note with both the words and the meaning is first for both together.
+    filler = [f"weather report {i} with plain words about nothing in particular" for i in range(10)]
+    target = "apple guitar river"
+    notes = [
+        "apple apple apple guitar guitar banana cherry ocean mountain laptop",
+        "pineapple guitarist",
+        target,
+        *filler,
+    ]
+    query = "apple guitar"
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+        memory.store_many(notes)
+        hybrid = contents(memory.query(text=query, limit=3))
+        cosine = contents(memory.query(vector=WordEmbedder().embed([query])[0], limit=3))
+    with MemoryEngine(store_path.with_name("lex.db"), clock=clock, embedder="none") as lexical:
+        lexical.store_many(notes)
+        bm25 = contents(lexical.query(text=query, limit=3))
+    assert hybrid[0] == target
+    assert bm25[0] != target
+    assert cosine[0] != target
+
+
+def test_hybrid_hits_show_their_score_parts(words_engine: MemoryEngine) -> None:
+    words_engine.store("apple and cherry")
+    hit = words_engine.query(text="apple")[0]
+    assert {"bm25", "bm25_norm", "cosine", "fused"} <= set(hit.score_parts)
+    assert hit.score == pytest.approx(hit.score_parts["fused"])
+
+
+def test_text_query_combines_with_gates(words_engine: MemoryEngine) -> None:
+    words_engine.store("apple in the kitchen", domain="home", tags=["food"])
+    words_engine.store("apple in the office", domain="work", tags=["food"])
+    words_engine.store("apple on the desk", domain="work", tags=["hardware"])
+    hits = words_engine.query(text="apple", domain="work", tags=["food"])
+    assert contents(hits) == ["apple in the office"]
+    assert words_engine.query(text="apple", domain="nowhere") == []
+
+
+def test_gates_see_matches_beyond_the_first_lexical_page(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_memory_folding import recall
+
+    monkeypatch.setattr(recall, "LEXICAL_DEPTH", 5)
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        memory.store_many([f"apple apple note {i}" for i in range(20)])
+        memory.store("apple once", domain="rare")
+        assert contents(memory.query(text="apple", domain="rare")) == ["apple once"]
+
+
+def test_text_and_vector_together_use_the_vector_for_similarity(
+    words_engine: MemoryEngine,
+) -> None:
+    words_engine.store("guitar lessons")
+    words_engine.store("ocean view")
+    vector = WordEmbedder().embed(["ocean"])[0]
+    hits = words_engine.query(text="lessons", vector=vector)
+    assert {h.record.content for h in hits} == {"guitar lessons", "ocean view"}
+    by_content = {h.record.content: h.score_parts for h in hits}
+    assert by_content["ocean view"]["cosine"] == pytest.approx(1.0)
+    assert by_content["guitar lessons"]["bm25"] > 0
+
+
+# -- embedding spaces ---------------------------------------------------------------
+
+
+def test_first_text_store_claims_the_embedders_space(words_engine: MemoryEngine) -> None:
+    rec = words_engine.store("apple")
+    assert words_engine.stats().embedding_space == "test:words"
+    assert rec.vector is not None and len(rec.vector) == len(WORDS)
+
+
+def test_builtin_model_is_the_default(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRIME_MEMORY_EMBEDDER")
+    with MemoryEngine(store_path, clock=clock) as memory:
+        memory.store("We deploy on Fridays")
+        assert memory.stats().embedding_space == BUILTIN_SPACE
+        hit = memory.query(text="deployment day")[0]
+        assert "cosine" in hit.score_parts
+
+
+def test_custom_space_falls_back_to_lexical_and_says_so(engine: MemoryEngine) -> None:
+    engine.store("apple pie", vector=[1.0, 0.0, 0.0])
+    engine.store("apple tart")  # no vector: a custom space never embeds text
+    assert engine.stats().embedding_space == "custom:3"
+    hits = engine.query(text="apple")
+    assert len(hits) == 2
+    assert all(hit.score_parts["lexical_only"] == 1.0 for hit in hits)
+    assert all("cosine" not in hit.score_parts for hit in hits)
+
+
+def test_vector_of_the_wrong_dimension_is_refused(words_engine: MemoryEngine) -> None:
+    words_engine.store("apple")
+    with pytest.raises(DimensionMismatch, match="dimension 3"):
+        words_engine.store("banana", vector=[1.0, 2.0, 3.0])
+    with pytest.raises(DimensionMismatch):
+        words_engine.query(text="banana", vector=[1.0, 2.0, 3.0])
+
+
+def test_texts_that_embed_to_nothing_are_stored_without_vector(
+    words_engine: MemoryEngine,
+) -> None:
+    rec = words_engine.store("🎉🎉🎉")
+    assert rec.vector is None
+    assert contents(words_engine.query(text="🎉")) == ["🎉🎉🎉"]
+
+
+def test_zero_vector_from_a_caller_is_still_refused(words_engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="all zeros"):
+        words_engine.store("apple", vector=[0.0] * len(WORDS))
+
+
+def test_no_embedder_stores_without_vectors(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        rec = memory.store("apple")
+        assert rec.vector is None
+        assert memory.stats().embedding_space is None
+        assert memory.query(text="apple")[0].score_parts["lexical_only"] == 1.0
+
+
+def test_store_many_embeds_in_one_batch(store_path: Path, clock: FakeClock) -> None:
+    embedder = WordEmbedder()
+    with MemoryEngine(store_path, clock=clock, embedder=embedder) as memory:
+        records = memory.store_many([f"apple note {i}" for i in range(50)])
+    assert embedder.calls == 1
+    assert all(rec.vector is not None for rec in records)
+
+
+def test_opening_a_store_of_another_space_is_refused(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+        memory.store("apple")
+    with pytest.raises(EmbeddingError, match="embedder=") as caught:
+        MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:two"))
+    assert "reembed" in str(caught.value)
+
+
+def test_space_mismatch_names_the_environment_setting(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+        memory.store("apple")
+    monkeypatch.setenv("PRIME_MEMORY_EMBEDDER", "builtin")
+    with pytest.raises(EmbeddingError, match="PRIME_MEMORY_EMBEDDER"):
+        MemoryEngine(store_path, clock=clock)
+
+
+def test_missing_model_names_the_setting_and_leaves_the_store_usable(
+    store_path: Path, clock: FakeClock, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-model"
+    with MemoryEngine(store_path, clock=clock, embedder=f"model2vec:{missing}") as memory:
+        with pytest.raises(EmbeddingError, match="PRIME_MEMORY_EMBEDDER"):
+            memory.store("apple")
+        assert memory.stats().records == 0
+        assert memory.stats().embedding_space is None
+        rec = memory.store("apple", vector=[1.0, 0.0])
+        assert memory.get(rec.record_id).content == "apple"
+
+
+def test_reembed_moves_the_store_and_reports_progress(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder="builtin") as memory:
+        memory.store_many([f"apple note {i}" for i in range(5)] + ["river walk"])
+    seen: list[tuple[int, int]] = []
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        count = memory.reembed(
+            WordEmbedder(), progress=lambda done, total: seen.append((done, total))
+        )
+        assert count == 6
+        assert memory.stats().embedding_space == "test:words"
+        assert contents(memory.query(text="river"))[0] == "river walk"
+        assert "cosine" in memory.query(text="river")[0].score_parts
+    assert seen[0] == (0, 6) and seen[-1] == (6, 6)
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+        assert memory.stats().records == 6
+
+
+def test_failed_reembed_changes_nothing(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_memory_folding import recall
+
+    monkeypatch.setattr(recall, "REEMBED_BATCH", 2)
+    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+        memory.store_many([f"apple note {i}" for i in range(6)])
+        before = [memory.get(h.record.record_id).vector for h in memory.query(limit=10)]
+        with pytest.raises(EmbeddingError, match="embedder="):
+            memory.reembed(WordEmbedder("test:two", fail_after=2))
+        assert memory.stats().embedding_space == "test:one"
+        after = [memory.get(h.record.record_id).vector for h in memory.query(limit=10)]
+        assert after == before
+        assert memory.query(text="apple")  # still usable in its old space
