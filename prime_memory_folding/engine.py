@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import recall
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
+from .embeddings import Embedder
 from .errors import DimensionMismatch, InvalidInput, NotAvailable, NotFound, StoreError
 from .folding import FoldPolicy, FoldReport, decay_terms
 from .index import IndexEntry, StructuralIndex, TagQuery
 from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
 from .query import RankedRow, rank_by_salience, rank_by_vector
+from .recall import TextEmbedding
 from .records import (
     Hit,
     Record,
@@ -95,6 +98,15 @@ class MemoryEngine:
         fold_policy: decay half-lives, fold thresholds and auto-fold triggers
             (see :class:`~prime_memory_folding.folding.FoldPolicy`); auto-fold
             is off by default.
+        embedder: how content and text queries are embedded: an
+            :class:`~prime_memory_folding.embeddings.Embedder`, a spec string (see
+            :mod:`~prime_memory_folding.embeddings`), ``"none"`` for no automatic
+            embedding, or None for ``PRIME_MEMORY_EMBEDDER`` (the built-in model when
+            unset). The model loads only when a text store or query needs it.
+
+    Raises:
+        EmbeddingError: the store's vectors belong to another embedding space than
+            the configured embedder's (see :meth:`reembed`).
 
     The engine is safe to share between threads, and several processes may
     open the same file at once.
@@ -107,8 +119,12 @@ class MemoryEngine:
         clock: Callable[[], float] | None = None,
         storage: Storage | None = None,
         fold_policy: FoldPolicy | None = None,
+        embedder: str | Embedder | None = None,
     ) -> None:
         self._clock = clock or time.time
+        # -- recall: the text embedder, loaded on first use --
+        self._text = TextEmbedding(embedder)
+        # -- end recall --
         # -- folding state --
         if fold_policy is not None and not isinstance(fold_policy, FoldPolicy):
             raise InvalidInput("fold_policy must be a FoldPolicy")
@@ -122,10 +138,19 @@ class MemoryEngine:
         self._storage: Storage | None = storage
         self.path = storage.path
         self._index = StructuralIndex()
+        # A label's prime never changes, so tag-set lookups can be cached for good.
+        self._tag_prime_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._writes = 0
         self._primes: dict[Kind, dict[str, int]] = {}
         self._labels: dict[Kind, dict[int, str]] = {}
         self._load()
+        # -- recall: refuse a store embedded by another model --
+        try:
+            recall.check_open(storage, self._text)
+        except BaseException:
+            self.close()
+            raise
+        # -- end recall --
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -193,7 +218,10 @@ class MemoryEngine:
                 )
             return prime
 
-        tag_primes = tuple(known(Kind.TAG, tag) for tag in row.tags)
+        tag_primes = self._tag_prime_cache.get(row.tags)
+        if tag_primes is None:
+            tag_primes = tuple(known(Kind.TAG, tag) for tag in row.tags)
+            self._tag_prime_cache[row.tags] = tag_primes
         vector = None
         if row.vector_blob is not None:
             vector = np.frombuffer(row.vector_blob, dtype="<f4").astype(np.float32)
@@ -430,12 +458,31 @@ class MemoryEngine:
             return []
         storage = self.storage
         now = float(self._clock())
+        dims = {len(item.vector) for item in items if item.vector is not None}
+        # -- recall: load the embedder before taking the write lock --
+        if (
+            self._text.enabled
+            and any(item.vector is None for item in items)
+            and not recall.is_custom(recall.store_space(storage))
+        ):
+            self._text.get()
+        # -- end recall --
         with storage.transaction():
-            dims = {len(item.vector) for item in items if item.vector is not None}
             if len(dims) > 1:
                 raise DimensionMismatch(
                     f"vectors in one batch have different dimensions {sorted(dims)}"
                 )
+            # -- recall: embed the contents that came without a vector --
+            if any(item.vector is None for item in items):
+                text = recall.texts_to_embed(storage, self._text, dims)
+                if text is not None:
+                    bare = [i for i, item in enumerate(items) if item.vector is None]
+                    vectors = text.embed([items[i].content for i in bare])
+                    embedded = list(items)
+                    for i, vec in zip(bare, vectors):
+                        embedded[i] = replace(items[i], vector=vec)
+                    items = embedded
+            # -- end recall --
             for dim in dims:
                 self._check_space(dim, claim=True)
             primes = self._assign_all(items)
@@ -552,7 +599,7 @@ class MemoryEngine:
             accessed_at=now,
             access_count=0,
             metadata=item.metadata,
-            vector=None if item.vector is None else tuple(float(v) for v in item.vector),
+            vector=None if item.vector is None else tuple(item.vector.tolist()),
         )
         return StoredRow(
             record=record,
@@ -657,15 +704,20 @@ class MemoryEngine:
         Raises:
             InvalidInput: a bad argument.
             NotAvailable: ``text`` was given, and this store cannot rank text.
+            EmbeddingError: the text embedder failed; the message names the setting.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else self._vector(vector)
+        # -- recall: text queries rank hybrid (see recall.py) --
         if text is not None:
-            raise NotAvailable(
-                "text queries are not available in this store yet; query by vector, "
-                "domain or tags instead"
+            return self._text_query(
+                recall.check_text(text),
+                query_vector,
+                (domain, subdomain, tags, any_tags, exclude_tags, min_strength),
+                limit,
             )
+        # -- end recall --
         with self._lock:
             self._refresh()
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
@@ -683,6 +735,96 @@ class MemoryEngine:
             else:
                 ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
             return self._hits(ranked)
+
+    # -- recall: hybrid text queries and re-embedding --------------------------------
+    # Parsing, lexical search, fusion and the embedding space live in recall.py.
+
+    def _text_query(
+        self,
+        text: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        gate_args: tuple[Any, ...],
+        limit: int,
+    ) -> list[Hit]:
+        """Structural gates first, then BM25 and cosine over the survivors, fused.
+
+        A caller's vector, when given, stands in for the embedded text on the
+        vector side; in a custom space without one, ranking is lexical only.
+        """
+        parsed = recall.parse_query(text)
+        with self._lock:
+            self._refresh()
+            storage = self.storage
+            space = recall.store_space(storage)
+            if query_vector is not None and space is not None:
+                self._check_space(len(query_vector), claim=False)
+            gates = self._gates(*gate_args)
+            if gates is None or limit == 0:
+                return []
+            unit = None
+            if query_vector is not None:
+                unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
+            elif (
+                self._text.enabled
+                and space is not None
+                and not recall.is_custom(space)
+                and self._index.dim is not None
+            ):
+                unit = self._text.embed([text])[0]
+            gate_rows = None if gates == TagQuery() else self._index.select(gates)
+            depth: int | None = recall.LEXICAL_DEPTH
+            while True:
+                by_id = recall.lexical_scores(storage, parsed, depth)
+                lexical = {}
+                for rid, score in by_id.items():
+                    row = self._index.row_of(rid)
+                    if row is not None:
+                        lexical[row] = score
+                if gate_rows is not None and lexical:
+                    keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
+                    lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
+                # Gates may have dropped most of the best; then look at every match.
+                if depth is None or len(by_id) < depth or len(lexical) >= limit:
+                    break
+                depth = None
+            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
+            return self._hits(ranked)
+
+    def reembed(
+        self,
+        embedder: str | Embedder | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed every record's content again, in one transaction; returns how many.
+
+        This moves a store to another embedding space (or into one, for a store
+        of caller vectors or none): every vector, caller-given ones too, is
+        replaced. On failure nothing changes. Afterwards the engine embeds with
+        ``embedder``.
+
+        Args:
+            embedder: the embedder to move to, as for the constructor; None keeps
+                the configured one.
+            progress: called with (records done, records in all) after each batch.
+
+        Raises:
+            NotAvailable: embedding is turned off, or the store is not SQLite.
+            EmbeddingError: the embedder failed; nothing was changed.
+        """
+        text = self._text if embedder is None else TextEmbedding(embedder)
+        if not text.enabled:
+            raise NotAvailable("reembed needs an embedder; pass one, not 'none'")
+        text.get()
+        storage = self.storage
+        with self._lock:
+            with storage.transaction():
+                count = recall.reembed_all(storage, text, progress)
+            self._text = text
+            self._load()
+        return count
+
+    # -- end recall ------------------------------------------------------------------
 
     def _hits(self, ranked: Sequence[RankedRow]) -> list[Hit]:
         ids = self._index.record_ids(r.row for r in ranked)
@@ -919,21 +1061,13 @@ class MemoryEngine:
             )
 
     # -- folding ----------------------------------------------------------------
-    # Decay, prune, cluster and merge live in folding.py; the archive's SQL in
-    # storage/archive.py. These verbs apply them in one transaction each.
+    # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
+    # storage/archive.py, and maintenance.py applies them to this engine.
 
     @property
     def fold_policy(self) -> FoldPolicy:
         """The policy that decays strength in queries and drives :meth:`fold` by default."""
         return self._fold_policy
-
-    def _sqlite(self) -> SQLiteStorage:
-        storage = self.storage
-        if not isinstance(storage, SQLiteStorage):
-            raise NotAvailable(
-                f"folding needs the embedded SQLite store, not {type(storage).__name__}"
-            )
-        return storage
 
     def fold(
         self,
@@ -958,123 +1092,9 @@ class MemoryEngine:
             InvalidInput: ``now`` or ``policy`` is bad.
             NotAvailable: the store is not the embedded SQLite store.
         """
-        from .folding import MAX_REPORTED, Snapshot, plan_fold
-        from .storage import archive
+        from . import maintenance
 
-        if policy is None:
-            policy = self._fold_policy
-        elif not isinstance(policy, FoldPolicy):
-            raise InvalidInput(f"policy must be a FoldPolicy, got {type(policy).__name__}")
-        if now is not None and (
-            isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
-        ):
-            raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
-        when = float(self._clock()) if now is None else float(now)
-        storage = self._sqlite()
-        started = time.perf_counter()
-        with self._lock:
-            bytes_before = storage.size_bytes()
-            with archive.read_snapshot(storage):
-                seen = storage.newest_change()
-                plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
-            items = [
-                _Item(m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector,
-                      m.metadata, m.instance_key)
-                for m in plan.merges
-            ]  # fmt: skip
-            primes: dict[Kind, dict[str, int]] = {}
-            new_rows: list[StoredRow] = []
-            if dry_run:
-                self._set_primes(storage.load_primes())
-                new_rows = self._folded_rows(plan.merges, items, self._primes, when)
-            else:
-                with storage.transaction():
-                    self._refresh()
-                    if storage.newest_change() != seen:
-                        plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
-                        items = [
-                            _Item(m.content, m.domain, m.subdomain, m.tags, m.importance,
-                                  m.vector, m.metadata, m.instance_key)
-                            for m in plan.merges
-                        ]  # fmt: skip
-                    primes = self._assign_all(items)
-                    new_rows = self._folded_rows(plan.merges, items, primes, when)
-                    entries: list[tuple[str, str, str, str | None]] = [
-                        (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
-                        for rid, eff in plan.pruned
-                    ]
-                    for merge, row in zip(plan.merges, new_rows):
-                        into = row.record.record_id
-                        detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
-                        entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
-                    archive.archive_records(storage, entries, when)
-                    archive.set_strengths(storage, plan.decayed, when)
-                    storage.insert(new_rows)
-                    self._trim_changes()
-                    newest = storage.newest_change()
-                self._seq = newest
-                self._set_primes_after_commit(primes)
-                for rid, strength in plan.decayed:
-                    self._index.restamp(rid, strength, when)
-                self._after_write(new_rows, removed=[e[0] for e in entries])
-                self._stores_since_fold = 0
-                if len(entries) >= max(1_000, plan.records // 10):
-                    archive.checkpoint(storage)
-            folded = sum(len(m.member_ids) for m in plan.merges)
-            created_ids = tuple(row.record.record_id for row in new_rows)
-            return FoldReport(
-                dry_run=dry_run,
-                now=when,
-                records_before=plan.records,
-                records_after=plan.records - len(plan.pruned) - folded + len(plan.merges),
-                decayed=len(plan.decayed),
-                pruned=len(plan.pruned),
-                clustered=len(plan.merges),
-                folded=folded,
-                created=len(plan.merges),
-                bytes_before=bytes_before,
-                bytes_after=storage.size_bytes(),
-                duration_s=time.perf_counter() - started,
-                pruned_ids=tuple(rid for rid, _ in plan.pruned[:MAX_REPORTED]),
-                created_ids=created_ids[:MAX_REPORTED],
-                folded_from={
-                    rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
-                },
-            )
-
-    def _folded_rows(
-        self,
-        merges: Sequence[Any],
-        items: Sequence[_Item],
-        primes: Mapping[Kind, Mapping[str, int]],
-        now: float,
-    ) -> list[StoredRow]:
-        """Rows for the folded records; allocating addresses only reads the store."""
-        table = {kind: dict(primes.get(kind, {})) for kind in Kind}
-        for kind in Kind:
-            for label, prime in self._primes[kind].items():
-                table[kind].setdefault(label, prime)
-        keyed = [(item.dedupe_key, item) for item in items]
-        addresses = self._allocate(keyed, table)
-        rows = []
-        for merge, (key, item), address in zip(merges, keyed, addresses):
-            row = self._new_row(item, key, address, table, now)
-            record = replace(row.record, strength=merge.strength, access_count=merge.access_count)
-            rows.append(replace(row, record=record))
-        return rows
-
-    def _check_restorable(self, rows: Sequence[StoredRow]) -> None:
-        storage = self.storage
-        live = storage.existing_ids([row.record.record_id for row in rows])
-        live.update(
-            found.record.record_id
-            for found in storage.find_dedupe([row.dedupe_key for row in rows]).values()
-        )
-        if live:
-            raise InvalidInput(
-                f"live record(s) {sorted(live)} hold the same id or content as archived ones "
-                "(stored again since they were archived); forget them first, or keep them"
-            )
+        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy)
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
@@ -1084,31 +1104,11 @@ class MemoryEngine:
             NotFound: no live or archived record has this id.
             InvalidInput: the record is not a folded record, is itself archived
                 (restore it first), or a member's id or content is live again.
+            NotAvailable: the store is not the embedded SQLite store.
         """
-        from .storage import archive
+        from . import maintenance
 
-        rid = parse_record_id(record_id)
-        storage = self._sqlite()
-        with self._lock:
-            self._set_primes(storage.load_primes())
-            with storage.transaction():
-                if storage.fetch([rid]).get(rid) is None:
-                    if archive.archived(storage, rid) is not None:
-                        raise InvalidInput(
-                            f"record {rid} is in the archive; restore it first, then unfold it"
-                        )
-                    raise NotFound(f"no record {rid} in {self.path}")
-                members = archive.members_of(storage, rid)
-                if not members:
-                    raise InvalidInput(
-                        f"record {rid} is not a folded record (the archive holds no members "
-                        "folded into it); there is nothing to unfold"
-                    )
-                storage.delete([rid])
-                self._check_restorable([m.stored for m in members])
-                archive.restore_entries(storage, [m.seq for m in members])
-            self._after_write([m.stored for m in members], removed=[rid])
-        return [m.stored.record for m in members]
+        return maintenance.unfold(self, record_id)
 
     def restore(self, record_id: str) -> Record:
         """Bring one archived record back exactly as it was archived.
@@ -1120,28 +1120,11 @@ class MemoryEngine:
             InvalidRecordId: the id is malformed.
             NotFound: the archive holds no record with this id.
             InvalidInput: the record is live, or its id or content is live again.
+            NotAvailable: the store is not the embedded SQLite store.
         """
-        from .storage import archive
+        from . import maintenance
 
-        rid = parse_record_id(record_id)
-        storage = self._sqlite()
-        with self._lock:
-            self._set_primes(storage.load_primes())
-            with storage.transaction():
-                entry = archive.archived(storage, rid)
-                if entry is None:
-                    if storage.fetch([rid]):
-                        raise InvalidInput(
-                            f"record {rid} is live, not archived; nothing to restore"
-                        )
-                    raise NotFound(
-                        f"no archived record {rid} in {self.path}; it was never archived, "
-                        "or the archive was purged"
-                    )
-                self._check_restorable([entry.stored])
-                archive.restore_entries(storage, [entry.seq])
-            self._after_write([entry.stored])
-        return entry.stored.record
+        return maintenance.restore(self, record_id)
 
     def reinforce(self, record_id: str) -> Record:
         """Recall a record: raise its decayed strength and note the reinforcement.
@@ -1153,37 +1136,9 @@ class MemoryEngine:
             InvalidRecordId: the id is malformed.
             NotFound: no live record has this id.
         """
-        from .folding import effective_strength
+        from . import maintenance
 
-        rid = parse_record_id(record_id)
-        storage = self.storage
-        with self._lock:
-            with storage.transaction():
-                current = storage.fetch([rid]).get(rid)
-                if current is None:
-                    raise NotFound(f"no live record {rid} in {self.path}; restore it if archived")
-                rec = current.record
-                now = float(self._clock())
-                since, half = decay_terms(
-                    self._fold_policy,
-                    rec.importance,
-                    rec.metadata.get("tier"),
-                    rec.created_at,
-                    rec.accessed_at,
-                    rec.access_count,
-                    current.strength_at,
-                )
-                decayed = effective_strength(rec.strength, since, half, now)
-                record = replace(
-                    rec,
-                    strength=min(1.0, decayed + (1.0 - decayed) * REINFORCE_RATE),
-                    accessed_at=now,
-                    access_count=rec.access_count + 1,
-                )
-                row = replace(current, record=record, strength_at=None)
-                storage.replace([row])
-            self._after_write([row])
-        return record
+        return maintenance.reinforce(self, record_id, REINFORCE_RATE)
 
     def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
         """Delete archived records for good and reclaim their space; returns how many.
@@ -1195,24 +1150,11 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: a bad argument.
+            NotAvailable: the store is not the embedded SQLite store.
         """
-        from .storage import archive
+        from . import maintenance
 
-        if reason not in (None, "pruned", "folded"):
-            raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
-        if before is not None and (
-            isinstance(before, bool)
-            or not isinstance(before, (int, float))
-            or not np.isfinite(before)
-        ):
-            raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
-        storage = self._sqlite()
-        with self._lock:
-            with storage.transaction():
-                purged = archive.purge(storage, before, reason)
-            if purged:
-                archive.vacuum(storage)
-        return purged
+        return maintenance.purge_archive(self, before=before, reason=reason)
 
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).

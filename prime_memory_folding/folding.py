@@ -27,6 +27,7 @@ Merge and promote
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections import Counter
@@ -67,6 +68,17 @@ _PERSIST_TOLERANCE = 1e-9
 _SAME_SENTENCE = 0.8
 #: The most elements of one similarity block (float32), to bound memory.
 _BLOCK_ELEMENTS = 1 << 24
+#: Rows per block within one group: small enough that skipping the lower
+#: triangle saves most of its half of the work.
+_SCREEN_ROWS = 512
+#: A screening bound this far below the threshold still counts: it covers the
+#: bound's float32 rounding, so the screen never drops a linked pair.
+_SCREEN_SLACK = 1e-4
+#: The screen keeps enough dimensions that a typical record's remaining energy
+#: lies this far below the threshold. Only speed depends on it.
+_SCREEN_MARGIN = 0.2
+#: Pairs checked exactly at once (float64 rows), to bound memory.
+_EXACT_CHUNK = 8_192
 #: Caps the spacing exponent so a long-lived record cannot overflow its half-life.
 _MAX_SPACED = 64.0
 
@@ -330,8 +342,10 @@ def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
         has_vector & ~pruned_mask,
         policy.similarity,
     )
+    means = _mean_vectors(groups, vectors, effective)
     merges = tuple(
-        _merge(rows, members, vectors, effective, tiers, policy, now) for members in groups
+        _merge(rows, members, mean, vectors, effective, tiers, policy, now)
+        for members, mean in zip(groups, means)
     )
     merged = {i for members in groups for i in members}
     for i, row in enumerate(rows):
@@ -356,8 +370,9 @@ def _unit_vectors(
     else:
         dim = dims.pop()
     matrix = np.zeros((len(rows), dim), dtype=np.float32)
-    for i in np.flatnonzero(has_vector).tolist():
-        matrix[i] = rows[i].vector
+    present = np.flatnonzero(has_vector)
+    if len(present):
+        matrix[present] = np.stack([rows[i].vector for i in present.tolist()])
     norms = np.linalg.norm(matrix, axis=1)
     has_vector &= norms > 0
     matrix[has_vector] /= norms[has_vector, None]
@@ -379,26 +394,23 @@ def cluster(
 
     Two eligible rows are linked when they share the domain, share the
     subdomain or a tag, and their cosine similarity is at least ``threshold``.
-    Similarities are computed blockwise with numpy within each (domain,
-    subdomain) and (domain, tag) group, so only pairs that could link are
-    compared. The result depends only on the inputs' order and values.
+    Within each domain, every pair that shares the subdomain and every pair
+    that shares a tag across subdomains is compared once, blockwise with numpy
+    (see :func:`_domain_pairs`). The result depends only on the inputs' order
+    and values.
     """
     n = len(domains)
-    blocks: dict[tuple[str, str, str], list[int]] = {}
+    by_domain: dict[str, list[int]] = {}
     for i in np.flatnonzero(eligible).tolist():
-        blocks.setdefault(("s", domains[i], subdomains[i]), []).append(i)
-        for tag in tags[i]:
-            blocks.setdefault(("t", domains[i], tag), []).append(i)
+        by_domain.setdefault(domains[i], []).append(i)
     found: list[npt.NDArray[np.int64]] = []
-    for key in sorted(blocks):
-        members = blocks[key]
+    for domain in sorted(by_domain):
+        members = np.asarray(by_domain[domain], dtype=np.int64)
         if len(members) >= 2:
-            found.append(
-                _linked_pairs(np.asarray(members, dtype=np.int64), unit_vectors, threshold)
-            )
-    if not found:
+            found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
+    codes = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    if len(codes) == 0:
         return []
-    codes = np.unique(np.concatenate(found))
     left, right = codes // n, codes % n
     # Adjacency in CSR form, both directions.
     src = np.concatenate([left, right])
@@ -411,46 +423,155 @@ def cluster(
     leaders = linked[np.lexsort((linked, -degree[linked]))]
     taken = np.zeros(n, dtype=bool)
     clusters: list[list[int]] = []
-    for leader in leaders:
+    for leader in leaders.tolist():
         if taken[leader]:
             continue
         neighbours = dst[starts[leader] : starts[leader + 1]]
         free = neighbours[~taken[neighbours]]
         if len(free) == 0:
             continue
-        members = [int(leader), *(int(j) for j in free)]
-        taken[members] = True
-        clusters.append(members)
+        group = [leader, *free.tolist()]
+        taken[group] = True
+        clusters.append(group)
     return clusters
 
 
-def _linked_pairs(
-    members: npt.NDArray[np.int64], unit_vectors: npt.NDArray[np.float32], threshold: float
+def _domain_pairs(
+    members: npt.NDArray[np.int64],
+    subdomains: Sequence[str],
+    tags: Sequence[Sequence[str]],
+    unit_vectors: npt.NDArray[np.float32],
+    threshold: float,
+    n: int,
 ) -> npt.NDArray[np.int64]:
-    """Pair codes ``low * n + high`` of the linked pairs among ``members``."""
-    n = len(unit_vectors)
-    block = unit_vectors[members]
-    m = len(members)
-    step = max(16, min(m, _BLOCK_ELEMENTS // max(m, 1)))
-    codes: list[npt.NDArray[np.int64]] = []
+    """Pair codes ``low * n + high`` of the linked pairs among one domain's ``members``.
+
+    Pairs in one subdomain are compared within each subdomain; pairs in
+    different subdomains only within a shared tag.
+    A cheap upper bound on the cosine (see :func:`_bound_matrix`) screens each
+    block; the few pairs it lets through are checked exactly.
+    """
+    vectors = unit_vectors[members]
+    screen = _bound_matrix(vectors, threshold)
+    subs: dict[str, int] = {}
+    sub_of = np.array(
+        [subs.setdefault(subdomains[i], len(subs)) for i in members.tolist()], dtype=np.int64
+    )
+    by_tag: dict[str, list[int]] = {}
+    for local, i in enumerate(members.tolist()):
+        for tag in dict.fromkeys(tags[i]):
+            by_tag.setdefault(tag, []).append(local)
+    left: list[npt.NDArray[np.int64]] = []
+    right: list[npt.NDArray[np.int64]] = []
+
+    def collect(pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> None:
+        left.append(pairs[0])
+        right.append(pairs[1])
+
+    # Stable sorts keep each part in row order, so the blocks never depend on label order.
+    by_sub = np.argsort(sub_of, kind="stable")
+    bounds = np.flatnonzero(np.diff(sub_of[by_sub])) + 1
+    for part in np.split(by_sub, bounds):
+        if len(part) >= 2:
+            collect(_screened_within(screen, part, threshold))
+    for tag in sorted(by_tag):
+        group = np.asarray(by_tag[tag], dtype=np.int64)
+        if len(group) < 2 or (sub_of[group] == sub_of[group[0]]).all():
+            continue
+        # One product per tag; its same-subdomain pairs were already compared above.
+        a, b = _screened_within(screen, group, threshold)
+        across = sub_of[a] != sub_of[b]
+        collect((a[across], b[across]))
+    a = np.concatenate(left) if left else np.zeros(0, dtype=np.int64)
+    b = np.concatenate(right) if right else np.zeros(0, dtype=np.int64)
+    keep = _exact_cosine(vectors, a, b) >= threshold
+    a, b = members[a[keep]], members[b[keep]]
+    return np.minimum(a, b) * n + np.maximum(a, b)
+
+
+def _bound_matrix(vectors: npt.NDArray[np.float32], threshold: float) -> npt.NDArray[np.float32]:
+    """Rows whose dot products bound the cosines of ``vectors`` from above.
+
+    Split unit vectors into leading dimensions ``h`` and the rest ``t``:
+    ``a.b = h_a.h_b + t_a.t_b <= h_a.h_b + |t_a| |t_b|`` (Cauchy-Schwarz). A row
+    is ``h`` followed by ``|t|``, so one product over fewer columns bounds every
+    cosine. The leading dimensions are those with the most energy, as few as
+    leave a typical record's remaining energy ``_SCREEN_MARGIN`` below the
+    threshold; the bound is then far below the threshold for most pairs.
+    """
+    m, d = vectors.shape
+    energy = np.einsum("ij,ij->j", vectors, vectors, dtype=np.float64)
+    order = np.argsort(-energy, kind="stable")
+    left_over = 1.0 - np.cumsum(energy[order]) / m
+    enough = np.flatnonzero(left_over <= threshold - _SCREEN_MARGIN)
+    keep = int(enough[0]) + 1 if len(enough) else d
+    if keep >= d - 1:
+        return vectors
+    rest = np.linalg.norm(vectors[:, order[keep:]], axis=1)
+    return np.ascontiguousarray(np.column_stack([vectors[:, order[:keep]], rest]))
+
+
+def _screened_within(
+    screen: npt.NDArray[np.float32], part: npt.NDArray[np.int64], threshold: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Pairs ``(a, b)`` within ``part`` (a before b) that pass the screen."""
+    block = screen[part]
+    m = len(part)
+    step = max(16, min(_SCREEN_ROWS, _BLOCK_ELEMENTS // m))
+    left: list[npt.NDArray[np.int64]] = []
+    right: list[npt.NDArray[np.int64]] = []
     for start in range(0, m, step):
-        stop = min(start + step, m)
-        sims = block[start:stop] @ block[start:].T
+        sims = block[start : start + step] @ block[start:].T
         # Keep each pair once: the column must lie after the row.
-        rows, cols = np.nonzero(sims >= threshold)
-        keep = cols > rows
-        a = members[start + rows[keep]]
-        b = members[start + cols[keep]]
-        codes.append(np.minimum(a, b) * n + np.maximum(a, b))
-    return np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+        rows, cols = np.nonzero(sims >= threshold - _SCREEN_SLACK)
+        later = cols > rows
+        left.append(part[start + rows[later]])
+        right.append(part[start + cols[later]])
+    return np.concatenate(left), np.concatenate(right)
+
+
+def _exact_cosine(
+    vectors: npt.NDArray[np.float32], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """The cosine of each pair ``(vectors[a[i]], vectors[b[i]])``, in float64.
+
+    Each pair's value depends only on its two vectors, not on which block found it.
+    """
+    out = np.empty(len(a), dtype=np.float64)
+    for start in range(0, len(a), _EXACT_CHUNK):
+        stop = start + _EXACT_CHUNK
+        x = vectors[a[start:stop]].astype(np.float64)
+        y = vectors[b[start:stop]].astype(np.float64)
+        out[start:stop] = np.einsum("ij,ij->i", x, y)
+    return out
 
 
 # -- merge ----------------------------------------------------------------------
 
 
+def _mean_vectors(
+    groups: Sequence[list[int]],
+    unit_vectors: npt.NDArray[np.float32],
+    effective: npt.NDArray[np.float64],
+) -> list[npt.NDArray[np.float32]]:
+    """Each cluster's strength-weighted mean direction, all clusters at once."""
+    if not groups:
+        return []
+    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64)
+    starts = np.cumsum([0, *(len(g) for g in groups[:-1])])
+    weights = np.maximum(effective[flat], 1e-6).astype(np.float32)
+    sums = np.add.reduceat(unit_vectors[flat] * weights[:, None], starts, axis=0)
+    norms = np.linalg.norm(sums, axis=1)
+    firsts = unit_vectors[flat[starts]]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(norms[:, None] > 0, sums / norms[:, None], firsts)
+    return list(means.astype(np.float32))
+
+
 def _merge(
     rows: Sequence[SnapshotRow],
     members: list[int],
+    vector: npt.NDArray[np.float32],
     unit_vectors: npt.NDArray[np.float32],
     effective: npt.NDArray[np.float64],
     tiers: Sequence[str],
@@ -458,10 +579,6 @@ def _merge(
     now: float,
 ) -> Merge:
     idx = np.asarray(members, dtype=np.int64)
-    weights = np.maximum(effective[idx], 1e-6)
-    mean = (unit_vectors[idx] * weights[:, None].astype(np.float32)).sum(axis=0)
-    norm = float(np.linalg.norm(mean))
-    vector = (mean / norm if norm > 0 else unit_vectors[idx[0]]).astype(np.float32)
     representative = unit_vectors[idx] @ vector
     order = sorted(
         range(len(members)), key=lambda k: (-float(representative[k]), rows[members[k]].record_id)
@@ -498,6 +615,7 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
     """
     kept: list[str] = []
     seen: list[frozenset[str]] = []
+    distinct: set[frozenset[str]] = set()
     length = 0
     for content in contents:
         for raw in _SENTENCE_END.split(content):
@@ -505,7 +623,8 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
             if not sentence:
                 continue
             words = frozenset(w.lower() for w in _WORD.findall(sentence))
-            if any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
+            # The same words again overlap fully; only new word sets need comparing.
+            if words in distinct or any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
                 continue
             if sentence[-1] not in ".!?":
                 sentence += "."
@@ -514,6 +633,7 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
                 return " ".join(kept)
             kept.append(sentence[:max_chars])
             seen.append(words)
+            distinct.add(words)
             length += extra
     return " ".join(kept)
 

@@ -28,6 +28,19 @@ _BITMAP_MIN_ROWS = 1024
 _BITMAP_CAP = 64
 #: Up to this many candidates, exact tests run on Python ints instead of numpy.
 _PYTHON_TEST_MAX = 256
+#: The per-row numpy columns, all grown and compacted together.
+_COLUMNS = (
+    "_importance",
+    "_strength",
+    "_updated",
+    "_reinforced",
+    "_half_life",
+    "_alive",
+    "_has_vector",
+    "_product64",
+    "_product_fits",
+    "_id_column",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,18 +144,7 @@ class StructuralIndex:
         if needed <= self._capacity:
             return
         capacity = max(needed, self._capacity * 2, 1024)
-        for name in (
-            "_importance",
-            "_strength",
-            "_updated",
-            "_reinforced",
-            "_half_life",
-            "_alive",
-            "_has_vector",
-            "_product64",
-            "_product_fits",
-            "_id_column",
-        ):
+        for name in _COLUMNS:
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
@@ -242,6 +244,48 @@ class StructuralIndex:
 
     def needs_compaction(self) -> bool:
         return self._dead > 1024 and self._dead > len(self._row_of)
+
+    def remove_many(self, record_ids: Iterable[str]) -> None:
+        """Drop many records at once (a fold); unknown ids are ignored.
+
+        When that leaves most rows dead, the survivors are compacted in place
+        from the columns already held, so nothing is re-read from the store.
+        """
+        ids = [rid for rid in dict.fromkeys(record_ids) if rid in self._row_of]
+        dead = self._dead + len(ids)
+        if dead <= 1024 or dead <= len(self._row_of) - len(ids):
+            for rid in ids:
+                self.remove(rid)
+            return
+        self._alive[[self._row_of.pop(rid) for rid in ids]] = False
+        self._compact()
+
+    def _compact(self) -> None:
+        """Keep only live rows, renumbered in order; values are copied as they are."""
+        keep = np.flatnonzero(self._alive[: len(self._ids)])
+        kept = keep.tolist()
+        ids = [self._ids[row] for row in kept]
+        keys = [self._entry_keys[row] for row in kept]
+        products = [self._tag_product[row] for row in kept]
+        columns = {name: getattr(self, name)[keep] for name in _COLUMNS}
+        vectors = None if self._vectors is None else self._vectors[keep]
+        self.__init__()  # type: ignore[misc]
+        n = len(kept)
+        self._grow(n)
+        self._ids = ids
+        self._row_of = {rid: row for row, rid in enumerate(ids)}
+        self._entry_keys = keys
+        self._tag_product = products
+        for name, values in columns.items():
+            getattr(self, name)[:n] = values
+        for row, (domain, subdomain, tags) in enumerate(keys):
+            self._domain_rows.setdefault(domain, set()).add(row)
+            self._subdomain_rows.setdefault(subdomain, set()).add(row)
+            for prime in tags:
+                self._tag_rows.setdefault(prime, set()).add(row)
+        if vectors is not None:
+            self._vectors = np.zeros((self._capacity, vectors.shape[1]), dtype=np.float32)
+            self._vectors[:n] = vectors
 
     # -- structural gates ---------------------------------------------------
 

@@ -1,0 +1,279 @@
+"""Folding's verbs on a live engine: fold, unfold, restore, reinforce, purge.
+
+:mod:`.folding` decides what a fold does from a snapshot and
+:mod:`.storage.archive` holds the archive's SQL; the functions here apply them
+to an engine's store and in-memory index, one transaction each, under the
+engine's lock. :class:`~prime_memory_folding.engine.MemoryEngine` exposes them
+as methods of the same names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .address import parse_record_id
+from .errors import InvalidInput, NotAvailable, NotFound
+from .folding import (
+    MAX_REPORTED,
+    FoldPolicy,
+    FoldReport,
+    Merge,
+    Snapshot,
+    decay_terms,
+    effective_strength,
+    plan_fold,
+)
+from .primes import Kind
+from .records import Record
+from .storage import SQLiteStorage, StoredRow, archive
+
+if TYPE_CHECKING:
+    from .engine import MemoryEngine, _Item
+
+__all__ = ["fold", "purge_archive", "reinforce", "restore", "unfold"]
+
+
+def sqlite_storage(engine: MemoryEngine) -> SQLiteStorage:
+    """The engine's store, which folding needs to be the embedded SQLite one.
+
+    Raises:
+        NotAvailable: the store is another backend.
+    """
+    storage = engine.storage
+    if not isinstance(storage, SQLiteStorage):
+        raise NotAvailable(f"folding needs the embedded SQLite store, not {type(storage).__name__}")
+    return storage
+
+
+def fold(
+    engine: MemoryEngine,
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
+    policy: FoldPolicy | None = None,
+) -> FoldReport:
+    """See :meth:`.MemoryEngine.fold`."""
+    if policy is None:
+        policy = engine.fold_policy
+    elif not isinstance(policy, FoldPolicy):
+        raise InvalidInput(f"policy must be a FoldPolicy, got {type(policy).__name__}")
+    if now is not None and (
+        isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
+    ):
+        raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
+    when = float(engine._clock()) if now is None else float(now)
+    storage = sqlite_storage(engine)
+    started = time.perf_counter()
+    with engine._lock, archive.bulk_cache(storage):
+        bytes_before = storage.size_bytes()
+        with archive.read_snapshot(storage):
+            seen = storage.newest_change()
+            plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+        primes: dict[Kind, dict[str, int]] = {}
+        new_rows: list[StoredRow] = []
+        if dry_run:
+            engine._set_primes(storage.load_primes())
+            new_rows = _folded_rows(engine, plan.merges, engine._primes, when)
+        else:
+            with storage.transaction():
+                engine._refresh()
+                if storage.newest_change() != seen:
+                    plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+                primes = engine._assign_all(_items(plan.merges))
+                new_rows = _folded_rows(engine, plan.merges, primes, when)
+                entries: list[tuple[str, str, str, str | None]] = [
+                    (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
+                    for rid, eff in plan.pruned
+                ]
+                for merge, row in zip(plan.merges, new_rows):
+                    into = row.record.record_id
+                    detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
+                    entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
+                archive.archive_records(storage, entries, when)
+                archive.set_strengths(storage, plan.decayed, when)
+                storage.insert(new_rows)
+                engine._trim_changes()
+                newest = storage.newest_change()
+            engine._seq = newest
+            engine._set_primes_after_commit(primes)
+            index = engine._index
+            for rid, strength in plan.decayed:
+                index.restamp(rid, strength, when)
+            # Most rows may go at once: drop them in one pass rather than reload the index.
+            index.remove_many([entry[0] for entry in entries])
+            engine._after_write(new_rows)
+            engine._stores_since_fold = 0
+            if len(entries) >= max(1_000, plan.records // 10):
+                archive.checkpoint(storage)
+        folded = sum(len(m.member_ids) for m in plan.merges)
+        created_ids = tuple(row.record.record_id for row in new_rows)
+        return FoldReport(
+            dry_run=dry_run,
+            now=when,
+            records_before=plan.records,
+            records_after=plan.records - len(plan.pruned) - folded + len(plan.merges),
+            decayed=len(plan.decayed),
+            pruned=len(plan.pruned),
+            clustered=len(plan.merges),
+            folded=folded,
+            created=len(plan.merges),
+            bytes_before=bytes_before,
+            bytes_after=storage.size_bytes(),
+            duration_s=time.perf_counter() - started,
+            pruned_ids=tuple(rid for rid, _ in plan.pruned[:MAX_REPORTED]),
+            created_ids=created_ids[:MAX_REPORTED],
+            folded_from={
+                rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
+            },
+        )
+
+
+def _items(merges: Sequence[Merge]) -> list[_Item]:
+    from .engine import _Item
+
+    return [
+        _Item(m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
+              m.instance_key)
+        for m in merges
+    ]  # fmt: skip
+
+
+def _folded_rows(
+    engine: MemoryEngine,
+    merges: Sequence[Merge],
+    primes: Mapping[Kind, Mapping[str, int]],
+    now: float,
+) -> list[StoredRow]:
+    """Rows for the folded records; allocating addresses only reads the store."""
+    table = {kind: dict(primes.get(kind, {})) for kind in Kind}
+    for kind in Kind:
+        for label, prime in engine._primes[kind].items():
+            table[kind].setdefault(label, prime)
+    keyed = [(item.dedupe_key, item) for item in _items(merges)]
+    addresses = engine._allocate(keyed, table)
+    rows = []
+    for merge, (key, item), address in zip(merges, keyed, addresses):
+        row = engine._new_row(item, key, address, table, now)
+        record = replace(row.record, strength=merge.strength, access_count=merge.access_count)
+        rows.append(replace(row, record=record))
+    return rows
+
+
+def _check_restorable(storage: SQLiteStorage, rows: Sequence[StoredRow]) -> None:
+    live = storage.existing_ids([row.record.record_id for row in rows])
+    live.update(
+        found.record.record_id
+        for found in storage.find_dedupe([row.dedupe_key for row in rows]).values()
+    )
+    if live:
+        raise InvalidInput(
+            f"live record(s) {sorted(live)} hold the same id or content as archived ones "
+            "(stored again since they were archived); forget them first, or keep them"
+        )
+
+
+def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
+    """See :meth:`.MemoryEngine.unfold`."""
+    rid = parse_record_id(record_id)
+    storage = sqlite_storage(engine)
+    with engine._lock:
+        engine._set_primes(storage.load_primes())
+        with storage.transaction():
+            if storage.fetch([rid]).get(rid) is None:
+                if archive.archived(storage, rid) is not None:
+                    raise InvalidInput(
+                        f"record {rid} is in the archive; restore it first, then unfold it"
+                    )
+                raise NotFound(f"no record {rid} in {engine.path}")
+            members = archive.members_of(storage, rid)
+            if not members:
+                raise InvalidInput(
+                    f"record {rid} is not a folded record (the archive holds no members "
+                    "folded into it); there is nothing to unfold"
+                )
+            storage.delete([rid])
+            _check_restorable(storage, [m.stored for m in members])
+            archive.restore_entries(storage, [m.seq for m in members])
+        engine._after_write([m.stored for m in members], removed=[rid])
+    return [m.stored.record for m in members]
+
+
+def restore(engine: MemoryEngine, record_id: str) -> Record:
+    """See :meth:`.MemoryEngine.restore`."""
+    rid = parse_record_id(record_id)
+    storage = sqlite_storage(engine)
+    with engine._lock:
+        engine._set_primes(storage.load_primes())
+        with storage.transaction():
+            entry = archive.archived(storage, rid)
+            if entry is None:
+                if storage.fetch([rid]):
+                    raise InvalidInput(f"record {rid} is live, not archived; nothing to restore")
+                raise NotFound(
+                    f"no archived record {rid} in {engine.path}; it was never archived, "
+                    "or the archive was purged"
+                )
+            _check_restorable(storage, [entry.stored])
+            archive.restore_entries(storage, [entry.seq])
+        engine._after_write([entry.stored])
+    return entry.stored.record
+
+
+def reinforce(engine: MemoryEngine, record_id: str, rate: float) -> Record:
+    """See :meth:`.MemoryEngine.reinforce`.
+
+    Strength moves ``rate`` of the way from its decayed value to 1.
+    """
+    rid = parse_record_id(record_id)
+    storage = engine.storage
+    with engine._lock:
+        with storage.transaction():
+            current = storage.fetch([rid]).get(rid)
+            if current is None:
+                raise NotFound(f"no live record {rid} in {engine.path}; restore it if archived")
+            rec = current.record
+            now = float(engine._clock())
+            since, half = decay_terms(
+                engine.fold_policy,
+                rec.importance,
+                rec.metadata.get("tier"),
+                rec.created_at,
+                rec.accessed_at,
+                rec.access_count,
+                current.strength_at,
+            )
+            decayed = effective_strength(rec.strength, since, half, now)
+            record = replace(
+                rec,
+                strength=min(1.0, decayed + (1.0 - decayed) * rate),
+                accessed_at=now,
+                access_count=rec.access_count + 1,
+            )
+            row = replace(current, record=record, strength_at=None)
+            storage.replace([row])
+        engine._after_write([row])
+    return record
+
+
+def purge_archive(
+    engine: MemoryEngine, *, before: float | None = None, reason: str | None = None
+) -> int:
+    """See :meth:`.MemoryEngine.purge_archive`."""
+    if reason not in (None, "pruned", "folded"):
+        raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
+    if before is not None and (
+        isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
+    ):
+        raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
+    storage = sqlite_storage(engine)
+    with engine._lock:
+        with storage.transaction():
+            purged = archive.purge(storage, before, reason)
+        if purged:
+            archive.vacuum(storage)
+    return purged
