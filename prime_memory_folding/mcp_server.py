@@ -1,0 +1,651 @@
+"""The MCP server: a thin adapter from five tools to :class:`MemoryEngine` calls.
+
+Run it on stdio (what IDEs and agent hosts launch)::
+
+    prime-memory-mcp                      # or: python3 -m prime_memory_folding.mcp_server
+    prime-memory-mcp --store ./team.db
+
+or on streamable HTTP, loopback only unless a bearer token is set::
+
+    prime-memory-mcp --transport streamable-http --port 8765
+
+Every tool returns a pydantic model, so clients get ``structuredContent`` and an
+``outputSchema``. Engine errors become tool results with ``isError`` set and a
+message that says what to fix; protocol errors stay JSON-RPC errors.
+
+The engine (and numpy) load lazily: the server answers ``initialize`` first and
+opens the store in the background, or on the first tool call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Union
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from .errors import PrimeMemoryError
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+    from .engine import MemoryEngine
+    from .records import Record
+
+__all__ = [
+    "EncodeOutput",
+    "FoldOutput",
+    "QueryHit",
+    "QueryOutput",
+    "RecordOutput",
+    "StatsOutput",
+    "StoreOutput",
+    "build_server",
+    "main",
+]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "prime-memory-folding"
+
+INSTRUCTIONS = """\
+Long-term memory that survives across sessions. Before answering a question that may
+depend on earlier work, call prime_memory_query with the domain and tags that fit. When
+you learn a durable fact, decision or preference, save it with prime_memory_store. Use
+the same domain and tag names every time: stats lists the ones already in use."""
+
+#: The engine, or a zero-argument callable that opens it on first use.
+EngineSource = Union["MemoryEngine", Callable[[], "MemoryEngine"]]
+
+
+# -- output models -----------------------------------------------------------------
+
+
+class EncodeOutput(BaseModel):
+    """The 128-bit address a record with these labels would get."""
+
+    address: str = Field(description="The address as a decimal string (too big for a JSON number).")
+    address_hex: str = Field(description="The address as 32 hex digits.")
+    record_id: str = Field(description="The record id derived from the address.")
+    domain_prime: int = Field(description="Lane 1: the domain's prime.")
+    subdomain_prime: int = Field(description="Lane 2: the subdomain's prime.")
+    concept_bucket: int = Field(description="Lane 3: a bucket derived from the tags.")
+    instance_id: int = Field(description="Lane 4: from instance_key, else 0.")
+    provisional: bool = Field(
+        description="True when a label is not registered yet, so its prime may still change."
+    )
+
+
+class RecordOutput(BaseModel):
+    """One stored memory, without its vector."""
+
+    record_id: str
+    address: str = Field(description="The 128-bit address as a decimal string.")
+    domain: str
+    subdomain: str
+    tags: list[str]
+    content: str
+    importance: float
+    strength: float
+    created_at: float = Field(description="Unix seconds.")
+    updated_at: float = Field(description="Unix seconds.")
+    accessed_at: float = Field(description="Unix seconds.")
+    access_count: int
+    metadata: dict[str, Any]
+    vector_dims: int | None = Field(description="Length of the stored vector, if any.")
+
+
+class StoreOutput(BaseModel):
+    """What a store did."""
+
+    created: bool = Field(
+        description="True for a new record, False when an identical one was reinforced."
+    )
+    record: RecordOutput
+
+
+class QueryHit(BaseModel):
+    """A compact query result."""
+
+    record_id: str
+    content: str
+    domain: str
+    subdomain: str
+    tags: list[str]
+    score: float
+    score_parts: dict[str, float]
+    strength: float
+    created_at: float
+    updated_at: float
+    vector: list[float] | None = Field(default=None, description="Only with include_vectors.")
+
+
+class QueryOutput(BaseModel):
+    """Hits, best first."""
+
+    count: int
+    hits: list[QueryHit]
+
+
+class FoldOutput(BaseModel):
+    """What folding did, or would do on a dry run. Folded and pruned records are archived."""
+
+    dry_run: bool
+    records_before: int
+    records_after: int
+    decayed: int = Field(description="Records whose strength was lowered to its decayed value.")
+    pruned: int = Field(description="Faded records moved to the archive.")
+    clustered: int = Field(description="Clusters of near-duplicates found.")
+    folded: int = Field(description="Records archived into a new folded record.")
+    created: int = Field(description="Folded records created.")
+    bytes_before: int
+    bytes_after: int
+    duration_s: float
+    pruned_ids: list[str] = Field(description="Some of the pruned records.")
+    created_ids: list[str] = Field(description="Some of the folded records created.")
+    folded_from: dict[str, list[str]] = Field(
+        description="Folded record id -> the ids it replaced."
+    )
+
+
+class StatsOutput(BaseModel):
+    """A summary of the store."""
+
+    path: str
+    records: int
+    domains: dict[str, int] = Field(description="Records per domain.")
+    subdomains: dict[str, int] = Field(description="Records per subdomain.")
+    tags: dict[str, int] = Field(description="Records per tag.")
+    registries: dict[str, dict[str, int]] = Field(description="Kind -> label -> prime.")
+    store_bytes: int
+    embedding_space: str | None = Field(
+        description="The vector space the store is bound to, if any."
+    )
+    schema_version: int
+
+
+def _record_output(record: Record) -> RecordOutput:
+    return RecordOutput(
+        record_id=record.record_id,
+        address=str(record.address),
+        domain=record.domain,
+        subdomain=record.subdomain,
+        tags=list(record.tags),
+        content=record.content,
+        importance=record.importance,
+        strength=record.strength,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        accessed_at=record.accessed_at,
+        access_count=record.access_count,
+        metadata=dict(record.metadata),
+        vector_dims=None if record.vector is None else len(record.vector),
+    )
+
+
+# -- the engine, opened once -------------------------------------------------------
+
+
+class _EngineHolder:
+    """Opens the engine once, on first use or in the background, from any thread."""
+
+    def __init__(self, source: EngineSource) -> None:
+        self._lock = threading.Lock()
+        self._engine: MemoryEngine | None = None
+        if callable(source) and not hasattr(source, "store"):
+            self._open: Callable[[], MemoryEngine] | None = source
+        else:
+            self._open = None
+            self._engine = source  # type: ignore[assignment]
+
+    def ready(self) -> MemoryEngine | None:
+        """The engine if it is open already, without waiting."""
+        return self._engine
+
+    def get(self) -> MemoryEngine:
+        if self._engine is not None:
+            return self._engine
+        with self._lock:
+            if self._engine is None:
+                assert self._open is not None
+                try:
+                    self._engine = self._open()
+                except PrimeMemoryError as exc:
+                    # Not cached: the next call tries again, e.g. once a lock is released.
+                    raise ToolError(f"could not open the memory store: {exc}") from exc
+            return self._engine
+
+    def warm_up(self) -> None:
+        """Open the engine in a daemon thread, so the first tool call does not wait."""
+        if self._engine is not None or self._open is None:
+            return
+
+        def run() -> None:
+            try:
+                self.get()
+            except ToolError as exc:
+                # A known store problem: its message names the path and the fix.
+                logger.warning("%s", exc)
+            except Exception:
+                logger.warning("opening the memory store in the background failed", exc_info=True)
+
+        threading.Thread(target=run, name="prime-memory-open", daemon=True).start()
+
+
+class _MemoryServer(MCPServer):
+    """MCPServer that answers an unknown tool or prompt name with -32602.
+
+    The 2025-11-25 spec lists unknown tools among protocol errors, while bad
+    arguments and execution failures stay ``isError`` tool results, which say
+    what to fix.
+    """
+
+    tool_names: frozenset[str] = frozenset()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name not in self.tool_names:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown tool: {name}; call tools/list for the available tools",
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(_explain_arguments(name, exc.__cause__)) from exc.__cause__
+            raise
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        # The prompts spec answers an unknown name or a missing argument with -32602.
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+
+
+def _explain_arguments(tool: str, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']} (got {item.get('input')!r})")
+    return f"Invalid arguments for {tool}: " + "; ".join(problems) + ". Fix them and call again."
+
+
+def _annotations(
+    title: str, *, read_only: bool, destructive: bool, idempotent: bool
+) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+Label = Annotated[str, Field(min_length=1, max_length=200)]
+Tags = Annotated[
+    list[str] | None,
+    Field(description="Lower-case labels such as 'architecture' or 'bug'."),
+]
+Vector = Annotated[
+    list[float] | None,
+    Field(description="An embedding; every vector in one store must have the same length."),
+]
+
+
+def build_server(engine: EngineSource) -> MCPServer:
+    """Build the MCP server over ``engine``.
+
+    Args:
+        engine: a :class:`MemoryEngine`, or a zero-argument callable that opens
+            one; the callable runs once, in the background after the client's
+            ``initialize`` or on the first tool call, whichever comes first.
+    """
+    holder = _EngineHolder(engine)
+
+    async def warm_after_handshake(
+        ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method in ("notifications/initialized", "server/discover"):
+            holder.warm_up()
+        return result
+
+    server = _MemoryServer(
+        SERVER_NAME,
+        title="Prime Memory Folding",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        log_level="WARNING",
+        middleware=[warm_after_handshake],
+    )
+
+    def tool(hints: ToolAnnotations) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints)
+            return fn
+
+        return register
+
+    async def call(fn: Callable[[MemoryEngine], Any], *, slow: bool = False) -> Any:
+        # Quick engine calls run on the event loop: a worker-thread hop per call
+        # costs more than the call itself. Opening the store and folding can
+        # take seconds, so those run in a worker thread.
+        try:
+            engine = holder.ready() or await anyio.to_thread.run_sync(holder.get)
+            return await anyio.to_thread.run_sync(fn, engine) if slow else fn(engine)
+        except PrimeMemoryError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    @tool(_annotations("Encode an address", read_only=True, destructive=False, idempotent=True))
+    async def prime_memory_encode(
+        domain: Label,
+        subdomain: Label = "general",
+        tags: Tags = None,
+        instance_key: Annotated[
+            str | None, Field(description="A stable key that names one instance, e.g. a file path.")
+        ] = None,
+    ) -> EncodeOutput:
+        """Show the 128-bit prime address a memory with these labels would get, without storing it.
+
+        Use it to inspect or compare addresses; to save a memory, call prime_memory_store instead.
+        """
+        encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key))
+        return EncodeOutput(
+            address=str(encoded.address),
+            address_hex=f"{encoded.address:032x}",
+            record_id=encoded.record_id,
+            domain_prime=encoded.domain_prime,
+            subdomain_prime=encoded.subdomain_prime,
+            concept_bucket=encoded.concept_bucket,
+            instance_id=encoded.instance_id,
+            provisional=getattr(encoded, "provisional", False),
+        )
+
+    @tool(_annotations("Store a memory", read_only=False, destructive=False, idempotent=False))
+    async def prime_memory_store(
+        content: Annotated[str, Field(description="The fact, decision or note to remember.")],
+        domain: Label = "memory",
+        subdomain: Label = "general",
+        tags: Tags = None,
+        importance: Annotated[
+            float, Field(ge=0.0, le=1.0, description="0 to 1; default 0.5.")
+        ] = 0.5,
+        vector: Vector = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Any JSON object, e.g. a source file or URL.")
+        ] = None,
+    ) -> StoreOutput:
+        """Save a durable fact, decision or preference to long-term memory.
+
+        Storing the same content under the same labels again reinforces the existing memory.
+        """
+        result = await call(
+            lambda e: e.store_result(
+                content,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags or (),
+                importance=importance,
+                vector=vector,
+                metadata=metadata,
+            )
+        )
+        return StoreOutput(created=result.created, record=_record_output(result.record))
+
+    @tool(_annotations("Query memories", read_only=True, destructive=False, idempotent=True))
+    async def prime_memory_query(
+        text: Annotated[str | None, Field(description="Words to search for.")] = None,
+        domain: Label | None = None,
+        subdomain: Label | None = None,
+        tags: Annotated[list[str] | None, Field(description="Every one of these tags.")] = None,
+        any_tags: Annotated[
+            list[str] | None, Field(description="At least one of these tags.")
+        ] = None,
+        exclude_tags: Annotated[list[str] | None, Field(description="None of these tags.")] = None,
+        min_strength: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0,
+        vector: Vector = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        include_vectors: Annotated[
+            bool, Field(description="Return each hit's vector too.")
+        ] = False,
+    ) -> QueryOutput:
+        """Recall stored memories, best first, before answering what may depend on earlier work.
+
+        Filter by domain and exact tags; add text or a vector to rank by similarity.
+        """
+        hits = await call(
+            lambda e: e.query(
+                text=text,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags or (),
+                any_tags=any_tags or (),
+                exclude_tags=exclude_tags or (),
+                min_strength=min_strength,
+                vector=vector,
+                limit=limit,
+            )
+        )
+        out = [
+            QueryHit(
+                record_id=hit.record.record_id,
+                content=hit.record.content,
+                domain=hit.record.domain,
+                subdomain=hit.record.subdomain,
+                tags=list(hit.record.tags),
+                score=hit.score,
+                score_parts=dict(hit.score_parts),
+                strength=hit.record.strength,
+                created_at=hit.record.created_at,
+                updated_at=hit.record.updated_at,
+                vector=list(hit.record.vector)
+                if include_vectors and hit.record.vector is not None
+                else None,
+            )
+            for hit in hits
+        ]
+        return QueryOutput(count=len(out), hits=out)
+
+    @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
+    async def prime_memory_fold(
+        dry_run: Annotated[
+            bool, Field(description="Report what would change, and change nothing.")
+        ] = True,
+    ) -> FoldOutput:
+        """Consolidate memory: decay strength, fold near-duplicates and archive what has faded.
+
+        It runs as a dry run by default; call it with dry_run false to change the store.
+        """
+
+        report = await call(lambda e: e.fold(dry_run=dry_run), slow=True)
+        return FoldOutput(
+            dry_run=report.dry_run,
+            records_before=report.records_before,
+            records_after=report.records_after,
+            decayed=report.decayed,
+            pruned=report.pruned,
+            clustered=report.clustered,
+            folded=report.folded,
+            created=report.created,
+            bytes_before=report.bytes_before,
+            bytes_after=report.bytes_after,
+            duration_s=report.duration_s,
+            pruned_ids=list(report.pruned_ids),
+            created_ids=list(report.created_ids),
+            folded_from={key: list(ids) for key, ids in report.folded_from.items()},
+        )
+
+    @tool(_annotations("Memory statistics", read_only=True, destructive=False, idempotent=True))
+    async def prime_memory_stats() -> StatsOutput:
+        """Count memories per domain and tag and list the registered labels.
+
+        Call it to reuse existing domain and tag names instead of inventing new ones.
+        """
+        return _stats_output(await call(lambda e: e.stats()))
+
+    server.tool_names = frozenset(
+        [
+            "prime_memory_encode",
+            "prime_memory_store",
+            "prime_memory_query",
+            "prime_memory_fold",
+            "prime_memory_stats",
+        ]
+    )
+
+    @server.resource(
+        "memory://stats",
+        name="stats",
+        title="Memory statistics",
+        description="The same summary as prime_memory_stats, as JSON.",
+        mime_type="application/json",
+    )
+    async def stats_resource() -> str:
+        return _stats_output(await call(lambda e: e.stats())).model_dump_json()
+
+    @server.resource(
+        "memory://record/{record_id}",
+        name="record",
+        title="One memory",
+        description="A stored memory by its 32-hex-digit record id, as JSON.",
+        mime_type="application/json",
+    )
+    async def record_resource(record_id: str) -> str:
+        return _record_output(await call(lambda e: e.get(record_id))).model_dump_json()
+
+    @server.prompt(
+        name="recall",
+        title="Recall before answering",
+        description="Ask the assistant to look up what memory holds on a topic before it answers.",
+    )
+    def recall(topic: str) -> str:
+        return (
+            f"Before answering, call prime_memory_stats to see which domains and tags exist, then "
+            f"prime_memory_query for what is known about: {topic}. Answer from those memories, say "
+            f"which ones you used, and store any new durable fact with prime_memory_store."
+        )
+
+    return server
+
+
+def _stats_output(stats: Any) -> StatsOutput:
+    return StatsOutput(
+        path=str(stats.path),
+        records=stats.records,
+        domains=dict(stats.domains),
+        subdomains=dict(getattr(stats, "subdomains", {})),
+        tags=dict(stats.tags),
+        registries={kind: dict(table) for kind, table in stats.registries.items()},
+        store_bytes=stats.store_bytes,
+        embedding_space=stats.embedding_space,
+        schema_version=getattr(stats, "schema_version", 0),
+    )
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# -- command line ------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prime-memory-mcp",
+        description="Serve a Prime Memory Folding store over the Model Context Protocol.",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the store file (default: $PRIME_MEMORY_HOME/memory.db, else the user data folder)",
+    )
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8765, help="HTTP port; 0 picks a free one (default: 8765)"
+    )
+    parser.add_argument(
+        "--token",
+        help="bearer token every HTTP request must carry (default: $PRIME_MEMORY_TOKEN); "
+        "required to bind anything but loopback",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="an extra Host header value to accept over HTTP, e.g. memory.lan:8765 (repeatable)",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an extra browser Origin to accept over HTTP (repeatable)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until the client disconnects (stdio) or it is interrupted (HTTP)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
+    from . import mcp_transport
+
+    token = args.token if args.token is not None else os.environ.get("PRIME_MEMORY_TOKEN") or None
+    if args.transport == "streamable-http":
+        problem = mcp_transport.http_bind_problem(args.host, token)
+        if problem:
+            print(f"prime-memory-mcp: {problem}", file=sys.stderr)
+            return 2
+    opened: list[MemoryEngine] = []
+
+    def open_engine() -> MemoryEngine:
+        from .engine import MemoryEngine
+
+        opened.append(MemoryEngine(args.store))
+        return opened[-1]
+
+    server = build_server(open_engine)
+    try:
+        if args.transport == "stdio":
+            mcp_transport.run_stdio(server)
+        else:
+            mcp_transport.run_http(
+                server,
+                host=args.host,
+                port=args.port,
+                token=token,
+                allowed_hosts=args.allowed_host,
+                allowed_origins=args.allowed_origin,
+            )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for engine in opened:
+            engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

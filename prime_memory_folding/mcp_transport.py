@@ -1,0 +1,335 @@
+"""Transports for the MCP server: a strict stdio framing layer, and guarded HTTP.
+
+stdio: the SDK's reader drops a line it cannot parse without a word, but
+JSON-RPC 2.0 requires an answer. This reader sits in front of the SDK and
+answers each bad line itself, then keeps serving:
+
+- a line that is not UTF-8, or not JSON: ``-32700 Parse error``, id null;
+- JSON that is not a valid JSON-RPC message: ``-32600 Invalid Request``, with
+  the message's id when it is a usable one, else null.
+
+While serving, file descriptors 0 and 1 point at the null device and at
+stderr, so a stray ``print`` from any library cannot corrupt the wire.
+
+HTTP: streamable HTTP through uvicorn, with the SDK's Host/Origin checks kept
+on, and a bearer token that every request must carry when one is set. Binding
+anything but loopback without a token is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import anyio
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["classify_line", "http_bind_problem", "run_http", "run_stdio", "stdio_streams"]
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _usable_id(obj: Any) -> str | int | None:
+    """The id of a rejected message when it is a valid JSON-RPC id, else None."""
+    if not isinstance(obj, dict):
+        return None
+    request_id = obj.get("id")
+    if isinstance(request_id, str) or (
+        isinstance(request_id, int) and not isinstance(request_id, bool)
+    ):
+        return request_id
+    return None
+
+
+def classify_line(line: bytes) -> SessionMessage | JSONRPCError | None:
+    """Turn one raw stdio line into a message for the server, or the error to answer.
+
+    Returns None for a blank line, which JSON-RPC over stdio ignores.
+    """
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError:
+        pass  # Fall through to find out which error to answer; this path is rare.
+    else:
+        # A request whose id is unusable would otherwise pass as a notification.
+        if not (isinstance(message, JSONRPCNotification) and b'"id"' in line):
+            return SessionMessage(message)
+    if not line.strip():
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _error(
+            None,
+            PARSE_ERROR,
+            f"Parse error: the line is not valid UTF-8 ({exc.reason} at byte {exc.start})",
+        )
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        return _error(None, PARSE_ERROR, f"Parse error: the line is not valid JSON ({exc})")
+    except RecursionError:
+        return _error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to read")
+    if not (isinstance(obj, dict) and "id" in obj):
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_python(obj, by_name=False))
+        except ValidationError:
+            pass
+    if isinstance(obj, list):
+        detail = "batches are not supported; send one JSON-RPC message per line"
+    elif not isinstance(obj, dict):
+        detail = "a JSON-RPC message must be a JSON object"
+    elif obj.get("jsonrpc") != "2.0":
+        detail = 'the "jsonrpc" member must be exactly "2.0"'
+    elif "method" in obj and not isinstance(obj["method"], str):
+        detail = 'the "method" member must be a string'
+    elif "id" in obj and _usable_id(obj) is None:
+        detail = 'the "id" member must be a string or an integer, and never null'
+    elif "params" in obj and not isinstance(obj["params"], dict):
+        detail = 'the "params" member must be an object'
+    else:
+        detail = "the object is not a request, notification or response"
+    return _error(_usable_id(obj), INVALID_REQUEST, f"Invalid Request: {detail}")
+
+
+@asynccontextmanager
+async def stdio_streams(
+    stdin: BinaryIO, stdout: BinaryIO
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """Streams for the low-level server's ``run``, over binary stdin and stdout.
+
+    Bad lines are answered here and never reach the server.
+    """
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    errors_send = write_send.clone()
+    stdin_file = anyio.wrap_file(stdin)
+
+    async def reader() -> None:
+        async with read_send, errors_send:
+            async for line in stdin_file:
+                item = classify_line(line)
+                if item is None:
+                    continue
+                if isinstance(item, JSONRPCError):
+                    await errors_send.send(SessionMessage(item))
+                else:
+                    await read_send.send(item)
+
+    async def writer() -> None:
+        async with write_recv:
+            async for message in write_recv:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                stdout.write(data.encode("utf-8") + b"\n")
+                stdout.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_recv, write_send
+        finally:
+            # The reader may still be blocked on stdin; the writer ends when all senders close.
+            tg.cancel_scope.cancel()
+
+
+class _ClaimedStdio:
+    """Private duplicates of fds 0 and 1 for the wire, with 0 and 1 diverted."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[int, int]] = []
+        sys.stdout.flush()
+        wire_in = os.dup(0)
+        wire_out = os.dup(1)
+        null_in = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_in, 0)
+        os.close(null_in)
+        os.dup2(2, 1)
+        self._saved = [(0, wire_in), (1, wire_out)]
+        self.stdin = os.fdopen(wire_in, "rb", closefd=False)
+        self.stdout = os.fdopen(wire_out, "wb", closefd=False)
+
+    def restore(self) -> None:
+        sys.stdout.flush()
+        for fd, saved in self._saved:
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._saved = []
+
+
+def run_stdio(server: MCPServer) -> None:
+    """Serve ``server`` on this process's stdin and stdout until stdin closes."""
+    claimed = _ClaimedStdio()
+
+    async def serve() -> None:
+        lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async drives it the same way
+        async with stdio_streams(claimed.stdin, claimed.stdout) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    try:
+        anyio.run(serve)
+    finally:
+        claimed.restore()
+
+
+# -- HTTP ---------------------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_bind_problem(host: str, token: str | None) -> str | None:
+    """Why the server must not start on ``host``, or None when it may."""
+    if not _is_loopback(host) and not token:
+        return (
+            f"refusing to serve HTTP on {host} without a bearer token: anyone who can reach it "
+            "could read and change the memory store. Set --token or PRIME_MEMORY_TOKEN, "
+            "or bind 127.0.0.1"
+        )
+    return None
+
+
+_UNAUTHORIZED = (
+    b'{"error":"unauthorized","error_description":"send the header Authorization: Bearer <token>"}'
+)
+
+
+class BearerTokenMiddleware:
+    """Answers 401 to any HTTP request without ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    def _authorized(self, header: bytes) -> bool:
+        scheme, _, given = header.partition(b" ")
+        # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+        return scheme.lower() == b"bearer" and hmac.compare_digest(given, self._token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not self._authorized(header):
+                body = _UNAUTHORIZED
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b'Bearer realm="prime-memory"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> ASGIApp:
+    """The streamable-HTTP ASGI app, with Host/Origin checks and the token gate."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if not _is_loopback(host) and host not in ("0.0.0.0", "::"):
+        name = f"[{host}]" if ":" in host else host
+        hosts.append(f"{name}:{port}")
+        origins.append(f"http://{name}:{port}")
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *allowed_hosts],
+        allowed_origins=[*origins, *allowed_origins],
+    )
+    app: ASGIApp = server.streamable_http_app(transport_security=security, host=host)
+    if token:
+        app = BearerTokenMiddleware(app, token)
+    return app
+
+
+def run_http(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> None:
+    """Serve streamable HTTP on ``host:port`` until interrupted.
+
+    Raises:
+        ValueError: ``host`` is not loopback and no token was given.
+    """
+    import uvicorn
+
+    problem = http_bind_problem(host, token)
+    if problem:
+        raise ValueError(problem)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    bound_port = sock.getsockname()[1]
+    app = http_app(
+        server,
+        host=host,
+        port=bound_port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    name = f"[{host}]" if ":" in host else host
+    print(
+        f"prime-memory-mcp: serving streamable HTTP on http://{name}:{bound_port}/mcp",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,372 @@
+"""The MCP tools, through the SDK's in-memory client."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, TextContent
+
+from prime_memory_folding import MemoryEngine
+from prime_memory_folding.address import pack
+from prime_memory_folding.mcp_server import (
+    EncodeOutput,
+    FoldOutput,
+    QueryOutput,
+    StatsOutput,
+    StoreOutput,
+    build_server,
+)
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = [
+    "prime_memory_encode",
+    "prime_memory_store",
+    "prime_memory_query",
+    "prime_memory_fold",
+    "prime_memory_stats",
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def client(engine: MemoryEngine) -> AsyncIterator[Client]:
+    async with Client(build_server(engine), mode="legacy") as connected:
+        yield connected
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    assert result.structured_content is None
+    [content] = result.content
+    assert isinstance(content, TextContent)
+    return content.text
+
+
+async def test_lists_the_five_tools(client: Client) -> None:
+    listed = await client.list_tools()
+    assert [tool.name for tool in listed.tools] == TOOLS
+
+
+@pytest.mark.parametrize(
+    ("tool", "read_only", "destructive"),
+    [
+        ("prime_memory_encode", True, False),
+        ("prime_memory_store", False, False),
+        ("prime_memory_query", True, False),
+        ("prime_memory_fold", False, True),
+        ("prime_memory_stats", True, False),
+    ],
+)
+async def test_tool_annotations_are_honest(
+    client: Client, tool: str, read_only: bool, destructive: bool
+) -> None:
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    hints = listed[tool].annotations
+    assert hints is not None
+    assert hints.read_only_hint is read_only
+    assert hints.destructive_hint is destructive
+    assert hints.open_world_hint is False
+    assert hints.title
+
+
+@pytest.mark.parametrize(
+    ("tool", "model"),
+    [
+        ("prime_memory_encode", EncodeOutput),
+        ("prime_memory_store", StoreOutput),
+        ("prime_memory_query", QueryOutput),
+        ("prime_memory_fold", FoldOutput),
+        ("prime_memory_stats", StatsOutput),
+    ],
+)
+async def test_every_tool_has_an_output_schema_and_a_short_description(
+    client: Client, tool: str, model: type
+) -> None:
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert listed[tool].output_schema == model.model_json_schema()  # type: ignore[attr-defined]
+    description = listed[tool].description or ""
+    assert 40 < len(description) < 400
+    assert description.count(".") <= 3
+
+
+async def test_encode_gives_the_address_as_strings_and_its_lanes(client: Client) -> None:
+    out = await call(client, "prime_memory_encode", domain="decision", tags=["architecture"])
+    address = int(out["address"])
+    assert address > 2**53
+    assert out["address_hex"] == f"{address:032x}"
+    assert address == pack(
+        out["domain_prime"], out["subdomain_prime"], out["concept_bucket"], out["instance_id"]
+    )
+    assert out["instance_id"] == 0
+
+
+async def test_encode_stores_nothing(client: Client) -> None:
+    await call(client, "prime_memory_encode", domain="decision", tags=["new-tag"])
+    assert (await call(client, "prime_memory_stats"))["records"] == 0
+
+
+async def test_encode_matches_the_address_a_store_gets(client: Client) -> None:
+    stored = await call(client, "prime_memory_store", content="x", domain="decision", tags=["db"])
+    encoded = await call(client, "prime_memory_encode", domain="decision", tags=["db"])
+    assert encoded["domain_prime"] == int(stored["record"]["address"]) >> 96
+    assert encoded["provisional"] is False
+
+
+async def test_store_tells_new_from_reinforced(client: Client) -> None:
+    first = await call(client, "prime_memory_store", content="Use WAL mode", tags=["sqlite"])
+    again = await call(client, "prime_memory_store", content="Use WAL mode", tags=["sqlite"])
+    assert first["created"] is True
+    assert again["created"] is False
+    assert again["record"]["record_id"] == first["record"]["record_id"]
+    assert again["record"]["access_count"] == first["record"]["access_count"] + 1
+
+
+async def test_store_returns_the_record_without_its_vector(client: Client) -> None:
+    out = await call(
+        client,
+        "prime_memory_store",
+        content="vectors stay on the server",
+        domain="decision",
+        subdomain="storage",
+        tags=["Vectors"],
+        importance=0.9,
+        vector=[0.1, 0.2, 0.3],
+        metadata={"source": "design.md"},
+    )
+    record = out["record"]
+    assert record["domain"] == "decision"
+    assert record["subdomain"] == "storage"
+    assert record["tags"] == ["vectors"]
+    assert record["importance"] == 0.9
+    assert record["metadata"] == {"source": "design.md"}
+    assert record["vector_dims"] == 3
+    assert "vector" not in record
+    assert isinstance(record["address"], str)
+
+
+async def test_structured_content_is_also_sent_as_text(client: Client) -> None:
+    result = await client.call_tool("prime_memory_stats", {})
+    [content] = result.content
+    assert isinstance(content, TextContent)
+    assert StatsOutput.model_validate_json(content.text).model_dump() == result.structured_content
+
+
+async def test_query_returns_compact_hits_without_vectors(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a", tags=["x", "y"], vector=[1.0, 0.0])
+    await call(client, "prime_memory_store", content="b", tags=["x"], vector=[0.0, 1.0])
+    out = await call(client, "prime_memory_query", tags=["x"])
+    assert out["count"] == 2
+    hit = out["hits"][0]
+    assert set(hit) == {
+        "record_id",
+        "content",
+        "domain",
+        "subdomain",
+        "tags",
+        "score",
+        "score_parts",
+        "strength",
+        "created_at",
+        "updated_at",
+        "vector",
+    }
+    assert all(h["vector"] is None for h in out["hits"])
+
+
+async def test_query_includes_vectors_only_when_asked(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a", vector=[1.0, 0.0])
+    out = await call(client, "prime_memory_query", vector=[1.0, 0.0], include_vectors=True)
+    assert out["hits"][0]["vector"] == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"tags": ["x", "y"]}, ["both"]),
+        ({"any_tags": ["y", "z"]}, ["both", "z only"]),
+        ({"tags": ["x"], "exclude_tags": ["y"]}, ["x only"]),
+        ({"domain": "decision"}, ["z only"]),
+        ({"tags": ["unknown"]}, []),
+    ],
+)
+async def test_query_gates_by_domain_and_exact_tags(
+    client: Client, arguments: dict[str, Any], expected: list[str]
+) -> None:
+    await call(client, "prime_memory_store", content="both", tags=["x", "y"])
+    await call(client, "prime_memory_store", content="x only", tags=["x"])
+    await call(client, "prime_memory_store", content="z only", domain="decision", tags=["z"])
+    out = await call(client, "prime_memory_query", **arguments)
+    assert sorted(hit["content"] for hit in out["hits"]) == sorted(expected)
+
+
+async def test_query_limit_caps_the_hits(client: Client) -> None:
+    for n in range(5):
+        await call(client, "prime_memory_store", content=f"note {n}")
+    assert (await call(client, "prime_memory_query", limit=2))["count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("prime_memory_store", {"content": "x", "importance": "lots"}, "importance"),
+        ("prime_memory_store", {"content": "x", "importance": 3}, "importance"),
+        ("prime_memory_store", {"content": "x", "tags": "not-a-list"}, "tags"),
+        ("prime_memory_store", {}, "content"),
+        ("prime_memory_query", {"limit": "ten"}, "limit"),
+        ("prime_memory_query", {"vector": ["a"]}, "vector"),
+        ("prime_memory_encode", {"domain": ""}, "domain"),
+        ("prime_memory_fold", {"dry_run": "maybe"}, "dry_run"),
+    ],
+)
+async def test_wrong_arguments_are_tool_errors_naming_the_field(
+    client: Client, tool: str, arguments: dict[str, Any], field: str
+) -> None:
+    message = await call_error(client, tool, **arguments)
+    assert message.startswith(f"Invalid arguments for {tool}: {field}")
+    assert "Fix them and call again" in message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"content": "   "}, "InvalidInput: content is empty"),
+        ({"content": "a\x00b"}, "InvalidInput: content contains a NUL character"),
+        ({"content": "x", "tags": ["   "]}, "is empty once trimmed"),
+    ],
+)
+async def test_engine_errors_are_tool_errors_saying_what_to_fix(
+    client: Client, arguments: dict[str, Any], expected: str
+) -> None:
+    message = await call_error(client, "prime_memory_store", **arguments)
+    assert expected in message
+
+
+async def test_a_vector_of_the_wrong_length_is_a_tool_error(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a", vector=[1.0, 0.0])
+    message = await call_error(client, "prime_memory_store", content="b", vector=[1.0, 0.0, 0.0])
+    assert "DimensionMismatch" in message
+
+
+async def test_unknown_tool_is_a_protocol_error(client: Client) -> None:
+    with pytest.raises(MCPError) as caught:
+        await client.call_tool("prime_memory_forget_everything", {})
+    assert caught.value.error.code == INVALID_PARAMS
+    assert "Unknown tool: prime_memory_forget_everything" in caught.value.error.message
+
+
+async def test_fold_is_a_dry_run_by_default(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a")
+    out = await call(client, "prime_memory_fold")
+    assert out["dry_run"] is True
+    assert out["records_before"] == 1
+    assert (await call(client, "prime_memory_stats"))["records"] == 1
+
+
+async def test_fold_reports_what_it_did(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a")
+    out = await call(client, "prime_memory_fold", dry_run=False)
+    assert out["dry_run"] is False
+    assert (
+        out["records_after"]
+        == out["records_before"] - out["pruned"] - out["folded"] + out["created"]
+    )
+
+
+async def test_stats_counts_domains_and_tags(client: Client, engine: MemoryEngine) -> None:
+    await call(client, "prime_memory_store", content="a", domain="decision", tags=["db", "api"])
+    await call(client, "prime_memory_store", content="b", domain="decision", tags=["db"])
+    out = await call(client, "prime_memory_stats")
+    assert out["records"] == 2
+    assert out["domains"] == {"decision": 2}
+    assert out["tags"] == {"api": 1, "db": 2}
+    assert "db" in out["registries"]["tag"]
+    assert out["path"] == str(engine.path)
+    assert out["store_bytes"] > 0
+
+
+async def test_stats_resource_matches_the_tool(client: Client) -> None:
+    await call(client, "prime_memory_store", content="a")
+    result = await client.read_resource("memory://stats")
+    [content] = result.contents
+    assert content.mime_type == "application/json"
+    assert StatsOutput.model_validate_json(content.text).records == 1  # type: ignore[union-attr]
+
+
+async def test_record_resource_reads_one_memory(client: Client) -> None:
+    stored = await call(client, "prime_memory_store", content="remember me")
+    record_id = stored["record"]["record_id"]
+    result = await client.read_resource(f"memory://record/{record_id}")
+    [content] = result.contents
+    assert '"remember me"' in content.text  # type: ignore[union-attr]
+    templates = await client.list_resource_templates()
+    assert [t.uri_template for t in templates.resource_templates] == ["memory://record/{record_id}"]
+
+
+async def test_record_resource_for_an_unknown_id_is_an_error(client: Client) -> None:
+    with pytest.raises(MCPError):
+        await client.read_resource(f"memory://record/{'0' * 32}")
+
+
+async def test_recall_prompt_names_the_topic(client: Client) -> None:
+    [prompt] = (await client.list_prompts()).prompts
+    assert prompt.description
+    result = await client.get_prompt(prompt.name, {"topic": "the storage engine"})
+    assert "the storage engine" in result.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_a_lazy_engine_opens_on_the_first_tool_call(store_path: Any) -> None:
+    opened: list[MemoryEngine] = []
+
+    def open_engine() -> MemoryEngine:
+        opened.append(MemoryEngine(store_path))
+        return opened[-1]
+
+    server = build_server(open_engine)
+    try:
+        async with Client(server) as client:
+            await client.list_tools()
+            assert opened == []
+            await call(client, "prime_memory_store", content="a")
+            await call(client, "prime_memory_stats")
+            assert len(opened) == 1
+    finally:
+        for engine in opened:
+            engine.close()
+
+
+async def test_a_lazy_engine_opens_in_the_background_after_the_handshake(
+    store_path: Any,
+) -> None:
+    opened = threading.Event()
+    engines: list[MemoryEngine] = []
+
+    def open_engine() -> MemoryEngine:
+        engines.append(MemoryEngine(store_path))
+        opened.set()
+        return engines[-1]
+
+    try:
+        async with Client(build_server(open_engine), mode="legacy"):
+            assert await anyio.to_thread.run_sync(opened.wait, 30)
+    finally:
+        for engine in engines:
+            engine.close()
