@@ -25,8 +25,10 @@ from .migrations import MIGRATIONS, latest_version
 
 __all__ = ["SQLiteStorage"]
 
-#: How long a writer waits for another connection's lock before giving up.
+#: How long a writer waits for another connection's lock before giving up, unless
+#: the ``PRIME_MEMORY_BUSY_TIMEOUT_MS`` environment variable or ``busy_timeout_ms`` says otherwise.
 BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_ENV = "PRIME_MEMORY_BUSY_TIMEOUT_MS"
 #: SQLite caps bound parameters per statement; stay well below it.
 _CHUNK = 500
 
@@ -42,12 +44,33 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
-def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+def busy_timeout_from_env() -> int:
+    """The busy timeout in milliseconds: ``PRIME_MEMORY_BUSY_TIMEOUT_MS``, else the default.
+
+    Raises:
+        StoreError: the variable is set but is not a whole number of milliseconds >= 0.
+    """
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return BUSY_TIMEOUT_MS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise StoreError(
+            f"{BUSY_TIMEOUT_ENV}={raw!r} is not a whole number of milliseconds; "
+            f"set it to e.g. {BUSY_TIMEOUT_MS} or unset it"
+        )
+    return value
+
+
+def _translate(exc: sqlite3.Error, path: str, busy_ms: int = BUSY_TIMEOUT_MS) -> StoreError:
     message = str(exc)
     if "locked" in message or "busy" in message:
         return StoreLocked(
-            f"store {path} stayed locked by another connection for over "
-            f"{BUSY_TIMEOUT_MS // 1000} s; retry, or stop the process holding a long transaction"
+            f"store {path} stayed locked by another connection for over {busy_ms / 1000:g} s; "
+            f"retry, stop the process holding a long transaction, or raise {BUSY_TIMEOUT_ENV}"
         )
     if "not a database" in message or "malformed" in message:
         return StoreError(
@@ -65,10 +88,20 @@ def _translate(exc: sqlite3.Error, path: str) -> StoreError:
 
 
 class SQLiteStorage:
-    """Durable state in one SQLite file (or ``:memory:``)."""
+    """Durable state in one SQLite file (or ``:memory:``).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Args:
+        path: the database file, or ``":memory:"``.
+        busy_timeout_ms: how long to wait for another connection's write lock
+            before raising :class:`StoreLocked`; None for
+            :func:`busy_timeout_from_env`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int | None = None) -> None:
         self.path = str(path)
+        self.busy_timeout_ms = (
+            busy_timeout_from_env() if busy_timeout_ms is None else busy_timeout_ms
+        )
         self._memory = self.path == ":memory:"
         if not self._memory:
             parent = Path(self.path).expanduser().resolve().parent
@@ -86,12 +119,12 @@ class SQLiteStorage:
                 self.path,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=self.busy_timeout_ms / 1000,
             )
         except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from None
+            raise _translate(exc, self.path, self.busy_timeout_ms) from None
         try:
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             if not self._memory:
                 mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
@@ -102,7 +135,7 @@ class SQLiteStorage:
             self._migrate()
         except sqlite3.Error as exc:
             self.db.close()
-            raise _translate(exc, self.path) from None
+            raise _translate(exc, self.path, self.busy_timeout_ms) from None
         except StoreError:
             self.db.close()
             raise
@@ -156,7 +189,7 @@ class SQLiteStorage:
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from None
+            raise _translate(exc, self.path, self.busy_timeout_ms) from None
         try:
             yield
         except BaseException:
@@ -168,7 +201,7 @@ class SQLiteStorage:
         except sqlite3.Error as exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
-            raise _translate(exc, self.path) from None
+            raise _translate(exc, self.path, self.busy_timeout_ms) from None
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to this store."""

@@ -1,0 +1,275 @@
+"""Concurrent writers soak: N MCP server processes over stdio on one store.
+
+Each process is a real ``python -m prime_memory_folding.mcp_server --store PATH``
+driven by a raw JSON-RPC line client in its own thread. Every process stores
+W distinct memories (with labels shared between processes, so prime
+registrations race), runs a query every few stores, and process 0 folds once
+half-way. Afterwards it checks, straight from the database file:
+
+- exactly N x W distinct records, each content present once;
+- every call answered without an error;
+- prime registries consistent: no two labels of a kind share a prime, each
+  label has one prime, every label on a record is registered, and every
+  process reports the same registries and record count.
+
+    python3 benchmarks/soak.py                              # 8 processes x 5,000
+    python3 benchmarks/soak.py --processes 4 --writes 500 --json soak.json
+
+Exits 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import queue
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TIMEOUT = 120
+PROTOCOL_VERSION = "2025-11-25"
+SHARED_TAGS = tuple(f"shared{n:02d}" for n in range(40))
+DOMAINS = ("work", "home", "code", "notes")
+
+
+class LineClient:
+    """One server process and a blocking request/answer client over its stdio."""
+
+    def __init__(self, store: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self.frames: queue.Queue[Any] = queue.Queue()
+        self._ids = itertools.count(1)
+        self.stderr = b""
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.frames.put(json.loads(line))
+        self.frames.put(None)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        request_id = next(self._ids)
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        frame = self.frames.get(timeout=TIMEOUT)
+        if frame is None:
+            raise RuntimeError(f"server exited: {self.stderr.decode(errors='replace')[-500:]}")
+        if frame.get("id") != request_id:
+            raise RuntimeError(f"answer for the wrong request: {frame}")
+        return dict(frame)
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        frame = self.request("tools/call", {"name": tool, "arguments": arguments})
+        if "error" in frame:
+            raise RuntimeError(f"{tool}: protocol error {frame['error']}")
+        result = frame["result"]
+        if result.get("isError"):
+            raise RuntimeError(f"{tool}: {result['content'][0]['text']}")
+        return dict(result["structuredContent"])
+
+    def handshake(self) -> None:
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "soak", "version": "1"},
+            },
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.proc.stdin.flush()
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def content_of(process: int, n: int) -> str:
+    return f"soak write {n} from process {process}"
+
+
+def drive(
+    client: LineClient, process: int, writes: int, query_every: int, fold: bool, out: dict[str, Any]
+) -> None:
+    """One process's work; fills ``out`` with latencies and errors."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    for n in range(writes):
+        arguments = {
+            "content": content_of(process, n),
+            "domain": DOMAINS[n % len(DOMAINS)],
+            "tags": [SHARED_TAGS[(n * 7 + process) % len(SHARED_TAGS)], f"p{process}_{n % 16}"],
+            "importance": 0.6,
+        }
+        started = time.perf_counter()
+        try:
+            stored = client.call("prime_memory_store", arguments)
+            if not stored["created"]:
+                errors.append(f"store {n} reinforced instead of creating")
+        except (RuntimeError, queue.Empty) as exc:
+            errors.append(f"store {n}: {exc}")
+        latencies.append(time.perf_counter() - started)
+        try:
+            if query_every and n % query_every == query_every - 1:
+                client.call("prime_memory_query", {"tags": [arguments["tags"][0]], "limit": 5})
+            if fold and n == writes // 2:
+                out["fold"] = client.call("prime_memory_fold", {"dry_run": False})
+        except (RuntimeError, queue.Empty) as exc:
+            errors.append(f"after store {n}: {exc}")
+    out["latencies"] = latencies
+    out["errors"] = errors
+
+
+def check_store(path: Path, processes: int, writes: int) -> list[str]:
+    """Problems found in the database file itself; empty when all is well."""
+    problems: list[str] = []
+    db = sqlite3.connect(path)
+    try:
+        if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            problems.append("integrity_check failed")
+        rows = db.execute("SELECT record_id, content, domain, subdomain, tags FROM records")
+        records = rows.fetchall()
+        ids = [r[0] for r in records]
+        contents = [r[1] for r in records]
+        expected = {content_of(p, n) for p in range(processes) for n in range(writes)}
+        if len(records) != processes * writes:
+            problems.append(f"{len(records)} records, expected {processes * writes}")
+        if len(set(ids)) != len(ids):
+            problems.append("duplicate record ids")
+        if set(contents) != expected or len(contents) != len(set(contents)):
+            missing = len(expected - set(contents))
+            problems.append(f"contents differ: {missing} missing, {len(contents)} present")
+        primes: dict[str, dict[str, int]] = {}
+        for kind, label, prime in db.execute("SELECT kind, label, prime FROM primes"):
+            table = primes.setdefault(kind, {})
+            if label in table:
+                problems.append(f"{kind} label {label!r} has two primes")
+            table[label] = prime
+        for kind, table in primes.items():
+            if len(set(table.values())) != len(table):
+                problems.append(f"two {kind} labels share a prime")
+        for _, _, domain, subdomain, tags in records:
+            for kind, label in [("domain", domain), ("subdomain", subdomain)] + [
+                ("tag", t) for t in json.loads(tags)
+            ]:
+                if label not in primes.get(kind, {}):
+                    problems.append(f"{kind} label {label!r} on a record has no prime")
+    finally:
+        db.close()
+    return problems
+
+
+def run(
+    store: Path, processes: int, writes: int, query_every: int, env: dict[str, str]
+) -> dict[str, Any]:
+    clients = [LineClient(store, env) for _ in range(processes)]
+    results: list[dict[str, Any]] = [{} for _ in clients]
+    started = time.perf_counter()
+    try:
+        for client in clients:
+            client.handshake()
+        threads = [
+            threading.Thread(
+                target=drive, args=(client, p, writes, query_every, p == 0, results[p])
+            )
+            for p, client in enumerate(clients)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        views = [client.call("prime_memory_stats", {}) for client in clients]
+    finally:
+        codes = [client.close() for client in clients]
+    errors = [e for result in results for e in result.get("errors", ["worker died"])]
+    problems = check_store(store, processes, writes)
+    if any(view["registries"] != views[0]["registries"] for view in views):
+        problems.append("processes disagree on the prime registries")
+    if any(view["records"] != processes * writes for view in views):
+        problems.append(f"process views of the count: {[v['records'] for v in views]}")
+    if any(codes):
+        problems.append(f"server exit codes {codes}")
+    latencies = sorted(x for result in results for x in result.get("latencies", []))
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    return {
+        "processes": processes,
+        "writes": writes,
+        "records": views[0]["records"],
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "problems": problems,
+        "seconds": elapsed,
+        "stores_per_s": processes * writes / elapsed,
+        "store_p50_ms": quantiles[49] * 1000,
+        "store_p99_ms": quantiles[98] * 1000,
+        "fold": {k: results[0].get("fold", {}).get(k) for k in ("records_before", "records_after")},
+        "ok": not errors and not problems,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--writes", type=int, default=5_000, help="stores per process")
+    parser.add_argument("--query-every", type=int, default=10, help="0: no queries")
+    parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
+    parser.add_argument(
+        "--embedder", default="none", help="PRIME_MEMORY_EMBEDDER for the servers (default none)"
+    )
+    parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
+    args = parser.parse_args(argv)
+    env = {**os.environ, "PRIME_MEMORY_EMBEDDER": args.embedder}
+    with tempfile.TemporaryDirectory(prefix="prime-memory-soak-") as folder:
+        store = args.store or Path(folder) / "soak.db"
+        if store.exists():
+            parser.error(f"{store} exists; the soak needs a new store")
+        report = run(store, args.processes, args.writes, args.query_every, env)
+    print(
+        f"{report['processes']} processes x {report['writes']} stores: "
+        f"{report['records']} records, {report['errors']} errors, "
+        f"{report['stores_per_s']:.0f} stores/s, p50 {report['store_p50_ms']:.2f} ms, "
+        f"p99 {report['store_p99_ms']:.2f} ms, {report['seconds']:.1f} s"
+    )
+    for line in report["first_errors"] + report["problems"]:
+        print(f"  problem: {line}")
+    print("check: OK" if report["ok"] else "check: FAILED")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

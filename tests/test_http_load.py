@@ -1,0 +1,67 @@
+"""Streamable HTTP under concurrent load, and the token gate on every method.
+
+``test_mcp_http.py`` covers the token, Host and Origin checks on POST and the
+bind rule; this adds the other HTTP methods and a small load run of
+``benchmarks/http_load.py`` (the full run is 4 clients x 2,000 calls).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_mcp_http import TIMEOUT, TOKEN, HttpServer
+
+HTTP_LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "http_load.py"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    server = HttpServer(tmp_path_factory.mktemp("http") / "memory.db", "--token", TOKEN)
+    yield server
+    server.stop()
+
+
+def request(server: HttpServer, method: str, path: str, **headers: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    try:
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "OPTIONS", "HEAD"])
+@pytest.mark.parametrize("path", ["/mcp", "/", "/mcp/../mcp", "/nope"])
+def test_every_method_and_path_needs_the_token(guarded: HttpServer, method: str, path: str) -> None:
+    assert request(guarded, method, path) == 401
+    assert request(guarded, method, path, Authorization="Bearer wrong") == 401
+
+
+def test_a_bad_origin_without_a_token_is_refused_before_anything_else(
+    guarded: HttpServer,
+) -> None:
+    status, body = guarded.post(Origin="http://evil.example", Host="evil.example")
+    assert status == 401 and "protocolVersion" not in body
+
+
+def test_concurrent_clients_lose_no_write(tmp_path: Path) -> None:
+    report_path = tmp_path / "load.json"
+    done = subprocess.run(
+        [sys.executable, str(HTTP_LOAD), "--clients", "4", "--calls", "60",
+         "--json", str(report_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    assert report["errors"] == 0 and report["lost"] == 0
+    assert report["stores"] > 0
+    assert report["p99_ms"] >= report["p50_ms"] > 0
