@@ -57,3 +57,41 @@ def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["bulk"]["records"] == 2000
     assert report["single"]["calls"] == 50
+
+
+def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = subprocess.run(
+        [
+            sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
+            "--skip", "mcp", "fold", "ingest", "soak", "--out", str(out),
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = (out / "report.md").read_text()
+    assert "## Targets" in report
+    assert "## 1. Structural queries" in report
+    assert "## 2. Exact vector top-10" in report
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["sections"]) == {"structure", "vector", "recall"}
+    assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
+    assert {t["target"] for t in results["targets"]} >= {
+        "tag intersection >= 10x faster than SQLite SQL",
+        "exact vector top-10 <= 1.5x the numpy floor",
+    }
+
+
+def test_fold_benchmark_folds_and_reports(tmp_path: Path) -> None:
+    result = run("fold.py", "--sizes", "100", "1000", cwd=tmp_path)
+    out = result.stdout
+    assert result.returncode in (0, 1), out + result.stderr
+    assert "      100 records:" in out
+    assert "  1,000 records:" in out
+    assert "1,000 -> " in out
+    assert "ratio: " in out and "for 10x the records" in out
+    # Merge quality is deterministic, unlike the timings on a shared machine.
+    assert "pair precision 1.000" in out and "pair recall    0.820" in out
+    timings = out.split("merge quality")[0]
+    assert result.returncode == (1 if "MISS" in timings else 0), out
+    assert "fold safety on LoCoMo" in out

@@ -1,0 +1,632 @@
+"""The report of ``run_all.py``: machine facts, targets, Markdown tables and charts."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Published DRAGON retrieval on LoCoMo (dialog-turn evidence), for comparison.
+DRAGON = {"R@5": 56.7, "R@10": 66.2, "R@25": 76.7, "R@50": 82.7}
+KS = ("R@5", "R@10", "R@25", "R@50")
+TARGET_RECORDS = 100_000
+
+
+# -- machine --------------------------------------------------------------------------
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    ram = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import numpy
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_bytes": ram,
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": numpy.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "load_before": load_average(),
+    }
+
+
+def machine_line(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    ram = f"{m['ram_bytes'] / 2**30:.0f} GiB RAM" if m.get("ram_bytes") else "RAM unknown"
+    return f"{m['cpu']}, {m['cores']} cores, {ram}; {results['date'][:10]}"
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def section_failed(section: Any) -> bool:
+    return isinstance(section, dict) and "failed" in section
+
+
+def ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    value = seconds * 1000
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 10:
+        return f"{value:.1f} ms"
+    if value >= 1:
+        return f"{value:.2f} ms"
+    return f"{value:.3f} ms"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def failure(section: dict[str, Any]) -> str:
+    out = f"**FAILED**: {section['failed']}\n"
+    if section.get("output"):
+        out += "\n```\n" + "\n".join(section["output"]) + "\n```\n"
+    return out
+
+
+def at_size(runs: list[dict[str, Any]], size: int) -> tuple[dict[str, Any] | None, bool]:
+    """The run at ``size``, else the largest; and whether it was the one wanted."""
+    if not runs:
+        return None, False
+    exact = next((r for r in runs if r["records"] == size), None)
+    return (exact, True) if exact else (max(runs, key=lambda r: r["records"]), False)
+
+
+# -- targets ----------------------------------------------------------------------------
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each headline target with what was measured, where, and PASS or MISS."""
+    sections = results["sections"]
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, measured: str | None, at: str, ok: bool | None, note: str = "") -> None:
+        out.append({"target": name, "measured": measured, "at": at, "pass": ok, "note": note})
+
+    s = sections.get("structure")
+    if s and not section_failed(s):
+        runs = [r for r in s["runs"] if "kinds" in r]
+        run, exact = at_size(runs, TARGET_RECORDS)
+        if run:
+            ratios = {
+                k: run["kinds"][k]["ratio_vs_engine"]["sqlite sql"]
+                for k in ("tags (2)", "tags (3)")
+            }
+            add(
+                "tag intersection >= 10x faster than SQLite SQL",
+                ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()),
+                f"{run['records']:,} records" + ("" if exact else " (indicative)"),
+                all(v >= 10 for v in ratios.values()),
+            )
+    v = sections.get("vector")
+    if v and not section_failed(v):
+        runs = [r for r in v["sizes"] if r.get("agreement")]
+        run, exact = at_size(runs, TARGET_RECORDS)
+        if run:
+            ratio = run["ratio_vs_floor"]["engine"]
+            add(
+                "exact vector top-10 <= 1.5x the numpy floor",
+                f"{ratio:.2f}x",
+                f"{run['records']:,} vectors" + ("" if exact else " (indicative)"),
+                ratio <= 1.5,
+            )
+    m = sections.get("mcp")
+    if m and not section_failed(m) and m["sizes"]:
+        largest = m["sizes"][-1]
+        ours = largest["systems"]["prime-memory-mcp"]["stores"]
+        floor = m.get("sdk_floor", {}).get("p50")
+        add(
+            "MCP store p50 <= 2 ms",
+            ms(ours["p50"]),
+            f"{ours['calls']:,} stores over stdio",
+            ours["p50"] <= 0.002,
+            f"the SDK's trivial-tool floor on this machine is {ms(floor)}" if floor else "",
+        )
+    r = sections.get("recall")
+    if r and not section_failed(r) and "text_latency" in r:
+        t = r["text_latency"]
+        add(
+            "text query p50 <= 15 ms",
+            ms(t["p50"]),
+            f"{t['records']:,} records"
+            + ("" if t["records"] == TARGET_RECORDS else " (indicative)"),
+            t["p50"] <= 0.015,
+        )
+    if m and not section_failed(m) and m["sizes"]:
+        rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
+        if rows:
+            row = next((x for x in rows if x["records"] == 20_000), rows[-1])
+            peer = row["systems"]["server-memory (reference)"]
+            note = f"reference server capped: {peer['capped']}" if peer["capped"] else ""
+            add(
+                ">= 10x the reference memory server's store throughput",
+                f"{row['store_throughput_ratio']:.1f}x",
+                f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)"),
+                row["store_throughput_ratio"] >= 10,
+                note,
+            )
+        else:
+            add(
+                ">= 10x the reference memory server's store throughput",
+                None,
+                "-",
+                None,
+                f"reference server unavailable: {m.get('peer_unavailable')}",
+            )
+    return out
+
+
+# -- Markdown ---------------------------------------------------------------------------
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    parts = [
+        "# Benchmark report\n",
+        f"- date: {results['date']} ({results['profile']} run, {results['seconds'] / 60:.1f} min)",
+        f"- CPU: {m['cpu']}, {m['cores']} cores; RAM: "
+        + (f"{m['ram_bytes'] / 2**30:.1f} GiB" if m.get("ram_bytes") else "unknown"),
+        f"- OS: {m['os']}; Python {m['python']}; numpy {m['numpy']}; SQLite {m['sqlite']}",
+        f"- load average (1, 5, 15 min) before: {m.get('load_before')}, "
+        f"after: {m.get('load_after')}",
+        "",
+        "Every comparison below was measured side by side in this run, after checking that "
+        "the systems compared return the same results. Ratios are the other system's time "
+        "over this engine's (or, for vectors, over the numpy floor's).\n",
+        "## Targets\n",
+    ]
+    rows = []
+    for t in results["targets"]:
+        verdict = "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
+        rows.append([t["target"], t["at"], t["measured"] or "-", f"**{verdict}**", t["note"]])
+    parts.append(table(["target", "at", "measured", "verdict", "note"], rows))
+    titles = {
+        "structure": "1. Structural queries",
+        "vector": "2. Exact vector top-10",
+        "mcp": "3. Through MCP, against the reference memory server",
+        "recall": "4. Recall quality and text query latency",
+        "fold": "5. Folding and start-up",
+        "ingest": "6. Writes",
+        "soak": "7. Soaks (checks, not timings)",
+    }
+    render = {
+        "structure": _structure,
+        "vector": _vector,
+        "mcp": _mcp,
+        "recall": _recall,
+        "fold": _fold,
+        "ingest": _ingest,
+        "soak": _soak,
+    }
+    for name, section in results["sections"].items():
+        parts.append(f"\n## {titles[name]}\n")
+        parts.append(failure(section) if section_failed(section) else render[name](section))
+    if results.get("charts"):
+        parts.append("\n## Charts\n")
+        parts += [f"![{Path(c).stem}]({Path(c).name})" for c in results["charts"]]
+    return "\n".join(parts) + "\n"
+
+
+def _structure(s: dict[str, Any]) -> str:
+    systems = ("engine", "naive scan", "modulo scan", "sqlite sql")
+    rows, notes = [], []
+    for run in s["runs"]:
+        if "failed" in run:
+            notes.append(
+                f"- {run['records']:,} records: **FAILED** ({run['failed']}): "
+                + " / ".join(run["output"][-3:])
+            )
+            continue
+        for kind, k in run["kinds"].items():
+            cells = [ms(k["median_seconds"]["engine"])]
+            cells += [
+                f"{ms(k['median_seconds'][n])} ({k['ratio_vs_engine'][n]:.1f}x)"
+                for n in systems[1:]
+            ]
+            rows.append([f"{run['records']:,}", kind, f"{k['mean_hits']:,.0f}", *cells])
+        notes.append(
+            f"- {run['records']:,} records: agreement OK on all {len(run['queries'])} queries"
+        )
+    return (
+        "Median time per query (each query's median over rounds, interleaved single calls); "
+        "(Nx) = that system's time / the engine's. Text embedding is off for these stores.\n\n"
+        + table(["records", "kind", "mean hits", *systems], rows)
+        + "\n"
+        + "\n".join(notes)
+        + "\n"
+    )
+
+
+def _vector(v: dict[str, Any]) -> str:
+    rows, steps, notes = [], [], []
+    for r in v["sizes"]:
+        if not r["agreement"]:
+            notes.append(
+                f"- {r['records']:,} vectors: agreement **FAILED**: " + "; ".join(r["problems"][:3])
+            )
+            continue
+        t, ratio = r["median_seconds"], r["ratio_vs_floor"]
+        vec = (
+            f"{ms(t['sqlite-vec'])} ({ratio['sqlite-vec']:.2f}x)"
+            if "sqlite-vec" in t
+            else "unavailable"
+        )
+        rows.append(
+            [
+                f"{r['records']:,}",
+                ms(t["numpy floor"]),
+                f"{ms(t['engine'])} ({ratio['engine']:.2f}x)",
+                vec,
+            ]
+        )
+        e = r["engine_steps"]
+        steps.append(
+            [
+                f"{r['records']:,}",
+                ms(e["cosine"]),
+                ms(e["top_k"]),
+                ms(e["rank_by_vector"]),
+                ms(e["hits"]),
+            ]
+        )
+        notes.append(
+            f"- {r['records']:,} vectors: agreement OK (same top-10 ids, ties aside) "
+            f"on {r['queries']} queries"
+        )
+        if r["sqlite_vec_unavailable"]:
+            notes.append(f"- sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
+        elif r["records"] == v["sizes"][0]["records"]:
+            notes.append(f"- {r['sqlite_vec']}")
+    return (
+        "Top-10 by cosine over 256-dimensional vectors, median per query; "
+        "(Nx) = time / the numpy floor.\n\n"
+        + table(["vectors", "numpy floor", "engine", "sqlite-vec (vec0, exact)"], rows)
+        + "\nWhere the engine's time goes (each step timed alone; `rank_by_vector` "
+        "includes cosine and top-k, "
+        "`hits` reads the 10 records from SQLite):\n\n"
+        + table(["vectors", "cosine", "top_k", "rank_by_vector", "hits"], steps)
+        + "\n"
+        + "\n".join(notes)
+        + "\n"
+    )
+
+
+def _mcp(m: dict[str, Any]) -> str:
+    rows, notes = [], []
+    for row in m["sizes"]:
+        for name, s in row["systems"].items():
+            st, se, mem = s["stores"], s["searches"], s["memory"]
+            rows.append(
+                [
+                    f"{row['records']:,}",
+                    name,
+                    f"{st['calls']:,}",
+                    f"{st['per_second']:,.0f}",
+                    ms(st["p50"]),
+                    ms(st["p99"]),
+                    ms(se.get("p50")),
+                    ms(se.get("p99")),
+                    f"{(mem['rss_kib'] or 0) / 1024:,.0f} / "
+                    f"{(mem['peak_rss_kib'] or 0) / 1024:,.0f}",
+                    s["capped"] or "",
+                ]
+            )
+        ratio = row.get("store_throughput_ratio")
+        agreement = "OK" if row["agreement"] else "**FAILED**"
+        notes.append(
+            f"- N = {row['records']:,}: agreement {agreement} (stored names found by both)"
+            + (f"; store throughput, ours / reference: **{ratio:.1f}x**" if ratio else "")
+        )
+    peer = m.get("peer") or f"unavailable: {m.get('peer_unavailable')}"
+    floor = m.get("sdk_floor")
+    if floor:
+        notes.append(
+            f"- SDK floor (a bare SDK server's trivial tool, same client): p50 {ms(floor['p50'])}, "
+            f"p99 {ms(floor['p99'])} over {floor['calls']:,} calls"
+        )
+    return (
+        f"Reference server: {peer}. Each system gets a fresh store per N; this server runs its "
+        "default configuration (text embedded with the built-in model on every store). "
+        f"A system past {m['cap_seconds']:.0f} s in a phase is stopped and marked capped.\n\n"
+        + table(
+            [
+                "N",
+                "system",
+                "stores",
+                "stores/s",
+                "store p50",
+                "store p99",
+                "search p50",
+                "search p99",
+                "RSS / peak MiB",
+                "capped",
+            ],
+            rows,
+        )
+        + "\n"
+        + "\n".join(notes)
+        + "\n"
+    )
+
+
+def _recall(r: dict[str, Any]) -> str:
+    out = ""
+    loco = r.get("locomo")
+    if loco is not None:
+        if section_failed(loco):
+            out += "LoCoMo: " + failure(loco)
+        else:
+            names = {
+                "bm25": "BM25 (FTS5)",
+                "builtin": "dense (built-in model)",
+                "hybrid (default)": "hybrid (default)",
+            }
+            rows = []
+            for key, table_ in loco["systems"].items():
+                o = table_["overall"]
+                rows.append([names.get(key, key), f"{int(o['n'])}", *(f"{o[k]:.1f}" for k in KS)])
+            rows.append(["DRAGON (published)", "-", *(f"{DRAGON[k]:.1f}" for k in KS)])
+            out += (
+                "LoCoMo (dialog-turn evidence), recall in percent, all questions with evidence:\n\n"
+            )
+            out += table(["system", "questions", *KS], rows)
+            hybrid = loco["systems"].get("hybrid (default)")
+            if hybrid:
+                cats = [
+                    [g, f"{int(v['n'])}", *(f"{v[k]:.1f}" for k in KS)]
+                    for g, v in hybrid.items()
+                    if g != "overall"
+                ]
+                out += "\nHybrid by question category:\n\n" + table(
+                    ["category", "questions", *KS], cats
+                )
+    t = r.get("text_latency")
+    if t:
+        out += (
+            f"\nText query latency: `query(text=..., limit=10)` on {t['records']:,} "
+            "synthetic records "
+            f"embedded with the built-in model, {t['queries']} queries: p50 {ms(t['p50'])}, "
+            f"p99 {ms(t['p99'])} ({t['empty_answers']} empty answers).\n"
+        )
+    return out
+
+
+def _fold(f: dict[str, Any]) -> str:
+    rows = [[f"{x['records']:,}", f"{x['seconds']:.2f} s", f"{x['after']:,}"] for x in f["fold"]]
+    q, s, i = f["merge_quality"], f["startup"], f["import"]
+    return (
+        "Fold time (256-dimensional vectors in families of near-duplicates, default policy, "
+        "three days after storing):\n\n"
+        + table(["records", "fold time", "records after"], rows)
+        + f"\nMerge quality: pair precision {q['precision']:.3f} ({q['pairs']} pairs), "
+        f"pair recall {q['recall']:.3f} ({q['true_pairs']} true pairs).\n\n"
+        + table(
+            ["start-up", "median"],
+            [
+                [
+                    f"prime-memory-mcp: spawn to `initialize` reply ({s['runs']} runs)",
+                    ms(s["ours"]),
+                ],
+                ["bare SDK server, one trivial tool", ms(s["bare_sdk"])],
+                [
+                    f"`import prime_memory_folding` in a fresh interpreter ({i['runs']} runs)",
+                    ms(i["package"]),
+                ],
+                ["a fresh interpreter doing nothing", ms(i["bare_python"])],
+            ],
+        )
+    )
+
+
+def _ingest(g: dict[str, Any]) -> str:
+    b, s, v = g["bulk"], g["single"], g["vectors"]
+    return (
+        table(
+            ["phase", "records", "seconds", "records/s"],
+            [
+                [
+                    "store_many, no vectors",
+                    f"{b['records']:,}",
+                    f"{b['seconds']:.2f}",
+                    f"{b['records'] / b['seconds']:,.0f}",
+                ],
+                [
+                    "single store calls",
+                    f"{s['calls']:,}",
+                    f"{s['seconds']:.2f}",
+                    f"{s['per_second']:,.0f}",
+                ],
+                [
+                    f"store_many, {v['dim']}-dim vectors",
+                    f"{v['records']:,}",
+                    f"{v['seconds'] or 0:.2f}",
+                    f"{v['records'] / v['seconds']:,.0f}" if v["seconds"] else "-",
+                ],
+            ],
+        )
+        + f"\nSingle store latency: p50 {ms(s['median_seconds'])}, p99 {ms(s['p99_seconds'])}.\n"
+    )
+
+
+def _soak(s: dict[str, Any]) -> str:
+    rows = []
+    for name, r in s.items():
+        verdict = "FAILED: " + r["failed"] if "failed" in r else "OK" if r.get("ok") else "FAILED"
+        rows.append([f"`{name} {r['args']}`", verdict, f"{r['wall_seconds']:.1f} s"])
+    return table(["run", "check", "wall time"], rows)
+
+
+# -- charts -----------------------------------------------------------------------------
+
+
+def charts(results: dict[str, Any], folders: list[Path]) -> list[str]:
+    """PNG charts into every folder; the paths written into the first. Needs matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        results["charts_skipped"] = "matplotlib is not installed (the bench extra)"
+        return []
+    footer = machine_line(results)
+    made: list[str] = []
+    for name, draw in (
+        ("structure", _chart_structure),
+        ("vector_topk", _chart_vector),
+        ("mcp_store_latency", _chart_mcp),
+        ("locomo_recall", _chart_locomo),
+        ("fold_time", _chart_fold),
+    ):
+        fig = draw(plt, results["sections"])
+        if fig is None:
+            continue
+        fig.text(0.99, 0.005, footer, ha="right", va="bottom", fontsize=7, color="0.4")
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        for i, folder in enumerate(folders):
+            folder.mkdir(parents=True, exist_ok=True)
+            fig.savefig(folder / f"{name}.png", dpi=120)
+            if i == 0:
+                made.append(str(folder / f"{name}.png"))
+        plt.close(fig)
+    return made
+
+
+def _ok(sections: dict[str, Any], name: str) -> dict[str, Any] | None:
+    s = sections.get(name)
+    return None if s is None or section_failed(s) else s
+
+
+def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
+    s = _ok(sections, "structure")
+    runs = [r for r in s["runs"] if "kinds" in r] if s else []
+    if not runs:
+        return None
+    kinds = list(runs[0]["kinds"])
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
+    for ax, kind in zip(axes.flat, kinds):
+        for system in ("engine", "naive scan", "modulo scan", "sqlite sql"):
+            xs = [r["records"] for r in runs if kind in r["kinds"]]
+            ys = [
+                r["kinds"][kind]["median_seconds"][system] * 1000
+                for r in runs
+                if kind in r["kinds"]
+            ]
+            ax.plot(xs, ys, marker="o", label=system)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title=kind,
+            xlabel="records",
+            ylabel="median query time (ms)",
+        )
+        ax.grid(True, which="both", alpha=0.3)
+    axes.flat[0].legend()
+    fig.suptitle("Structural queries: time vs records (lower is better)")
+    return fig
+
+
+def _chart_vector(plt: Any, sections: dict[str, Any]) -> Any:
+    v = _ok(sections, "vector")
+    runs = [r for r in v["sizes"] if r.get("agreement")] if v else []
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for system in ("engine", "numpy floor", "sqlite-vec"):
+        pts = [
+            (r["records"], r["median_seconds"][system] * 1000)
+            for r in runs
+            if system in r["median_seconds"]
+        ]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=system)
+    ax.set(xscale="log", yscale="log", xlabel="vectors (dim 256)", ylabel="median top-10 time (ms)")
+    ax.set_title("Exact cosine top-10: time vs vectors (lower is better)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def _chart_mcp(plt: Any, sections: dict[str, Any]) -> Any:
+    m = _ok(sections, "mcp")
+    if not m or not m["sizes"]:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in m["sizes"][-1]["systems"]:
+        row = max((r for r in m["sizes"] if name in r["systems"]), key=lambda r: r["records"])
+        pts = row["systems"][name]["store_curve"]
+        ax.plot([x for x, _ in pts], [y * 1000 for _, y in pts], marker=".", label=name)
+    ax.set(
+        xlabel="records already stored",
+        ylabel="store round trip, p50 of stretch (ms)",
+        yscale="log",
+    )
+    ax.set_title("MCP store latency vs store size (stdio, same client)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
+    r = _ok(sections, "recall")
+    loco = r.get("locomo") if r else None
+    if not loco or section_failed(loco):
+        return None
+    ks = [int(k[2:]) for k in KS]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, t in loco["systems"].items():
+        ax.plot(ks, [t["overall"][k] for k in KS], marker="o", label=name)
+    ax.plot(
+        ks,
+        [DRAGON[k] for k in KS],
+        marker="s",
+        linestyle="--",
+        color="0.3",
+        label="DRAGON (published)",
+    )
+    ax.set(
+        xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="k", ylabel="recall@k (%)"
+    )
+    ax.set_title("LoCoMo evidence recall@k")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def _chart_fold(plt: Any, sections: dict[str, Any]) -> Any:
+    f = _ok(sections, "fold")
+    if not f:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot([x["records"] for x in f["fold"]], [x["seconds"] for x in f["fold"]], marker="o")
+    ax.set(xscale="log", yscale="log", xlabel="records", ylabel="fold time (s)")
+    ax.set_title("Fold time vs records")
+    ax.grid(True, which="both", alpha=0.3)
+    return fig

@@ -1,0 +1,349 @@
+"""Through MCP, side by side: this server against the reference memory server.
+
+The peer is ``@modelcontextprotocol/server-memory`` from npm, the official
+reference memory server: a knowledge graph kept in one JSONL file (set by
+``MEMORY_FILE_PATH``). It is installed with ``npm install --prefix CACHE`` on
+first use and run with Node. Both servers are started over stdio and driven by
+the same Python client (the MCP SDK's ``stdio_client`` and ``ClientSession``):
+
+1. N stores, one call each: ``create_entities`` with one entity and one
+   observation for the peer, ``prime_memory_store`` for this server (default
+   configuration, so each store also embeds its text with the built-in model);
+2. agreement: a few stored names are searched on both, and each must find its
+   item (``search_nodes`` for the peer; ``prime_memory_query`` with the name as
+   text, in the top 10, for this server); a miss fails the size;
+3. S timed searches for stored names, picked at random.
+
+A system that runs past ``--cap`` seconds in a phase is stopped there and
+reported as capped, with what it finished. Reported per system and N: store
+throughput, p50/p99 store and search latency, and the server process's resident
+memory (VmRSS and its peak VmHWM, from ``/proc``). Sizes run in turn, the two
+systems alternating, each on a fresh store.
+
+Run from the repository root::
+
+    python3 benchmarks/mcp_peer.py --sizes 1000 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _shared import REPO_ROOT
+
+PEER_PACKAGE = "@modelcontextprotocol/server-memory"
+DEFAULT_CACHE = REPO_ROOT / "benchmarks" / ".cache" / "npm"
+OURS, PEER = "prime-memory-mcp", "server-memory (reference)"
+TOPICS = ("architecture", "bug", "decision", "api", "storage", "ui", "test", "perf")
+AGREEMENT_PROBES = 5
+CURVE_POINTS = 20
+TARGET_RATIO = 10.0
+TARGET_SIZE = 20_000
+
+
+@dataclass(frozen=True)
+class Server:
+    """How to start one system and speak its tools."""
+
+    name: str
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    store: Callable[[int], tuple[str, dict[str, Any]]]
+    search: Callable[[int], tuple[str, dict[str, Any]]]
+    found: Callable[[Any, int], bool]
+
+
+def item_name(i: int) -> str:
+    return f"note-{i:06d}"
+
+
+def sentence(i: int) -> str:
+    return f"the {TOPICS[i % 8]} choice in module {i % 997} after review {i % 89}"
+
+
+def ours(store: Path) -> Server:
+    def found(result: Any, i: int) -> bool:
+        hits = (result.structured_content or {}).get("hits", [])
+        return any(h["content"].startswith(item_name(i) + ":") for h in hits)
+
+    return Server(
+        OURS,
+        sys.executable,
+        ["-m", "prime_memory_folding.mcp_server", "--store", str(store)],
+        dict(os.environ),
+        lambda i: (
+            "prime_memory_store",
+            {"content": f"{item_name(i)}: {sentence(i)}", "domain": "notes"},
+        ),
+        lambda i: ("prime_memory_query", {"text": item_name(i), "limit": 10}),
+        found,
+    )
+
+
+def peer(script: Path, store: Path) -> Server:
+    def found(result: Any, i: int) -> bool:
+        entities = (result.structured_content or {}).get("entities", [])
+        return any(e["name"] == item_name(i) for e in entities)
+
+    return Server(
+        PEER,
+        "node",
+        [str(script)],
+        dict(os.environ, MEMORY_FILE_PATH=str(store)),
+        lambda i: (
+            "create_entities",
+            {
+                "entities": [
+                    {"name": item_name(i), "entityType": "note", "observations": [sentence(i)]}
+                ]
+            },
+        ),
+        lambda i: ("search_nodes", {"query": item_name(i)}),
+        found,
+    )
+
+
+def install_peer(cache: Path, log: Callable[[str], None]) -> tuple[Path | None, str]:
+    """The peer's entry script and a description, or (None, why it is unavailable)."""
+    node = shutil.which("node")
+    if node is None:
+        return None, "node is not installed"
+    node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    package = cache / "node_modules" / PEER_PACKAGE
+    script = package / "dist" / "index.js"
+    if not script.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            return None, "npm is not installed"
+        log(f"installing {PEER_PACKAGE} into {cache}")
+        cache.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", PEER_PACKAGE],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not script.is_file():
+            return None, f"npm install failed: {done.stderr.strip()[-300:]}"
+    version = json.loads((package / "package.json").read_text())["version"]
+    return script, f"{PEER_PACKAGE} {version} on Node {node_version.strip()}"
+
+
+def children() -> set[int]:
+    """Pids of this process's direct children (Linux ``/proc``)."""
+    me = str(os.getpid())
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                found.add(int(entry.name))
+    return found
+
+
+def memory_kib(pid: int | None) -> dict[str, int | None]:
+    """VmRSS and VmHWM of ``pid`` in KiB (None where unknown)."""
+    out: dict[str, int | None] = {"rss_kib": None, "peak_rss_kib": None}
+    if pid is None:
+        return out
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                out["rss_kib"] = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                out["peak_rss_kib"] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any]:
+    if not latencies:
+        return {"calls": 0}
+    return {
+        "calls": len(latencies),
+        "seconds": seconds,
+        "per_second": len(latencies) / seconds if seconds > 0 else None,
+        "p50": statistics.median(latencies),
+        "p99": percentile(latencies, 0.99),
+    }
+
+
+def curve(latencies: Sequence[float]) -> list[tuple[int, float]]:
+    """(stores so far, p50 latency of that stretch) at about CURVE_POINTS points."""
+    width = max(1, len(latencies) // CURVE_POINTS)
+    return [
+        (start + width, statistics.median(latencies[start : start + width]))
+        for start in range(0, len(latencies) - width + 1, width)
+    ]
+
+
+async def drive(
+    server: Server, count: int, searches: int, cap: float, seed: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Start one server, store ``count`` items, check agreement, time searches."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
+    before = children()
+    result: dict[str, Any] = {"system": server.name, "target_stores": count, "capped": None}
+    with open(os.devnull, "w") as quiet:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            pid = next(iter(children() - before), None)
+            result["startup_rss"] = memory_kib(pid)
+            latencies: list[float] = []
+            started = time.perf_counter()
+            for i in range(count):
+                tool, arguments = server.store(i)
+                t0 = time.perf_counter()
+                reply = await session.call_tool(tool, arguments)
+                latencies.append(time.perf_counter() - t0)
+                if reply.is_error:
+                    raise RuntimeError(f"{server.name} store {i} failed: {reply.content}")
+                if (i + 1) % max(1, count // 10) == 0:
+                    log(f"  {server.name}: {i + 1:,}/{count:,} stores")
+                if time.perf_counter() - started > cap:
+                    result["capped"] = f"stores stopped after {cap:.0f} s at {i + 1:,}"
+                    break
+            result["stores"] = latency_summary(latencies, time.perf_counter() - started)
+            result["store_curve"] = curve(latencies)
+            result["memory"] = memory_kib(pid)
+            stored = len(latencies)
+            probes = sorted(
+                {round(j * (stored - 1) / (AGREEMENT_PROBES - 1)) for j in range(AGREEMENT_PROBES)}
+            )
+            missed = []
+            for i in probes:
+                tool, arguments = server.search(i)
+                if not server.found(await session.call_tool(tool, arguments), i):
+                    missed.append(item_name(i))
+            result["agreement"] = {"probed": [item_name(i) for i in probes], "missed": missed}
+            rng = random.Random(seed)
+            latencies = []
+            started = time.perf_counter()
+            for _ in range(searches):
+                tool, arguments = server.search(rng.randrange(stored))
+                t0 = time.perf_counter()
+                await session.call_tool(tool, arguments)
+                latencies.append(time.perf_counter() - t0)
+                if time.perf_counter() - started > cap:
+                    result["capped"] = (result["capped"] or "") + (
+                        f"; searches stopped after {cap:.0f} s at {len(latencies):,}"
+                    )
+                    break
+            result["searches"] = latency_summary(latencies, time.perf_counter() - started)
+    return result
+
+
+def run(
+    sizes: Sequence[int],
+    *,
+    searches: int = 200,
+    cap: float = 600.0,
+    cache: Path = DEFAULT_CACHE,
+    seed: int = 5,
+    with_peer: bool = True,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every size, both systems; the results as one JSON-ready mapping."""
+    import anyio
+
+    script, peer_note = install_peer(cache, log) if with_peer else (None, "left out on request")
+    out: dict[str, Any] = {
+        "benchmark": "mcp_peer",
+        "peer": peer_note if script else None,
+        "peer_unavailable": None if script else peer_note,
+        "cap_seconds": cap,
+        "sizes": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="pmf-peer-") as tmp:
+        for count in sizes:
+            row: dict[str, Any] = {"records": count, "systems": {}}
+            servers = [ours(Path(tmp) / f"ours-{count}.db")]
+            if script is not None:
+                servers.append(peer(script, Path(tmp) / f"peer-{count}.jsonl"))
+            for server in servers:
+                log(f"MCP: {server.name}, {count:,} stores")
+                row["systems"][server.name] = anyio.run(
+                    drive, server, count, searches, cap, seed, log
+                )
+            systems = row["systems"]
+            if PEER in systems:
+                ours_rate = systems[OURS]["stores"]["per_second"]
+                peer_rate = systems[PEER]["stores"]["per_second"]
+                row["store_throughput_ratio"] = ours_rate / peer_rate
+            row["agreement"] = all(not s["agreement"]["missed"] for s in systems.values())
+            out["sizes"].append(row)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
+    parser.add_argument("--searches", type=int, default=200, help="timed searches per size")
+    parser.add_argument("--cap", type=float, default=600.0, help="seconds per system and phase")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="npm install prefix")
+    parser.add_argument("--no-peer", action="store_true", help="this server only")
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    results = run(
+        args.sizes,
+        searches=args.searches,
+        cap=args.cap,
+        cache=args.cache,
+        with_peer=not args.no_peer,
+        log=log,
+    )
+    if results["peer_unavailable"]:
+        print(f"peer unavailable: {results['peer_unavailable']}")
+    for row in results["sizes"]:
+        for name, s in row["systems"].items():
+            st, se, mem = s["stores"], s["searches"], s["memory"]
+            print(
+                f"N={row['records']:>6,} {name:<26} stores {st['per_second']:8,.0f}/s "
+                f"p50 {st['p50'] * 1e3:7.2f} ms p99 {st['p99'] * 1e3:7.2f} ms  "
+                f"search p50 {se['p50'] * 1e3:7.2f} ms  RSS {(mem['rss_kib'] or 0) / 1024:6.1f} MiB"
+                + (f"  CAPPED: {s['capped']}" if s["capped"] else "")
+            )
+        if "store_throughput_ratio" in row:
+            print(f"  store throughput, ours / peer: {row['store_throughput_ratio']:.1f}x")
+        print(f"  agreement: {'OK' if row['agreement'] else 'FAILED'}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0 if all(row["agreement"] for row in results["sizes"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,403 @@
+"""Run every benchmark and write ``report.md``, ``results.json`` and charts.
+
+    python3 benchmarks/run_all.py --quick          # under 5 minutes
+    python3 benchmarks/run_all.py                  # the full run, up to an hour
+    python3 benchmarks/run_all.py --charts-dir docs/charts
+
+Sections, each measured side by side in this one run:
+
+1. structure: ``structure.py`` at each size (domain, tags and domain+tags
+   queries: the engine, a naive scan, a modulo scan and SQLite SQL);
+2. vector: ``vector_topk.py`` (the engine's exact top-10 against the numpy
+   floor and sqlite-vec);
+3. mcp: ``mcp_peer.py`` (this server against the reference memory server
+   over stdio), and the SDK's own floor for a trivial tool;
+4. recall: ``locomo_recall.py`` (BM25, dense and hybrid R@k on LoCoMo) and
+   text query latency;
+5. fold: ``fold.py`` fold time and merge quality, server start-up
+   (``mcp_latency.py``) and import time;
+6. ingest: ``ingest.py``;
+7. soak: ``soak.py`` (concurrent MCP writers) and ``crash_soak.py`` (kill -9
+   during stores and folds), small runs, for their checks only.
+
+Every script checks that the systems it compares agree before it times them;
+a section whose check fails is reported as failed, without its timings.
+Results go to ``--out`` (default ``benchmarks/results/``, not committed);
+charts go to ``--charts-dir`` too when given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _shared import REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+SECTIONS = ("structure", "vector", "mcp", "recall", "fold", "ingest", "soak")
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "full": {
+        "structure": [1_000, 10_000, 100_000, 1_000_000],
+        "structure_queries": 20,
+        "structure_rounds": 5,
+        "vector": [10_000, 100_000, 1_000_000],
+        "vector_queries": 20,
+        "vector_rounds": 5,
+        "mcp": [1_000, 5_000, 20_000],
+        "mcp_searches": 200,
+        "mcp_cap": 600.0,
+        "mcp_floor_calls": 2_000,
+        "text_records": 100_000,
+        "text_queries": 200,
+        "fold": [10_000, 30_000, 100_000],
+        "starts": 7,
+        "imports": 9,
+        "ingest": ["--records", "100000", "--single", "5000", "--vector-records", "20000"],
+        "soak": ["--processes", "4", "--writes", "2000"],
+        "crash_soak": ["--kills", "200"],
+    },
+    "quick": {
+        "structure": [1_000, 10_000, 100_000],
+        "structure_queries": 8,
+        "structure_rounds": 3,
+        "vector": [10_000, 100_000],
+        "vector_queries": 10,
+        "vector_rounds": 3,
+        "mcp": [1_000],
+        "mcp_searches": 100,
+        "mcp_cap": 60.0,
+        "mcp_floor_calls": 300,
+        "text_records": 10_000,
+        "text_queries": 50,
+        "fold": [2_000, 5_000],
+        "starts": 3,
+        "imports": 5,
+        "ingest": ["--records", "5000", "--single", "300", "--vector-records", "2000"],
+        "soak": ["--processes", "2", "--writes", "50"],
+        "crash_soak": ["--kills", "5"],
+    },
+    # For the test suite: everything tiny, nothing timed that matters.
+    "smoke": {
+        "structure": [300],
+        "structure_queries": 2,
+        "structure_rounds": 1,
+        "vector": [300],
+        "vector_queries": 3,
+        "vector_rounds": 1,
+        "mcp": [20],
+        "mcp_searches": 5,
+        "mcp_cap": 30.0,
+        "mcp_floor_calls": 10,
+        "text_records": 200,
+        "text_queries": 5,
+        "fold": [100, 200],
+        "starts": 1,
+        "imports": 1,
+        "ingest": ["--records", "300", "--single", "20", "--vector-records", "50"],
+        "soak": ["--processes", "2", "--writes", "10"],
+        "crash_soak": ["--kills", "2"],
+    },
+}
+
+
+class Log:
+    """Progress on stderr, stamped with the time since the run began."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            elapsed = time.perf_counter() - self.started
+            print(
+                f"[{int(elapsed // 60):02d}:{elapsed % 60:04.1f}] {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def script(
+    name: str, args: list[str], out: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run one benchmark script with ``--json``; its JSON, or why it failed."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args, "--json", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    if done.returncode != 0 or not out.is_file():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        return {"failed": f"{name} exited with status {done.returncode}", "output": tail}
+    return dict(json.loads(out.read_text()))
+
+
+# -- sections -------------------------------------------------------------------------
+
+
+def structure(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    # Structural queries never rank text, so the stores skip embedding it.
+    env = dict(os.environ, PRIME_MEMORY_EMBEDDER="none")
+    runs = []
+    for n in p["structure"]:
+        log(f"structure: {n:,} records")
+        queries = p["structure_queries"] if n < 1_000_000 else max(1, p["structure_queries"] // 2)
+        args = [
+            "--records",
+            str(n),
+            "--queries",
+            str(queries),
+            "--rounds",
+            str(p["structure_rounds"]),
+        ]
+        runs.append(
+            {"records": n, **script("structure.py", args, tmp / f"structure-{n}.json", env)}
+        )
+    return {"runs": runs}
+
+
+def vector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    import vector_topk
+
+    return vector_topk.run(
+        p["vector"], queries=p["vector_queries"], rounds=p["vector_rounds"], log=log
+    )
+
+
+def mcp(p: dict[str, Any], tmp: Path, log: Log, skip_peer: bool = False) -> dict[str, Any]:
+    import anyio
+    import mcp_latency
+    import mcp_peer
+
+    result = mcp_peer.run(
+        p["mcp"],
+        searches=p["mcp_searches"],
+        cap=p["mcp_cap"],
+        with_peer=not skip_peer,
+        log=log,
+    )
+    log(f"mcp: SDK floor, {p['mcp_floor_calls']:,} trivial calls")
+    floor = anyio.run(mcp_latency.floor_round_trips, p["mcp_floor_calls"])
+    result["sdk_floor"] = {
+        "calls": len(floor),
+        "p50": statistics.median(floor),
+        "p99": mcp_peer.percentile(floor, 0.99),
+    }
+    return result
+
+
+def text_latency(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    """``query(text=...)`` p50/p99 on synthetic records embedded with the built-in model."""
+    import random
+
+    from _shared import DOMAINS, TAGS, generate
+
+    from prime_memory_folding import MemoryEngine
+
+    n = p["text_records"]
+    log(f"text query: storing {n:,} records (built-in embedder)")
+    records = generate(n, 11)
+    with MemoryEngine(tmp / "text.db", embedder="builtin") as engine:
+        started = time.perf_counter()
+        for start in range(0, n, 10_000):
+            engine.store_many(r.as_item() for r in records[start : start + 10_000])
+        store_seconds = time.perf_counter() - started
+        rng = random.Random(11)
+        texts = [
+            f"about {rng.choice(TAGS)} in {rng.choice(DOMAINS)}" for _ in range(p["text_queries"])
+        ]
+        engine.query(text=texts[0], limit=10)  # loads the model before the clock starts
+        latencies = []
+        empty = 0
+        for text in texts:
+            t0 = time.perf_counter()
+            hits = engine.query(text=text, limit=10)
+            latencies.append(time.perf_counter() - t0)
+            empty += not hits
+    return {
+        "records": n,
+        "queries": len(texts),
+        "store_seconds": store_seconds,
+        "empty_answers": empty,
+        "p50": statistics.median(latencies),
+        "p99": sorted(latencies)[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def recall(p: dict[str, Any], tmp: Path, log: Log, with_locomo: bool = True) -> dict[str, Any]:
+    result: dict[str, Any] = {"text_latency": text_latency(p, tmp, log)}
+    if with_locomo:
+        import locomo_recall
+
+        if not locomo_recall.DEFAULT_DATA.is_file():
+            result["locomo"] = {"failed": f"no LoCoMo data at {locomo_recall.DEFAULT_DATA}"}
+        else:
+            log("recall: LoCoMo (BM25, dense, hybrid)")
+            result["locomo"] = script("locomo_recall.py", ["--no-st"], tmp / "locomo.json")
+    return result
+
+
+def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    import fold
+    import mcp_latency
+
+    times = []
+    for n in p["fold"]:
+        log(f"fold: {n:,} records")
+        folder = tmp / f"fold-{n}"
+        folder.mkdir()
+        seconds, report = fold.time_fold(n, 7, folder)
+        times.append({"records": n, "seconds": seconds, "after": report.records_after})
+    log("fold: merge quality")
+    (tmp / "quality").mkdir()
+    precision, recall_, predicted, truth = fold.merge_quality(7, tmp / "quality")
+    log("start-up: spawn to initialize reply")
+    ours_cmd = [*mcp_latency.SERVER, "--store"]
+    ours = [
+        mcp_latency.time_to_initialize([*ours_cmd, str(tmp / f"s{i}.db")])
+        for i in range(p["starts"])
+    ]
+    bare = [mcp_latency.time_to_initialize(mcp_latency.FLOOR_SERVER) for _ in range(p["starts"])]
+    log("start-up: import time")
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+
+    def timed(code: str) -> float:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        return time.perf_counter() - started
+
+    imports = [timed("import prime_memory_folding") for _ in range(p["imports"])]
+    bare_python = [timed("pass") for _ in range(p["imports"])]
+    return {
+        "fold": times,
+        "merge_quality": {
+            "precision": precision,
+            "recall": recall_,
+            "pairs": predicted,
+            "true_pairs": truth,
+        },
+        "startup": {
+            "ours": statistics.median(ours),
+            "bare_sdk": statistics.median(bare),
+            "runs": p["starts"],
+        },
+        "import": {
+            "package": statistics.median(imports),
+            "bare_python": statistics.median(bare_python),
+            "runs": p["imports"],
+        },
+    }
+
+
+def ingest(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    log("ingest: store_many, single stores, vectors")
+    return script("ingest.py", [*p["ingest"], "--dir", str(tmp)], tmp / "ingest.json")
+
+
+def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    out = {}
+    for name, args in (("soak.py", p["soak"]), ("crash_soak.py", p["crash_soak"])):
+        log(f"soak: {name} {' '.join(args)}")
+        started = time.perf_counter()
+        out[name] = script(name, args, tmp / f"{name}.json")
+        out[name]["args"] = " ".join(args)
+        out[name]["wall_seconds"] = time.perf_counter() - started
+    return out
+
+
+# -- the run --------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes; under 5 minutes")
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results", help="results folder")
+    parser.add_argument(
+        "--charts-dir", type=Path, help="also write the charts here (e.g. docs/charts)"
+    )
+    parser.add_argument(
+        "--skip", nargs="+", choices=SECTIONS, default=[], help="sections to leave out"
+    )
+    parser.add_argument(
+        "--no-peer", action="store_true", help="no reference server (no Node needed)"
+    )
+    parser.add_argument(
+        "--mcp-cap", type=float, help="seconds per MCP system and phase before it is stopped"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import _report
+
+    profile_name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    p = dict(PROFILES[profile_name])
+    if args.mcp_cap is not None:
+        p["mcp_cap"] = args.mcp_cap
+    log = Log(args.quiet)
+    results: dict[str, Any] = {
+        "profile": profile_name,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": _report.machine(),
+        "sections": {},
+    }
+    runners: dict[str, Callable[[dict[str, Any], Path, Log], dict[str, Any]]] = {
+        "structure": structure,
+        "vector": vector,
+        "mcp": lambda p, tmp, log: mcp(p, tmp, log, skip_peer=args.no_peer),
+        "recall": lambda p, tmp, log: recall(p, tmp, log, with_locomo=not args.smoke),
+        "fold": fold_and_startup,
+        "ingest": ingest,
+        "soak": soak,
+    }
+    chosen = [s for s in SECTIONS if s not in args.skip]
+    started = time.perf_counter()
+    for number, name in enumerate(chosen, 1):
+        log(f"section {number}/{len(chosen)}: {name}")
+        with tempfile.TemporaryDirectory(prefix=f"pmf-all-{name}-") as tmp:
+            try:
+                results["sections"][name] = runners[name](p, Path(tmp), log)
+            except Exception as exc:  # one broken section must not lose the others
+                results["sections"][name] = {
+                    "failed": f"{type(exc).__name__}: {exc}",
+                    "output": traceback.format_exc().splitlines()[-8:],
+                }
+    results["seconds"] = time.perf_counter() - started
+    results["machine"]["load_after"] = _report.load_average()
+    results["targets"] = _report.targets(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results["charts"] = _report.charts(
+        results, [args.out, *([args.charts_dir] if args.charts_dir else [])]
+    )
+    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (args.out / "report.md").write_text(_report.markdown(results))
+    log(f"done in {results['seconds']:.0f} s: {args.out / 'report.md'}")
+    failed = [n for n, s in results["sections"].items() if _report.section_failed(s)]
+    soaks = results["sections"].get("soak", {})
+    failed += [n for n, r in soaks.items() if isinstance(r, dict) and not r.get("ok")]
+    if failed:
+        print(f"failed sections: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""Exact vector top-k: this engine against the numpy floor and sqlite-vec.
+
+For each size N, stores N random 256-dimensional vectors (one record each, no
+text embedding) and asks for the 10 nearest by cosine similarity to Q random
+query vectors, three ways:
+
+- engine: ``MemoryEngine.query(vector=q, limit=10)``, records and all;
+- numpy floor: one matrix-vector product over the normalised matrix, then
+  ``argpartition`` and a sort of the 10 best; nothing can be faster exactly;
+- sqlite-vec: a ``vec0`` table with ``distance_metric=cosine``, loaded into
+  SQLite through ``apsw`` (the standard ``sqlite3`` module here cannot load
+  extensions); reported as unavailable, with the reason, when it cannot load.
+
+Before timing, all three must return the same 10 ids for every query (an id may
+differ only where two scores tie within float32 rounding); otherwise the
+script exits with status 1. Timing rotates the order of the systems for every
+query and round; a system's time is the median over queries of each query's
+median over rounds. The target, at 100,000 vectors: the engine within 1.5x of
+the numpy floor. The script also times the engine's steps on their own
+(cosine scores, top-k, building hits) to show where its time goes.
+
+Run from the repository root::
+
+    python3 benchmarks/vector_topk.py --sizes 10000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import _shared  # also puts the checkout on sys.path
+import numpy as np
+
+from prime_memory_folding import MemoryEngine
+
+DIM = 256
+K = 10
+TARGET_RECORDS = 100_000
+TARGET_RATIO = 1.5
+ENGINE, FLOOR, SQLITE_VEC = "engine", "numpy floor", "sqlite-vec"
+#: Scores closer than this count as a tie when checking agreement.
+TIE = 1e-5
+EXIT_MISMATCH = 1
+
+System = Callable[[np.ndarray], list[int]]
+
+
+def make_vectors(count: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((count, DIM), dtype=np.float32)
+
+
+def normalised(matrix: np.ndarray) -> np.ndarray:
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def floor_system(unit: np.ndarray) -> System:
+    def run(query: np.ndarray) -> list[int]:
+        q = query / np.linalg.norm(query)
+        scores = unit @ q
+        best = np.argpartition(-scores, K - 1)[:K]
+        return best[np.argsort(-scores[best])].tolist()
+
+    return run
+
+
+def engine_system(engine: MemoryEngine, row_of: dict[str, int]) -> System:
+    def run(query: np.ndarray) -> list[int]:
+        return [row_of[hit.record.record_id] for hit in engine.query(vector=query, limit=K)]
+
+    return run
+
+
+def sqlite_vec_system(unit: np.ndarray) -> tuple[System | None, str, Any]:
+    """A ``vec0`` table of the vectors, or (None, why not, None)."""
+    try:
+        import apsw
+        import sqlite_vec
+    except ImportError as exc:
+        return None, f"not installed ({exc.name}); pip install apsw sqlite-vec", None
+    try:
+        db = apsw.Connection(":memory:")
+        db.enable_load_extension(True)
+        db.load_extension(sqlite_vec.loadable_path())
+        version = db.execute("SELECT vec_version()").fetchone()[0]
+        db.execute(
+            f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}] distance_metric=cosine)"
+        )
+        with db:
+            db.executemany(
+                "INSERT INTO v(rowid, embedding) VALUES (?, ?)",
+                ((i, row.tobytes()) for i, row in enumerate(unit)),
+            )
+    except Exception as exc:  # any failure to load or fill is reported, not raised
+        return None, f"failed to load: {type(exc).__name__}: {exc}", None
+    sql = "SELECT rowid FROM v WHERE embedding MATCH ? AND k = ? ORDER BY distance"
+
+    def run(query: np.ndarray) -> list[int]:
+        q = (query / np.linalg.norm(query)).astype(np.float32)
+        return [row[0] for row in db.execute(sql, (q.tobytes(), K))]
+
+    return run, f"sqlite-vec {version} on SQLite {apsw.sqlite_lib_version()} via apsw", db
+
+
+def disagreements(queries: np.ndarray, unit: np.ndarray, systems: dict[str, System]) -> list[str]:
+    """Queries where a system's top-k differs from the floor's, ties aside."""
+    problems = []
+    for qi, query in enumerate(queries):
+        scores = unit @ (query / np.linalg.norm(query))
+        expected = systems[FLOOR](query)
+        kth = float(scores[expected[-1]])
+        for name, run in systems.items():
+            got = run(query)
+            if got == expected:
+                continue
+            differing = set(got) ^ set(expected)
+            if len(got) != K or any(abs(float(scores[i]) - kth) > TIE for i in differing):
+                problems.append(f"{name} disagrees on query {qi}: {got} vs {expected}")
+    return problems
+
+
+def time_systems(queries: np.ndarray, systems: dict[str, System], rounds: int) -> dict[str, float]:
+    names = list(systems)
+    samples: dict[str, list[list[float]]] = {n: [[] for _ in queries] for n in names}
+    gc.collect()
+    gc.disable()
+    try:
+        for rnd in range(rounds):
+            for qi, query in enumerate(queries):
+                shift = (rnd + qi) % len(names)
+                for name in names[shift:] + names[:shift]:
+                    started = time.perf_counter()
+                    systems[name](query)
+                    samples[name][qi].append(time.perf_counter() - started)
+    finally:
+        gc.enable()
+    return {n: statistics.median(statistics.median(s) for s in samples[n]) for n in names}
+
+
+def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict[str, float]:
+    """Median seconds of each step of an unfiltered vector query, on its own."""
+    from prime_memory_folding.query import rank_by_vector, top_k
+
+    index = engine._index  # a benchmark may look inside
+    steps: dict[str, list[float]] = {"cosine": [], "top_k": [], "rank_by_vector": [], "hits": []}
+    for _ in range(rounds):
+        for query in queries:
+            unit = (query / np.linalg.norm(query)).astype(np.float32)
+            started = time.perf_counter()
+            scores = index.cosine(None, unit)
+            steps["cosine"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            top_k(scores, K)
+            steps["top_k"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            ranked = rank_by_vector(index, None, unit, K, now=time.time())
+            steps["rank_by_vector"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            engine._hits(ranked)
+            steps["hits"].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in steps.items()}
+
+
+def run_size(
+    count: int, queries: int, rounds: int, seed: int, folder: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Store, check agreement, time; one size's results (``agreement`` False on a mismatch)."""
+    matrix = make_vectors(count, seed)
+    unit = normalised(matrix)
+    query_vectors = make_vectors(queries, seed + 1)
+    log(f"vector top-{K}: storing {count:,} vectors")
+    with MemoryEngine(folder / f"vectors-{count}.db", embedder="none") as engine:
+        started = time.perf_counter()
+        row_of: dict[str, int] = {}
+        for start in range(0, count, 10_000):
+            stored = engine.store_many(
+                {"content": f"vector {i}", "vector": matrix[i]}
+                for i in range(start, min(count, start + 10_000))
+            )
+            row_of.update((rec.record_id, start + j) for j, rec in enumerate(stored))
+        store_seconds = time.perf_counter() - started
+        systems: dict[str, System] = {
+            FLOOR: floor_system(unit),
+            ENGINE: engine_system(engine, row_of),
+        }
+        log(f"vector top-{K}: loading {count:,} vectors into sqlite-vec")
+        vec, vec_note, vec_db = sqlite_vec_system(unit)
+        if vec is not None:
+            systems[SQLITE_VEC] = vec
+        problems = disagreements(query_vectors, unit, systems)
+        result: dict[str, Any] = {
+            "records": count,
+            "dim": DIM,
+            "k": K,
+            "queries": queries,
+            "rounds": rounds,
+            "store_seconds": store_seconds,
+            "sqlite_vec": vec_note if vec is not None else None,
+            "sqlite_vec_unavailable": None if vec is not None else vec_note,
+            "agreement": not problems,
+            "problems": problems[:10],
+        }
+        if problems:
+            return result
+        log(f"vector top-{K}: timing {count:,} vectors")
+        medians = time_systems(query_vectors, systems, rounds)
+        result["median_seconds"] = medians
+        result["ratio_vs_floor"] = {n: t / medians[FLOOR] for n, t in medians.items()}
+        result["engine_steps"] = engine_steps(engine, query_vectors, rounds)
+        if vec_db is not None:
+            vec_db.close()
+    return result
+
+
+def run(
+    sizes: Sequence[int],
+    *,
+    queries: int = 20,
+    rounds: int = 5,
+    seed: int = 3,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every size in turn; the results as one JSON-ready mapping."""
+    with tempfile.TemporaryDirectory(prefix="pmf-vec-") as tmp:
+        results = [run_size(n, queries, rounds, seed, Path(tmp), log) for n in sizes]
+    return {"benchmark": "vector_topk", "sizes": results}
+
+
+def target(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The engine/floor ratio at the target size, else at the largest size run."""
+    runs = [r for r in results["sizes"] if r["agreement"]]
+    if not runs:
+        return None
+    chosen = next(
+        (r for r in runs if r["records"] == TARGET_RECORDS), max(runs, key=lambda r: r["records"])
+    )
+    ratio = chosen["ratio_vs_floor"][ENGINE]
+    return {"records": chosen["records"], "ratio": ratio, "pass": ratio <= TARGET_RATIO}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    results = run(args.sizes, queries=args.queries, rounds=args.rounds, seed=args.seed, log=log)
+    status = 0
+    for r in results["sizes"]:
+        if not r["agreement"]:
+            print(f"{r['records']:>9,} vectors: agreement FAILED")
+            for problem in r["problems"]:
+                print(f"  {problem}")
+            status = EXIT_MISMATCH
+            continue
+        cells = "  ".join(
+            f"{name} {_shared.fmt_ms(t)} ({r['ratio_vs_floor'][name]:.2f}x)"
+            for name, t in r["median_seconds"].items()
+        )
+        print(f"{r['records']:>9,} vectors: agreement OK  {cells}")
+        if r["sqlite_vec_unavailable"]:
+            print(f"  sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
+        steps = "  ".join(f"{k} {_shared.fmt_ms(v)}" for k, v in r["engine_steps"].items())
+        print(f"  engine steps: {steps}")
+    verdict = target(results)
+    if verdict:
+        print(
+            f"target: engine <= {TARGET_RATIO}x the numpy floor at {verdict['records']:,} vectors: "
+            f"{verdict['ratio']:.2f}x  {_shared.verdict(verdict['pass'])}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
