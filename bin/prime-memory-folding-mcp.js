@@ -7,6 +7,7 @@
 "use strict";
 
 const { spawn, spawnSync } = require("node:child_process");
+const path = require("node:path");
 
 const MODULE = "prime_memory_folding.mcp_server";
 const CHECK = [
@@ -16,7 +17,8 @@ const CHECK = [
 ];
 const FIX =
   "prime-memory-folding-mcp: the Python package is missing; run " +
-  "`python3 -m pip install prime-memory-folding` (or set PRIME_MEMORY_PYTHON to a Python that has it)";
+  `\`python3 -m pip install ${path.resolve(__dirname, "..")}\`` +
+  " (or set PRIME_MEMORY_PYTHON to a Python that has it)";
 
 function candidates() {
   const chosen = process.env.PRIME_MEMORY_PYTHON;

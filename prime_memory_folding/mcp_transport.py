@@ -36,6 +36,7 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
+    JSONRPCRequest,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -76,8 +77,14 @@ def classify_line(line: bytes) -> SessionMessage | JSONRPCError | None:
     except ValidationError:
         pass  # Fall through to find out which error to answer; this path is rare.
     else:
-        # A request whose id is unusable would otherwise pass as a notification.
-        if not (isinstance(message, JSONRPCNotification) and b'"id"' in line):
+        # A request whose id is unusable would otherwise pass as a notification,
+        # and one that also carries "result" or "error" as a response.
+        ambiguous = (isinstance(message, JSONRPCNotification) and b'"id"' in line) or (
+            not isinstance(message, (JSONRPCRequest, JSONRPCNotification))
+            and b'"method"' in line
+            and "method" in json.loads(line)
+        )
+        if not ambiguous:
             return SessionMessage(message)
     if not line.strip():
         return None
@@ -108,6 +115,8 @@ def classify_line(line: bytes) -> SessionMessage | JSONRPCError | None:
         detail = 'the "jsonrpc" member must be exactly "2.0"'
     elif "method" in obj and not isinstance(obj["method"], str):
         detail = 'the "method" member must be a string'
+    elif "method" in obj and ("result" in obj or "error" in obj):
+        detail = 'a request cannot also carry "result" or "error"'
     elif "id" in obj and _usable_id(obj) is None:
         detail = 'the "id" member must be a string or an integer, and never null'
     elif "params" in obj and not isinstance(obj["params"], dict):

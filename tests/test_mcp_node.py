@@ -227,5 +227,5 @@ def test_launcher_explains_a_missing_package(node: str, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode != 0
-    assert "pip install prime-memory-folding" in done.stderr
+    assert f"pip install {LAUNCHER.resolve().parent.parent}" in done.stderr
     assert done.stderr.count("\n") == 1
