@@ -41,7 +41,7 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
     """Seconds for one ``store_many`` call of ``items`` into a new store at ``path``."""
     if not quiet and len(items) >= 20_000:
         print(f"storing {len(items):,} records in one store_many call...", file=sys.stderr)
-    with MemoryEngine(path) as engine:
+    with MemoryEngine(path, embedder="none") as engine:
         started = time.perf_counter()
         engine.store_many(items)
         return time.perf_counter() - started
@@ -50,7 +50,7 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
 def singles(path: Path, items: list[dict[str, Any]], quiet: bool) -> list[float]:
     """Seconds for each of ``len(items)`` single ``store`` calls into the store at ``path``."""
     latencies = []
-    with MemoryEngine(path) as engine:
+    with MemoryEngine(path, embedder="none") as engine:
         progress = Progress("single stores", len(items), enabled=not quiet and len(items) >= 2_000)
         for done, item in enumerate(items, 1):
             started = time.perf_counter()
@@ -62,7 +62,7 @@ def singles(path: Path, items: list[dict[str, Any]], quiet: bool) -> list[float]
 
 
 def count(path: Path) -> int:
-    with MemoryEngine(path) as engine:
+    with MemoryEngine(path, embedder="none") as engine:
         return engine.stats().records
 
 

@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = generate(args.records, args.seed)
     with tempfile.TemporaryDirectory(prefix="pmf-bench-") as tmp:
         path = args.store or Path(tmp) / "structure.db"
-        with MemoryEngine(path) as engine:
+        with MemoryEngine(path, embedder="none") as engine:
             started = time.perf_counter()
             stored = ingest(engine, records, args.quiet)
             ingest_seconds = time.perf_counter() - started
