@@ -9,8 +9,12 @@
    paraphrases (and related but distinct families as hard negatives), folded
    at the default policy. Pair precision and recall over records that share a
    folded record (targets: precision >= 0.95, recall >= 0.8).
-3. Fold safety on LoCoMo: recall@10 before and after a default fold. Runs only
-   when the store can answer text queries.
+3. Fold safety on LoCoMo: recall@10 of the default hybrid before and after a
+   default fold, one store per conversation (built as in locomo_recall.py); a
+   folded record counts as its members' dialog turns. Target: after within 1
+   point of before. Runs only when the store can answer text queries and the
+   file (``--locomo``, default as in locomo_recall.py) exists; ``--skip-locomo``
+   leaves it out.
 
 Run from the repository root::
 
@@ -30,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import _shared  # noqa: F401  (puts the checkout on sys.path)
+import locomo_recall
 import numpy as np
 
 from prime_memory_folding import FoldPolicy, MemoryEngine, NotAvailable
+from prime_memory_folding.errors import PrimeMemoryError
 
 DIM = 256
 DOMAINS = tuple(f"domain{i:02d}" for i in range(10))
@@ -170,9 +176,12 @@ def merge_quality(seed: int, folder: Path) -> tuple[float, float, int, int]:
 
 
 # -- fold safety on LoCoMo (R@10 before/after a default fold) --------------------------
-# Runs only when the store answers text queries. To wire: load LoCoMo's
-# conversations as records and its questions with their evidence turns, then
-# compare recall@10 of ``query(text=question)`` before and after ``fold()``.
+# Runs only when the store answers text queries. Loading, gold normalisation, the
+# store and the ranking are locomo_recall's: one store per conversation (default
+# hybrid, builtin embedder, clock at the session dates), R@10 of
+# ``query(text=question)`` before and after ``fold(now=<the last session's date>)``
+# at the default policy. After the fold a folded record stands for its members'
+# dialog turns, found through its ``metadata["folded_from"]`` ids.
 
 
 def text_recall_available(folder: Path) -> bool:
@@ -185,10 +194,66 @@ def text_recall_available(folder: Path) -> bool:
     return True
 
 
-def locomo_fold_safety(folder: Path) -> str:
+def dialog_ids_after_fold(
+    engine: MemoryEngine, dia_of: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """Record id -> dialog ids for every live record, folded ones through their members."""
+    known = dict(dia_of)
+
+    def resolve(rid: str, seen: frozenset[str]) -> list[str]:
+        if rid in known:
+            return known[rid]
+        dias: list[str] = []
+        if rid not in seen:
+            try:
+                members = engine.get(rid).metadata.get("folded_from") or ()
+            except PrimeMemoryError:
+                members = ()
+            for member in members:
+                dias.extend(d for d in resolve(str(member), seen | {rid}) if d not in dias)
+        known[rid] = dias
+        return dias
+
+    return {rid: resolve(rid, frozenset()) for rid in engine.match_ids()}
+
+
+def mean_r10(rows: list[tuple[int, dict[int, float]]]) -> float:
+    return 100 * sum(r[10] for _, r in rows) / len(rows) if rows else 0.0
+
+
+def locomo_fold_safety(folder: Path, data: Path) -> tuple[list[str], bool]:
+    """Lines to print, and whether R@10 after the fold is within 1 point of before."""
     if not text_recall_available(folder):
-        return "SKIP: text recall (query(text=...)) is not available in this store"
-    return "SKIP: LoCoMo loading is not wired yet"
+        return ["SKIP: text recall (query(text=...)) is not available in this store"], True
+    if not data.is_file():
+        return [f"SKIP: no LoCoMo file at {data} (give one with --locomo)"], True
+    convs = locomo_recall.load(data)
+    before: list[tuple[int, dict[int, float]]] = []
+    after: list[tuple[int, dict[int, float]]] = []
+    folded = created = records = pruned = 0
+    for conv in convs:
+        if not conv.turns:
+            continue
+        engine, dia_of = locomo_recall.build(conv, "builtin")
+        with engine:
+            before.extend(locomo_recall.recalls(engine, dia_of, conv, locomo_recall.by_text))
+            report = engine.fold(now=conv.turns[-1][2])
+            folded += report.folded
+            created += report.created
+            records += report.records_before
+            pruned += report.pruned
+            mapped = dialog_ids_after_fold(engine, dia_of)
+            after.extend(locomo_recall.recalls(engine, mapped, conv, locomo_recall.by_text))
+    r_before, r_after = mean_r10(before), mean_r10(after)
+    diff = r_after - r_before
+    ok = diff >= -1.0
+    return [
+        f"{len(convs)} conversations, {records:,} records, {len(before):,} questions; "
+        f"fold pruned {pruned:,}, merged {folded:,} into {created:,}",
+        f"R@10 before {r_before:5.1f}",
+        f"R@10 after  {r_after:5.1f}",
+        f"difference  {diff:+5.1f} points (target: within 1 point)  {'PASS' if ok else 'MISS'}",
+    ], ok
 
 
 # -- end fold safety on LoCoMo -----------------------------------------------------------
@@ -199,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs=2, default=[10_000, 100_000])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quiet", action="store_true", help="accepted for the smoke tests")
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=locomo_recall.DEFAULT_DATA,
+        help="a LoCoMo-format JSON file for the fold-safety check",
+    )
+    parser.add_argument("--skip-locomo", action="store_true", help="skip the LoCoMo fold safety")
     args = parser.parse_args(argv)
     small, large = args.sizes
     ok = True
@@ -229,8 +301,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pair precision {precision:.3f} ({predicted} pairs)  {'PASS' if p_ok else 'MISS'}")
         print(f"  pair recall    {recall:.3f} ({truth} pairs)  {'PASS' if r_ok else 'MISS'}")
         print("fold safety on LoCoMo (R@10 before/after a default fold)")
-        print(f"  {locomo_fold_safety(folder)}")
-        ok = ratio_ok and time_ok and p_ok and r_ok
+        if args.skip_locomo:
+            lines, locomo_ok = ["SKIP: --skip-locomo"], True
+        else:
+            lines, locomo_ok = locomo_fold_safety(folder, args.locomo)
+        for line in lines:
+            print(f"  {line}")
+        ok = ratio_ok and time_ok and p_ok and r_ok and locomo_ok
     return 0 if ok else 1
 
 
