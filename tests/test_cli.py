@@ -327,3 +327,21 @@ def test_main_is_the_console_entry_point() -> None:
         main(["--version"])
     assert stopped.value.code == 0
     assert isinstance(cli, click.Group)
+
+
+def test_reembed_moves_the_store_into_the_builtin_space(run: Any) -> None:
+    _store(run, "We deploy on Fridays after the freeze lifts")
+    assert json.loads(run("stats", "--json").stdout)["embedding_space"] is None
+    result = run("reembed", "--embedder", "builtin")
+    assert result.exit_code == 0, result.output
+    assert "re-embedded 1 memories" in result.stdout
+    assert json.loads(run("stats", "--json").stdout)["embedding_space"].startswith("builtin:")
+
+
+def test_reembed_with_a_missing_model_is_one_line_and_changes_nothing(
+    run: Any, tmp_path: Path
+) -> None:
+    _store(run, "We deploy on Fridays")
+    result = run("reembed", "--embedder", f"model2vec:{tmp_path / 'no-such-model'}")
+    _one_line_error(result, "no-such-model")
+    assert json.loads(run("stats", "--json").stdout)["embedding_space"] is None

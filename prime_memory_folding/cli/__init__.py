@@ -13,7 +13,7 @@ import click
 
 from .. import __version__
 from ._common import STORE_HELP, Group, _remember_store, examples
-from .maintenance import doctor, fold, restore, unfold
+from .maintenance import doctor, fold, reembed, restore, unfold
 from .records import encode, forget, get, query, stats, store, update
 from .setup import demo, ide_config, serve
 from .transfer import export, import_
@@ -56,6 +56,7 @@ for command in (
     fold,
     unfold,
     restore,
+    reembed,
     doctor,
     export,
     import_,

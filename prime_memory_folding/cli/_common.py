@@ -67,13 +67,24 @@ def store_path(ctx: click.Context) -> str | None:
 
 
 @contextlib.contextmanager
-def open_engine(ctx: click.Context) -> Iterator[MemoryEngine]:
+def open_engine(ctx: click.Context, embedder: str | None = None) -> Iterator[MemoryEngine]:
     """Open the chosen store; tests may inject ``clock`` through ``obj``."""
     from ..engine import MemoryEngine
 
     obj = ctx.find_root().obj or {}
-    with MemoryEngine(store_path(ctx), clock=obj.get("clock")) as engine:
+    with MemoryEngine(store_path(ctx), clock=obj.get("clock"), embedder=embedder) as engine:
         yield engine
+
+
+@contextlib.contextmanager
+def working(label: str) -> Iterator[None]:
+    """A spinner on a terminal (stderr) for work that cannot count its steps."""
+    err = console(stderr=True)
+    if not err.is_terminal:
+        yield
+        return
+    with err.status(label):
+        yield
 
 
 def clock_of(ctx: click.Context) -> Callable[[], float]:

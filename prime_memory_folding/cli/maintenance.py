@@ -7,7 +7,17 @@ from typing import Any
 
 import click
 
-from ._common import console, echo_json, examples, jsonable, needs, open_engine, store_option
+from ._common import (
+    console,
+    echo_json,
+    examples,
+    jsonable,
+    needs,
+    open_engine,
+    progress,
+    store_option,
+    working,
+)
 
 _NO_FOLDING = "folding"
 _LIST_PREVIEW = 10
@@ -60,13 +70,35 @@ def show_report(title: str, report: Any) -> None:
 @examples("prime-memory fold --dry-run", "prime-memory fold")
 def fold(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Decay, prune and merge memories; folded records go to the archive, never lost."""
-    with open_engine(ctx) as engine:
+    with open_engine(ctx) as engine, working("folding..."):
         run = needs(engine, "fold", _NO_FOLDING)
         report = run(dry_run=dry_run)
     if as_json:
         echo_json(report)
     else:
         show_report("fold (dry run: nothing changed)" if dry_run else "fold", report)
+
+
+@click.command()
+@click.option(
+    "--embedder",
+    "spec",
+    default=None,
+    help="The embedder to move to: builtin, model2vec:PATH, sentence-transformers:NAME, "
+    "openai:URL#MODEL. Default: PRIME_MEMORY_EMBEDDER, else builtin.",
+)
+@store_option
+@click.pass_context
+@examples("prime-memory reembed", "prime-memory reembed --embedder model2vec:/models/my-model")
+def reembed(ctx: click.Context, spec: str | None) -> None:
+    """Embed every memory again with another model, in one transaction (all or nothing)."""
+    import os
+
+    target = spec or os.environ.get("PRIME_MEMORY_EMBEDDER") or "builtin"
+    with open_engine(ctx, embedder="none") as engine, progress("re-embedding") as advance:
+        count = engine.reembed(target, progress=advance)
+        space = engine.stats().embedding_space
+    click.echo(f"re-embedded {count} memories; embedding space is now {space}")
 
 
 @click.command()
