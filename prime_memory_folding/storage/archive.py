@@ -7,7 +7,6 @@ record is byte-for-byte the record that left.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .base import StoredRow
-from .sqlite import _RECORD_COLUMNS, SQLiteStorage, _chunks, _stored_row, _translate
+from .sqlite import (
+    _RECORD_COLUMNS,
+    SQLiteStorage,
+    _chunks,
+    _parse_tags,
+    _stored_row,
+    _translate,
+)
 
 __all__ = [
     "ArchiveEntry",
@@ -104,13 +110,9 @@ def bulk_cache(storage: SQLiteStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[N
 def snapshot_rows(storage: SQLiteStorage) -> list[SnapshotRow]:
     """Every live record, as folding needs it."""
     rows: list[SnapshotRow] = []
-    # Few distinct tag sets recur across many records: parse each once.
-    tag_sets: dict[str, tuple[str, ...]] = {}
     for r in storage.db.execute(_SNAPSHOT_SQL):
         blob = r[12]
-        tags = tag_sets.get(r[3])
-        if tags is None:
-            tags = tag_sets[r[3]] = tuple(json.loads(r[3]))
+        tags = _parse_tags(r[3])
         rows.append(
             SnapshotRow(
                 record_id=r[0],
