@@ -143,6 +143,8 @@ def run(store: Path, kills: int, seed: int, fold_share: float) -> dict[str, Any]
             line = lines.get(timeout=TIMEOUT)
             if line is None:
                 break
+            if not line.endswith("\n"):
+                continue  # cut short by the kill: never a whole acknowledgement
             word, *rest = line.split()
             if word == "ack":
                 acked.append(rest[0])
