@@ -97,7 +97,7 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store),
-         "--transport", "streamable-http", "--port", "0", "--token", token],
+         "--transport", "streamable-http", "--port", "0", f"--token={token}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     lines: queue.Queue[bytes] = queue.Queue()
@@ -109,10 +109,13 @@ def start_server(
         lines.put(b"")
 
     threading.Thread(target=drain, daemon=True).start()
+    seen: list[bytes] = []
     while True:
         line = lines.get(timeout=TIMEOUT)
         if not line:
-            raise RuntimeError("the server exited before it was ready")
+            said = b"".join(seen[-10:]).decode(errors="replace").strip()
+            raise RuntimeError(f"the server exited before it was ready: {said or 'no output'}")
+        seen.append(line)
         if b"serving streamable HTTP on" in line:
             return proc, int(line.decode().rsplit(":", 1)[1].split("/")[0])
 

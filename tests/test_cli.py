@@ -270,23 +270,24 @@ def test_ide_config_rejects_an_unknown_client(run: Any) -> None:
 def test_serve_passes_the_store_and_transport_to_the_server(
     run: Any, monkeypatch: pytest.MonkeyPatch, store_path: Path
 ) -> None:
+    from prime_memory_folding.mcp_server import _parser
+
     seen: list[list[str]] = []
     fake = types.ModuleType("prime_memory_folding.mcp_server")
     fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp_server", fake)
-    assert run("serve", "--transport", "http", "--port", "9000").exit_code == 0
-    assert seen == [
-        [
-            "--transport",
-            "streamable-http",
-            "--store",
-            str(store_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "9000",
-        ]
-    ]
+    # A token that starts with "-" must still reach the server as a value.
+    result = run("serve", "--transport", "http", "--port", "9000", "--token=-secret")
+    assert result.exit_code == 0
+    [argv] = seen
+    parsed = _parser().parse_args(argv)
+    assert (parsed.transport, parsed.store, parsed.host, parsed.port, parsed.token) == (
+        "streamable-http",
+        str(store_path),
+        "127.0.0.1",
+        9000,
+        "-secret",
+    )
 
 
 def test_serve_without_the_server_module_is_one_line(

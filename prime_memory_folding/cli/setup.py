@@ -61,11 +61,11 @@ def serve(ctx: click.Context, transport: str, host: str, port: int, token: str |
     argv = ["--transport", "stdio" if transport == "stdio" else "streamable-http"]
     path = store_path(ctx)
     if path is not None:
-        argv += ["--store", path]
+        argv.append(f"--store={path}")
     if transport == "http":
-        argv += ["--host", host, "--port", str(port)]
+        argv += [f"--host={host}", f"--port={port}"]
         if token is not None:
-            argv += ["--token", token]
+            argv.append(f"--token={token}")
     ctx.exit(int(module.main(argv) or 0))
 
 
