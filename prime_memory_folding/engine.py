@@ -48,6 +48,19 @@ CHANGE_LOG_KEEP = 50_000
 _STORE_FIELDS = frozenset(
     {"content", "domain", "subdomain", "tags", "importance", "vector", "metadata", "instance_key"}
 )
+#: Distinct label gates remembered before the memo starts afresh.
+_GATE_CACHE_SIZE = 1024
+
+
+def _as_tuple(labels: object) -> tuple[object, ...] | None:
+    """A tuple or list of labels as a tuple (a memo key part); None for anything else."""
+    if type(labels) is tuple:
+        return labels
+    if type(labels) is list:
+        return tuple(labels)
+    return None
+
+
 _UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector"})
 
 
@@ -140,6 +153,8 @@ class MemoryEngine:
         self._index = StructuralIndex()
         # A label's prime never changes, so tag-set lookups can be cached for good.
         self._tag_prime_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
+        # Label gates already turned into primes; cleared whenever a label is added.
+        self._gate_cache: dict[tuple[object, ...], TagQuery | None] = {}
         self._writes = 0
         self._primes: dict[Kind, dict[str, int]] = {}
         self._labels: dict[Kind, dict[int, str]] = {}
@@ -196,6 +211,7 @@ class MemoryEngine:
 
     def _set_primes(self, primes: dict[Kind, dict[str, int]]) -> None:
         self._primes = primes
+        self._gate_cache = {}
         self._labels = {
             kind: {p: label for label, p in table.items()} for kind, table in primes.items()
         }
@@ -538,6 +554,7 @@ class MemoryEngine:
                 if label not in self._primes[kind]:
                     self._primes[kind][label] = prime
                     self._labels[kind][prime] = label
+                    self._gate_cache = {}
 
     def _allocate(
         self, planned: Sequence[tuple[str, _Item]], primes: dict[Kind, dict[str, int]]
@@ -646,8 +663,40 @@ class MemoryEngine:
         exclude_tags: Iterable[str],
         min_strength: float,
     ) -> TagQuery | None:
-        """Labels turned into primes; None when an unknown label means nothing can match."""
+        """Labels turned into primes; None when an unknown label means nothing can match.
+
+        Label lookups are memoised per distinct set of labels until the next
+        label is added, so a repeated query skips normalising and resolving.
+        """
         strength = check_unit_interval("min_strength", min_strength)
+        frozen = (_as_tuple(tags), _as_tuple(any_tags), _as_tuple(exclude_tags))
+        labels: TagQuery | None
+        if None in frozen:  # a set, a generator or a bad value: resolve it uncached
+            labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
+        else:
+            key = (domain, subdomain, *frozen)
+            try:
+                labels = self._gate_cache[key]
+            except KeyError:
+                labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
+                if len(self._gate_cache) >= _GATE_CACHE_SIZE:
+                    self._gate_cache.clear()
+                self._gate_cache[key] = labels
+            except TypeError:  # an unhashable label: validation names it
+                labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
+        if labels is None or strength == 0.0:
+            return labels
+        # Gate on the strength decayed to now (folding), without writing anything.
+        return replace(labels, min_strength=strength, now=float(self._clock()))
+
+    def _label_gates(
+        self,
+        domain: str | None,
+        subdomain: str | None,
+        tags: Iterable[str],
+        any_tags: Iterable[str],
+        exclude_tags: Iterable[str],
+    ) -> TagQuery | None:
         domain_prime = subdomain_prime = None
         if domain is not None:
             domain_prime = self._prime(Kind.DOMAIN, normalise_label(domain, Kind.DOMAIN))
@@ -675,9 +724,6 @@ class MemoryEngine:
             all_of=tuple(p for p in required if p is not None),
             any_of=tuple(wanted),
             none_of=tuple(excluded),
-            min_strength=strength,
-            # Gate on the strength decayed to now (folding), without writing anything.
-            now=float(self._clock()) if strength > 0 else None,
         )
 
     def query(

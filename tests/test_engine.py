@@ -313,3 +313,37 @@ def test_stats_counts_domains_and_tags(engine: MemoryEngine) -> None:
     assert stats.tags == {"x": 2, "y": 2}
     assert stats.store_bytes > 0
     assert stats.embedding_space is None
+
+
+def test_a_label_gate_sees_labels_added_after_it_first_matched_nothing(
+    engine: MemoryEngine, store_path: Path
+) -> None:
+    engine.store("known", tags=["alpha"])
+    assert engine.match_ids(domain="ops") == []
+    assert engine.match_ids(any_tags=["alpha", "beta"]) == engine.match_ids(tags=["alpha"])
+    assert engine.match_ids(tags=["beta"]) == []
+
+    added = engine.store("added here", tags=["beta"])
+    assert engine.match_ids(tags=["beta"]) == [added.record_id]
+    assert set(engine.match_ids(any_tags=("alpha", "beta"))) == {
+        *engine.match_ids(tags=["alpha"]),
+        added.record_id,
+    }
+
+    with MemoryEngine(store_path) as other:
+        elsewhere = other.store("added by another connection", domain="ops", tags=["gamma"])
+    assert engine.match_ids(domain="ops") == [elsewhere.record_id]
+    assert engine.match_ids(tags=["gamma"], exclude_tags=["beta"]) == [elsewhere.record_id]
+
+
+@pytest.mark.parametrize(
+    "gates",
+    [{"tags": "alpha"}, {"any_tags": "alpha"}, {"tags": [["alpha"]]}, {"domain": ["ops"]}],
+)
+def test_a_malformed_label_gate_is_refused_every_time(
+    engine: MemoryEngine, gates: dict[str, Any]
+) -> None:
+    engine.store("known", tags=["alpha"])
+    for _ in range(2):
+        with pytest.raises(InvalidInput):
+            engine.match_ids(**gates)
