@@ -897,7 +897,7 @@ class MemoryEngine:
             gates = self._gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength)
             if gates is None:
                 return []
-            return self._index.record_ids(self._index.select(gates))
+            return self._index.select_ids(gates)
 
     def get(self, record_id: str) -> Record:
         """The record with this id.

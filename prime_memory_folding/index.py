@@ -295,6 +295,17 @@ class StructuralIndex:
         The cheapest posting list is intersected first; every candidate of a
         tag gate then passes the exact divisibility test on its tag product.
         """
+        rows = self._select(gates, as_ids=False)
+        assert isinstance(rows, np.ndarray)
+        return rows
+
+    def select_ids(self, gates: TagQuery) -> list[str]:
+        """Record ids of :meth:`select`'s rows, in row order."""
+        ids = self._select(gates, as_ids=True)
+        assert isinstance(ids, list)
+        return ids
+
+    def _select(self, gates: TagQuery, *, as_ids: bool) -> Rows | list[str]:
         n = len(self._ids)
         postings: list[tuple[tuple[str, int] | None, set[int] | frozenset[int]]] = []
         if gates.domain_prime is not None:
@@ -327,6 +338,16 @@ class StructuralIndex:
                 else:
                     kept = [r for r in rows.tolist() if r in posting]
                     rows = np.array(kept, dtype=np.int64)
+            if (
+                as_ids
+                and len(rows) <= _PYTHON_TEST_MAX
+                and not (gates.any_of or gates.none_of or gates.min_strength > 0.0)
+            ):
+                # A few candidates and only the exact test left: plain Python ints
+                # touch far less than a chain of small numpy calls.
+                ids, products = self._ids, self._tag_product
+                required = math.prod(gates.all_of)
+                return [ids[r] for r in rows.tolist() if products[r] % required == 0]
             if gates.all_of and len(rows):
                 rows = rows[self._divisible(rows, math.prod(gates.all_of))]
             if gates.any_of and len(rows):
@@ -344,7 +365,7 @@ class StructuralIndex:
                 else self.effective_strength(rows, gates.now)
             )
             rows = rows[strength >= gates.min_strength]
-        return rows
+        return self.record_ids(rows) if as_ids else rows
 
     def _sorted(self, key: tuple[str, int] | None, posting: set[int] | frozenset[int]) -> Rows:
         """A posting list as a sorted array, cached until one of its rows changes."""

@@ -67,6 +67,16 @@ def test_gates_equal_set_semantics(
             exclude_tags=none_of,
             min_strength=min_strength,
         )
+        # Lists and tuples take the memoised label path; asked twice, it must agree.
+        for _ in range(2):
+            assert got == memory.match_ids(
+                domain=domain,
+                subdomain=subdomain,
+                tags=sorted(all_of),
+                any_tags=tuple(sorted(any_of)),
+                exclude_tags=list(none_of),
+                min_strength=min_strength,
+            )
         expected = {
             rid
             for rid, (d, s, tags, strength) in truth.items()
