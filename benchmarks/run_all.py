@@ -17,8 +17,9 @@ Sections, each measured side by side in this one run:
 5. fold: ``fold.py`` fold time and merge quality, server start-up
    (``mcp_latency.py``) and import time;
 6. ingest: ``ingest.py``;
-7. soak: ``soak.py`` (concurrent MCP writers) and ``crash_soak.py`` (kill -9
-   during stores and folds), small runs, for their checks only.
+7. soak: ``soak.py`` (concurrent MCP writers), ``crash_soak.py`` (kill -9
+   during stores and folds) and ``http_load.py`` (concurrent HTTP clients),
+   for their checks only.
 
 Every script checks that the systems it compares agree before it times them;
 a section whose check fails is reported as failed, without its timings.
@@ -67,6 +68,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "ingest": ["--records", "100000", "--single", "5000", "--vector-records", "20000"],
         "soak": ["--processes", "4", "--writes", "2000"],
         "crash_soak": ["--kills", "200"],
+        "http_load": ["--clients", "4", "--calls", "2000"],
     },
     "quick": {
         "structure": [1_000, 10_000, 100_000],
@@ -87,6 +89,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "ingest": ["--records", "5000", "--single", "300", "--vector-records", "2000"],
         "soak": ["--processes", "2", "--writes", "50"],
         "crash_soak": ["--kills", "5"],
+        "http_load": ["--clients", "4", "--calls", "100"],
     },
     # For the test suite: everything tiny, nothing timed that matters.
     "smoke": {
@@ -108,6 +111,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "ingest": ["--records", "300", "--single", "20", "--vector-records", "50"],
         "soak": ["--processes", "2", "--writes", "10"],
         "crash_soak": ["--kills", "2"],
+        "http_load": ["--clients", "2", "--calls", "10"],
     },
 }
 
@@ -312,7 +316,12 @@ def ingest(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
 
 def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     out = {}
-    for name, args in (("soak.py", p["soak"]), ("crash_soak.py", p["crash_soak"])):
+    runs = (
+        ("soak.py", p["soak"]),
+        ("crash_soak.py", p["crash_soak"]),
+        ("http_load.py", p["http_load"]),
+    )
+    for name, args in runs:
         log(f"soak: {name} {' '.join(args)}")
         started = time.perf_counter()
         out[name] = script(name, args, tmp / f"{name}.json")
