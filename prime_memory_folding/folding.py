@@ -11,12 +11,21 @@ Decay
     importance); ``permanent`` never decays. Spaced reinforcement lengthens it:
     each reinforcement that came at least a base half-life after the previous
     ones multiplies it by ``spacing_factor``, massed ones count for their share.
+    A memory stored at the default importance is long-term: it is what an agent
+    chose to keep, so it must outlive conversations that span months. Only an
+    importance below the default asks for a short-lived tier.
 Prune
     Records whose decayed strength falls below ``prune_below`` are archived.
 Cluster
-    Within a domain, records with the same subdomain or a shared tag and cosine
-    similarity at or above ``similarity`` are linked; leader clustering over
-    those links (most-linked record first, ties by id) forms the clusters.
+    Within a domain, records with the same subdomain or a shared tag are linked
+    when they are near-duplicates: cosine similarity at or above ``similarity``
+    and at least ``word_overlap`` of their distinct words in common. Vectors
+    alone are not enough, since a text model rates different statements on one
+    topic as similar, and folding them would bury each under the other. Leader
+    clustering over those links (most-linked record first, ties by id) forms
+    the clusters; a leader's neighbours join it most similar first, each only
+    if it is linked to every member already in, so every two members of a
+    cluster are near-duplicates of each other.
 Merge and promote
     A cluster of two or more becomes one folded record: an extractive summary,
     the strength-weighted mean vector, the union of tags plus ``folded``, a
@@ -40,6 +49,7 @@ import numpy.typing as npt
 
 from .errors import InvalidInput
 from .storage.archive import SnapshotRow
+from .storage.migrations import UNSEGMENTED_RANGES
 
 __all__ = [
     "TIERS",
@@ -85,6 +95,8 @@ _MAX_SPACED = 64.0
 _DAY = 86_400.0
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
+#: Scripts written without spaces between words: their words are character pairs.
+_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +105,11 @@ class FoldPolicy:
 
     Half-lives are in seconds. An importance at or above ``long_term_from`` is
     long-term, at or above ``permanent_from`` permanent, below
-    ``short_term_from`` working memory, and short-term in between.
+    ``short_term_from`` working memory, and short-term in between. By default
+    a memory stored at the default importance (0.5) is long-term: with
+    ``prune_below`` at 0.05 it is archived after about four idle years, while
+    short-term memories go after about a month and working memory within a
+    week.
 
     Raises:
         InvalidInput: a field is out of range.
@@ -101,9 +117,9 @@ class FoldPolicy:
 
     working_half_life: float = 1 * _DAY
     short_term_half_life: float = 7 * _DAY
-    long_term_half_life: float = 90 * _DAY
+    long_term_half_life: float = 365 * _DAY
     short_term_from: float = 0.3
-    long_term_from: float = 0.7
+    long_term_from: float = 0.5
     permanent_from: float = 0.95
     #: Half-life multiplier for each fully spaced reinforcement (1: no spacing effect).
     spacing_factor: float = 2.0
@@ -111,6 +127,9 @@ class FoldPolicy:
     prune_below: float = 0.05
     #: Cosine similarity at or above which two records may fold together.
     similarity: float = 0.85
+    #: Share of their distinct words (Jaccard) two records must also have in
+    #: common to fold together (0: vectors alone decide).
+    word_overlap: float = 0.5
     #: Added to the highest member importance of a folded record.
     importance_boost: float = 0.1
     #: The longest summary a folded record gets, in characters.
@@ -131,6 +150,7 @@ class FoldPolicy:
             "permanent_from",
             "prune_below",
             "similarity",
+            "word_overlap",
             "importance_boost",
         ):
             value = getattr(self, name)
@@ -341,6 +361,8 @@ def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
         vectors,
         has_vector & ~pruned_mask,
         policy.similarity,
+        contents=[r.content for r in rows],
+        word_overlap=policy.word_overlap,
     )
     means = _mean_vectors(groups, vectors, effective)
     merges = tuple(
@@ -389,15 +411,20 @@ def cluster(
     unit_vectors: npt.NDArray[np.float32],
     eligible: npt.NDArray[np.bool_],
     threshold: float,
+    *,
+    contents: Sequence[str] | None = None,
+    word_overlap: float = 0.0,
 ) -> list[list[int]]:
     """Clusters of two or more row positions, each led by its most-linked member.
 
     Two eligible rows are linked when they share the domain, share the
-    subdomain or a tag, and their cosine similarity is at least ``threshold``.
-    Within each domain, every pair that shares the subdomain and every pair
-    that shares a tag across subdomains is compared once, blockwise with numpy
-    (see :func:`_domain_pairs`). The result depends only on the inputs' order
-    and values.
+    subdomain or a tag, their cosine similarity is at least ``threshold`` and,
+    given ``contents``, the Jaccard overlap of their word sets is at least
+    ``word_overlap``. Within each domain, every pair that shares the subdomain
+    and every pair that shares a tag across subdomains is compared once,
+    blockwise with numpy (see :func:`_domain_pairs`). A cluster holds only rows
+    linked to each other. The result depends only on the inputs' order and
+    values.
     """
     n = len(domains)
     by_domain: dict[str, list[int]] = {}
@@ -409,6 +436,8 @@ def cluster(
         if len(members) >= 2:
             found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
     codes = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    if contents is not None and word_overlap > 0 and len(codes):
+        codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
     if len(codes) == 0:
         return []
     left, right = codes // n, codes % n
@@ -422,6 +451,7 @@ def cluster(
     linked = np.flatnonzero(degree)
     leaders = linked[np.lexsort((linked, -degree[linked]))]
     taken = np.zeros(n, dtype=bool)
+    pairs = set(codes.tolist())
     clusters: list[list[int]] = []
     for leader in leaders.tolist():
         if taken[leader]:
@@ -430,10 +460,49 @@ def cluster(
         free = neighbours[~taken[neighbours]]
         if len(free) == 0:
             continue
-        group = [leader, *free.tolist()]
+        group = [leader, int(free[0])]
+        if len(free) > 1:
+            closest = np.argsort(-(unit_vectors[free] @ unit_vectors[leader]), kind="stable")
+            group = [leader]
+            for candidate in free[closest].tolist():
+                # Every neighbour is linked to the leader; it must be to the rest too.
+                if all(_code(candidate, member, n) in pairs for member in group[1:]):
+                    group.append(candidate)
         taken[group] = True
         clusters.append(group)
     return clusters
+
+
+def _code(a: int, b: int, n: int) -> int:
+    """The pair code of rows ``a`` and ``b``, as :func:`_domain_pairs` makes them."""
+    return min(a, b) * n + max(a, b)
+
+
+def _words(text: str) -> frozenset[str]:
+    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs."""
+    lowered = text.lower()
+    runs = _UNSEGMENTED_RUN.findall(lowered)
+    if not runs:
+        return frozenset(_WORD.findall(lowered))
+    words = set(_WORD.findall(_UNSEGMENTED_RUN.sub(" ", lowered)))
+    for run in runs:
+        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    return frozenset(words)
+
+
+def _share_words(
+    contents: Sequence[str],
+    left: npt.NDArray[np.int64],
+    right: npt.NDArray[np.int64],
+    overlap: float,
+) -> npt.NDArray[np.bool_]:
+    """Which pairs ``(left[i], right[i])`` have word sets overlapping by ``overlap`` or more."""
+    words = {i: _words(contents[i]) for i in np.union1d(left, right).tolist()}
+    return np.fromiter(
+        (_jaccard(words[a], words[b]) >= overlap for a, b in zip(left.tolist(), right.tolist())),
+        dtype=bool,
+        count=len(left),
+    )
 
 
 def _domain_pairs(
@@ -622,7 +691,7 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
             sentence = " ".join(raw.split())
             if not sentence:
                 continue
-            words = frozenset(w.lower() for w in _WORD.findall(sentence))
+            words = _words(sentence)
             # The same words again overlap fully; only new word sets need comparing.
             if words in distinct or any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
                 continue
@@ -641,4 +710,5 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)

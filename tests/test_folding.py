@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import FoldPolicy, InvalidInput, MemoryEngine, NotFound, Record
-from prime_memory_folding.folding import cluster, half_life, summarise
+from prime_memory_folding.folding import TIERS, cluster, half_life, summarise
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -54,13 +55,11 @@ def archive_rows(engine: MemoryEngine) -> list[tuple[Any, ...]]:
 # -- decay ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("tier", "half"),
-    [("working", 1 * DAY), ("short_term", 7 * DAY), ("long_term", 90 * DAY)],
-)
+@pytest.mark.parametrize("tier", ["working", "short_term", "long_term"])
 def test_strength_halves_every_half_life_of_its_tier(
-    engine: MemoryEngine, clock: FakeClock, tier: str, half: float
+    engine: MemoryEngine, clock: FakeClock, tier: str
 ) -> None:
+    half = engine.fold_policy.base_half_life(tier)
     rec = engine.store("a note", metadata={"tier": tier})
     clock.advance(half)
     assert strength_now(engine, rec.record_id) == pytest.approx(0.5)
@@ -68,13 +67,44 @@ def test_strength_halves_every_half_life_of_its_tier(
     assert strength_now(engine, rec.record_id) == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize(("importance", "days_to_half"), [(0.1, 1), (0.5, 7), (0.8, 90)])
+def test_each_tier_outlasts_the_one_below() -> None:
+    halves = [FoldPolicy().base_half_life(tier) for tier in TIERS]
+    assert halves == sorted(halves) and len(set(halves)) == len(TIERS)
+
+
+@pytest.mark.parametrize(
+    ("importance", "tier"),
+    [(0.1, "working"), (0.4, "short_term"), (0.5, "long_term"), (0.8, "long_term")],
+)
 def test_tier_follows_importance_without_a_tier_label(
-    engine: MemoryEngine, clock: FakeClock, importance: float, days_to_half: int
+    engine: MemoryEngine, clock: FakeClock, importance: float, tier: str
 ) -> None:
     rec = engine.store("a note", importance=importance)
-    clock.advance(days_to_half * DAY)
+    clock.advance(engine.fold_policy.base_half_life(tier))
     assert strength_now(engine, rec.record_id) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("how", "kept_after_days", "pruned_by_days"),
+    [
+        ({"importance": 0.1}, 1, 7),  # working notes go within a week
+        ({"importance": 0.4}, 7, 60),  # short-term ones within two months
+        ({}, 365, 5 * 365),  # the default: a year of silence is not enough
+    ],
+)
+def test_a_default_fold_keeps_memories_as_long_as_their_importance_asks(
+    engine: MemoryEngine,
+    clock: FakeClock,
+    how: dict[str, Any],
+    kept_after_days: int,
+    pruned_by_days: int,
+) -> None:
+    rec = engine.store("The user's daughter is called Ada.", **how)
+    clock.advance(kept_after_days * DAY)
+    assert engine.fold().pruned == 0
+    assert engine.get(rec.record_id).content == rec.content
+    clock.advance((pruned_by_days - kept_after_days) * DAY)
+    assert engine.fold().pruned_ids == (rec.record_id,)
 
 
 @pytest.mark.parametrize("how", [{"importance": 0.99}, {"metadata": {"tier": "permanent"}}])
@@ -100,15 +130,16 @@ def test_spaced_reinforcement_lengthens_half_life_and_massed_does_not() -> None:
 
 
 def test_reinforcing_after_a_gap_slows_later_decay(engine: MemoryEngine, clock: FakeClock) -> None:
-    massed = engine.store("massed", importance=0.5)
-    spaced = engine.store("spaced", importance=0.5)
+    half = engine.fold_policy.base_half_life("short_term")
+    massed = engine.store("massed", metadata={"tier": "short_term"})
+    spaced = engine.store("spaced", metadata={"tier": "short_term"})
     for _ in range(3):
         clock.advance(10)
         engine.reinforce(massed.record_id)
-    clock.advance(7 * DAY)
+    clock.advance(half)
     engine.reinforce(spaced.record_id)
     before = {r.record_id: strength_now(engine, r.record_id) for r in (massed, spaced)}
-    clock.advance(7 * DAY)
+    clock.advance(half)
     ratio = {rid: strength_now(engine, rid) / s for rid, s in before.items()}
     assert ratio[massed.record_id] == pytest.approx(0.5, rel=1e-3)
     assert ratio[spaced.record_id] == pytest.approx(0.5**0.5, rel=1e-3)
@@ -136,14 +167,15 @@ def test_min_strength_gate_uses_the_decayed_strength(
 def test_fold_persists_decay_without_changing_effective_strength(
     engine: MemoryEngine, clock: FakeClock
 ) -> None:
+    half = engine.fold_policy.base_half_life("long_term")
     rec = engine.store("note", importance=0.5)
-    clock.advance(7 * DAY)
+    clock.advance(half)
     before = strength_now(engine, rec.record_id)
     report = engine.fold()
     assert report.decayed == 1
     assert engine.get(rec.record_id).strength == pytest.approx(0.5)
     assert strength_now(engine, rec.record_id) == pytest.approx(before)
-    clock.advance(7 * DAY)
+    clock.advance(half)
     assert strength_now(engine, rec.record_id) == pytest.approx(0.25)
     with MemoryEngine(engine.path, clock=clock) as other:
         assert strength_now(other, rec.record_id) == pytest.approx(0.25)
@@ -236,15 +268,61 @@ def test_records_only_fold_within_a_domain_and_shared_subdomain_or_tag(
     engine: MemoryEngine,
 ) -> None:
     v = unit(5)
-    engine.store("a", vector=near(v, 1), domain="project", subdomain="code")
-    engine.store("b", vector=near(v, 2), domain="task", subdomain="code")
-    engine.store("c", vector=near(v, 3), domain="project", subdomain="test")
-    engine.store("d", vector=near(v, 4), domain="project", subdomain="test", tags=["x"])
-    engine.store("e", vector=near(v, 5), domain="project", subdomain="document", tags=["x"])
-    engine.store("no vector", domain="project", subdomain="test")
+    labels: dict[str, dict[str, Any]] = {
+        "a": {"domain": "project", "subdomain": "code"},
+        "b": {"domain": "task", "subdomain": "code"},
+        "c": {"domain": "project", "subdomain": "test"},
+        "d": {"domain": "project", "subdomain": "test", "tags": ["x"]},
+        "e": {"domain": "project", "subdomain": "document", "tags": ["x"]},
+    }
+    ids = {
+        name: engine.store(f"The build runs on Fridays, note {name}.", vector=near(v, i), **kw)
+        for i, (name, kw) in enumerate(labels.items())
+    }
+    engine.store("The build runs on Fridays, note f.", domain="project", subdomain="test")
     report = engine.fold(dry_run=True)
+    # d may fold with c (same subdomain) or e (shared tag), but c and e share
+    # neither, so not all three. a shares only the domain with them, b only a
+    # subdomain with a.
     assert report.clustered == 1
-    assert report.folded == 3  # c, d (same subdomain) and e (shares tag x with d)
+    (members,) = report.folded_from.values()
+    assert ids["d"].record_id in members and len(members) == 2
+    assert set(members) <= {ids[name].record_id for name in "cde"}
+
+
+def test_similar_vectors_with_different_words_do_not_fold(engine: MemoryEngine) -> None:
+    v = unit(6)
+    engine.store("Joanna adopted a dog named Max.", vector=near(v, 1))
+    engine.store("Nate entered a video game tournament.", vector=near(v, 2))
+    assert engine.fold(dry_run=True).created == 0
+    assert engine.fold(dry_run=True, policy=FoldPolicy(word_overlap=0.0)).created == 1
+
+
+def test_a_cluster_holds_only_records_that_are_near_each_other() -> None:
+    # Both sides are 30 degrees from the middle (cosine 0.87) but 60 apart (0.5).
+    angles = np.radians([0.0, 30.0, -30.0, 31.0])
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    found = cluster(["d"] * 4, ["s"] * 4, [()] * 4, vectors, np.ones(4, dtype=bool), 0.85)
+    assert sorted(sorted(group) for group in found) == [[0, 1, 3]]
+    for group in found:
+        for a, b in itertools.combinations(group, 2):
+            assert float(vectors[a] @ vectors[b]) >= 0.85
+
+
+def test_clusters_need_shared_words_when_given_contents() -> None:
+    contents = [
+        "See you later, Nate!",
+        "See you later Nate.",
+        "I finished my first screenplay.",
+        "我们每周五发布新版本",  # written without spaces: words are character pairs
+        "我们每周五发布新的版本",
+    ]
+    n = len(contents)
+    vectors = np.tile(np.float32([1.0, 0.0]), (n, 1))
+    labels = (["d"] * n, ["s"] * n, [()] * n, vectors, np.ones(n, dtype=bool), 0.85)
+    found = cluster(*labels, contents=contents, word_overlap=0.5)
+    assert sorted(sorted(group) for group in found) == [[0, 1], [3, 4]]
+    assert [sorted(group) for group in cluster(*labels)] == [list(range(n))]
 
 
 def test_unfold_restores_members_exactly(engine: MemoryEngine) -> None:
@@ -337,6 +415,7 @@ def test_dry_run_changes_nothing(engine: MemoryEngine, clock: FakeClock, store_p
         ("prune_below", 1.5, "prune_below"),
         ("similarity", -0.1, "similarity"),
         ("similarity", 0.0, "similarity"),
+        ("word_overlap", 1.5, "word_overlap"),
         ("working_half_life", -1.0, "working_half_life"),
         ("long_term_half_life", 0, "long_term_half_life"),
         ("short_term_half_life", float("inf"), "short_term_half_life"),
@@ -362,18 +441,19 @@ def test_fold_refuses_a_bad_policy_or_time(engine: MemoryEngine) -> None:
 def test_auto_fold_runs_after_n_stores(store_path: Path, clock: FakeClock) -> None:
     with MemoryEngine(store_path, clock=clock, fold_policy=FoldPolicy(auto_fold_every=3)) as mem:
         v = unit(8)
-        mem.store("one", vector=near(v, 1))
-        mem.store("two", vector=near(v, 2))
+        mem.store("The same note, copy one.", vector=near(v, 1))
+        mem.store("The same note, copy two.", vector=near(v, 2))
         assert mem.stats().records == 2
-        mem.store("three", vector=near(v, 3))
+        mem.store("The same note, copy three.", vector=near(v, 3))
         assert mem.stats().records == 1
 
 
 def test_auto_fold_is_off_by_default(engine: MemoryEngine) -> None:
     v = unit(9)
     for i in range(20):
-        engine.store(f"copy {i}", vector=near(v, i))
+        engine.store(f"The same note, copy {i}.", vector=near(v, i))
     assert engine.stats().records == 20
+    assert engine.fold(dry_run=True).created == 1
 
 
 # -- properties ---------------------------------------------------------------------
