@@ -137,6 +137,7 @@ class MemoryEngine:
         self._clock = clock or time.time
         # -- recall: the text embedder, loaded on first use --
         self._text = TextEmbedding(embedder)
+        self._word_shares = recall.WordShares()
         # -- end recall --
         # -- folding state --
         if fold_policy is not None and not isinstance(fold_policy, FoldPolicy):
@@ -820,9 +821,11 @@ class MemoryEngine:
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
             while True:
-                by_id = recall.lexical_scores(storage, parsed, depth)
+                found = recall.lexical_scores(
+                    storage, parsed, depth, len(self._index), self._word_shares
+                )
                 lexical = {}
-                for rid, score in by_id.items():
+                for rid, score in found.scores.items():
                     row = self._index.row_of(rid)
                     if row is not None:
                         lexical[row] = score
@@ -830,7 +833,7 @@ class MemoryEngine:
                     keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
                     lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
                 # Gates may have dropped most of the best; then look at every match.
-                if depth is None or len(by_id) < depth or len(lexical) >= limit:
+                if depth is None or found.exhaustive or len(lexical) >= limit:
                     break
                 depth = None
             ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)

@@ -11,6 +11,14 @@ Lexical ranking is BM25 over two FTS5 tables that triggers keep in sync with
 scripts that separate words with spaces, and ``records_grams``, a trigram index
 of the records that hold text without word breaks (CJK, Thai, emoji...).
 
+FTS5 computes BM25 for every row a query matches before it can sort them, and
+a query is an OR of its words, so a common word makes it score a large share of
+the store. Stores of up to :data:`EXACT_STORE` records, and queries expected to
+match at most :data:`LEXICAL_BUDGET` records, are ranked exactly that way. In a
+larger store the other queries are planned (see :func:`lexical_scores`): the
+rarer words choose at most :data:`LEXICAL_BUDGET` records to score, and each of
+those gets its BM25 over every word but the commonest.
+
 A hybrid query scores the rows that passed the structural gates:
 
     fused = (1 - COSINE_WEIGHT) * bm25 / max(bm25) + COSINE_WEIGHT * max(cosine, 0)
@@ -23,6 +31,8 @@ leave-one-conversation-out (``benchmarks/locomo_recall.py``).
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import sqlite3
 import threading
@@ -49,8 +59,10 @@ __all__ = [
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
     "SESSION_GAP_S",
+    "LexicalHits",
     "LexicalQuery",
     "TextEmbedding",
+    "WordShares",
     "check_text",
     "hybrid_rank",
     "lexical_scores",
@@ -70,6 +82,14 @@ CONTEXT_WEIGHT = 0.6
 SESSION_GAP_S = 1800.0
 #: BM25 hits taken from FTS before the structural gates are applied.
 LEXICAL_DEPTH = 1000
+#: Stores of at most this many records always rank text exactly.
+EXACT_STORE = 10_000
+#: In a larger store, the most rows one text query scores with BM25 (see lexical_scores).
+LEXICAL_BUDGET = 400
+#: How many of the newest records estimate the share of the store that holds a word.
+SAMPLE_RECORDS = 4096
+#: Most words whose sampled shares one engine remembers.
+WORD_SHARES_KEPT = 4096
 #: Texts embedded per call when re-embedding a store.
 REEMBED_BATCH = 1024
 
@@ -318,6 +338,8 @@ class LexicalQuery:
     grams: str | None
     #: Runs shorter than a trigram, found by substring scan.
     short: tuple[str, ...]
+    #: The quoted terms of ``words``, one by one.
+    terms: tuple[str, ...] = ()
 
 
 def _quote(term: str) -> str:
@@ -346,10 +368,12 @@ def parse_query(text: str) -> LexicalQuery:
             short.append(run)
         else:
             grams.extend(run[i : i + _GRAM] for i in range(len(run) - _GRAM + 1))
+    terms = tuple(_quote(w) for w in words)
     return LexicalQuery(
-        words=" OR ".join(_quote(w) for w in words) or None,
+        words=" OR ".join(terms) or None,
         grams=" OR ".join(_quote(g) for g in dict.fromkeys(grams)) or None,
         short=tuple(dict.fromkeys(short)),
+        terms=terms,
     )
 
 
@@ -360,12 +384,68 @@ def _sqlite_db(storage: Storage, what: str) -> sqlite3.Connection:
     return db
 
 
-def lexical_scores(storage: Storage, query: LexicalQuery, depth: int | None) -> dict[str, float]:
-    """BM25 scores (higher is better) by record id: the best ``depth`` (None: all)."""
+@dataclass(frozen=True, slots=True)
+class LexicalHits:
+    """BM25 scores (higher is better) by record id."""
+
+    scores: dict[str, float]
+    #: Whether every record that matches the query is in ``scores``, so that
+    #: looking deeper cannot find more (a gate that dropped most hits needs that).
+    exhaustive: bool
+
+
+def lexical_scores(
+    storage: Storage,
+    query: LexicalQuery,
+    depth: int | None,
+    store_size: int = 0,
+    shares: WordShares | None = None,
+) -> LexicalHits:
+    """BM25 scores of the best ``depth`` matches (``depth=None``: of every match).
+
+    The ranking is FTS5's own BM25 over every match when ``depth`` is None, in
+    stores of at most :data:`EXACT_STORE` records (``store_size``), and when the
+    query's words are expected to match at most :data:`LEXICAL_BUDGET` records
+    in all. A broader query in a larger store is planned instead, from each
+    word's share of the newest :data:`SAMPLE_RECORDS` records:
+
+    - a word estimated to be in more than half of the store is left out (when
+      all are, the rarest stays). FTS5 gives a word in half of the records or
+      more an IDF of 1e-6, so it adds under 3e-6 to a score; leaving it out
+      matters only when the estimate, drawn from the newest records, is wrong
+      for the whole store.
+    - the rarest words whose estimated matches fit the budget together (always
+      the rarest one) choose the candidates: the records that hold one of them.
+      A record that holds only the other words gets no BM25 score; the vector
+      side can still find it.
+    - every candidate gets the exact BM25 of all the words kept. Records that
+      hold another word too are scored by ``rare AND (others)``, in which each
+      word is one phrase, so FTS5 sums every word's part; the rest hold none of
+      the others, so BM25 over the rare words alone is their whole score.
+    - at most :data:`LEXICAL_BUDGET` candidates are scored, the newest first,
+      those that hold another word before the others. When the rarest word alone
+      is more common than that, the older records that hold it are left to the
+      vector side.
+
+    ``shares`` remembers the sampled shares between queries (see
+    :class:`WordShares`); without it every planned query samples afresh.
+    ``exhaustive`` is False for a planned query.
+    """
     db = _sqlite_db(storage, "text queries")
     scores: dict[str, float] = {}
     limit = -1 if depth is None else depth
-    for table, expression in (("records_fts", query.words), ("records_grams", query.grams)):
+    exhaustive = True
+    words = query.words
+    if words is not None and depth is not None and store_size > EXACT_STORE:
+        plan = _plan_words(db, query.terms, store_size, shares)
+        if plan is not None:
+            _planned_scores(db, plan, scores)
+            if len(scores) > depth:
+                scores = dict(sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:depth])
+            words = None
+            exhaustive = False
+    tables = (("records_fts", words), ("records_grams", query.grams))
+    for table, expression in tables:
         if expression is None:
             continue
         sql = (
@@ -373,8 +453,11 @@ def lexical_scores(storage: Storage, query: LexicalQuery, depth: int | None) -> 
             f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS m "
             "JOIN records AS r ON r.id = m.rowid"
         )
+        found = 0
         for rid, score in db.execute(sql, (expression, limit)):
             scores[rid] = scores.get(rid, 0.0) + max(float(score), 1e-9)
+            found += 1
+        exhaustive = exhaustive and found != limit
     if query.short:
         # Too short for the trigram index: scan the records that index holds text for.
         condition = " + ".join("(instr(content, ?) > 0)" for _ in query.short)
@@ -382,9 +465,117 @@ def lexical_scores(storage: Storage, query: LexicalQuery, depth: int | None) -> 
             f"SELECT record_id, {condition} AS n FROM records "
             f"WHERE content GLOB ? AND n > 0 LIMIT ?"
         )
+        found = 0
         for rid, hits in db.execute(sql, (*query.short, UNSEGMENTED_GLOB, limit)):
             scores[rid] = scores.get(rid, 0.0) + float(hits)
-    return scores
+            found += 1
+        exhaustive = exhaustive and found != limit
+    return LexicalHits(scores, exhaustive)
+
+
+class WordShares:
+    """Query words' shares of the newest records, remembered between queries.
+
+    A share only steers which records a planned query scores (see
+    :func:`lexical_scores`), never a score, so it may be a little stale: the memo
+    is emptied once a quarter of :data:`SAMPLE_RECORDS` records has been added
+    since it was started, and when it holds :data:`WORD_SHARES_KEPT` words.
+    """
+
+    def __init__(self) -> None:
+        self._shares: dict[str, float] = {}
+        self._started_at = -1  # the newest record id when the memo was started
+
+    def get(self, db: sqlite3.Connection, terms: Sequence[str]) -> list[float] | None:
+        """Each term's share of the newest records; None for an empty store."""
+        newest = db.execute("SELECT max(id) FROM records").fetchone()[0]
+        if newest is None:
+            return None
+        newest = int(newest)
+        added = newest - self._started_at
+        if not 0 <= added < SAMPLE_RECORDS // 4 or len(self._shares) >= WORD_SHARES_KEPT:
+            self._shares = {}
+            self._started_at = newest
+        missing = [term for term in dict.fromkeys(terms) if term not in self._shares]
+        if missing:
+            sampled = _sample_shares(db, missing, newest - SAMPLE_RECORDS)
+            if sampled is None:
+                return None
+            self._shares.update(zip(missing, sampled))
+        return [self._shares[term] for term in terms]
+
+
+def _sample_shares(db: sqlite3.Connection, terms: Sequence[str], since: int) -> list[float] | None:
+    """The share of the records after id ``since`` that hold each term; None if none are."""
+    counts = ", ".join(
+        "(SELECT count(*) FROM records_fts WHERE records_fts MATCH ? AND rowid > ?)" for _ in terms
+    )
+    params: list[object] = [since]
+    for term in terms:
+        params += [term, since]
+    # The FTS5 row-size table is far narrower than ``records``: one row per record.
+    sampled, *hits = db.execute(
+        f"SELECT (SELECT count(*) FROM records_fts_docsize WHERE id > ?), {counts}", params
+    ).fetchone()
+    if not sampled:
+        return None
+    return [count / sampled for count in hits]
+
+
+@dataclass(frozen=True, slots=True)
+class _WordPlan:
+    """Which words choose the candidates of a planned query, and which only score them."""
+
+    rare: tuple[str, ...]
+    other: tuple[str, ...]
+
+
+def _plan_words(
+    db: sqlite3.Connection, terms: Sequence[str], store_size: int, shares: WordShares | None
+) -> _WordPlan | None:
+    """A plan for a query too broad to score every match; None when it is not."""
+    if not terms:
+        return None
+    share = (shares or WordShares()).get(db, terms)
+    if share is None:
+        return None
+    estimate = [part * store_size for part in share]
+    if sum(estimate) <= LEXICAL_BUDGET:
+        return None
+    by_rarity = sorted(range(len(terms)), key=lambda i: estimate[i])
+    kept = [i for i in by_rarity if estimate[i] <= store_size / 2] or by_rarity[:1]
+    rare = [kept[0]]
+    total = estimate[kept[0]]
+    for i in kept[1:]:
+        if total + estimate[i] > LEXICAL_BUDGET:
+            break
+        rare.append(i)
+        total += estimate[i]
+    return _WordPlan(
+        rare=tuple(terms[i] for i in rare),
+        other=tuple(terms[i] for i in kept[len(rare) :]),
+    )
+
+
+def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float]) -> None:
+    """Score the plan's candidates, newest first, up to the budget."""
+    rare = " OR ".join(plan.rare)
+    select = (
+        "SELECT m.rowid, r.record_id, max(-m.score, 1e-9) FROM (SELECT rowid, "
+        "bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH ? {} "
+        "ORDER BY rowid DESC LIMIT ?) AS m JOIN records AS r ON r.id = m.rowid"
+    )
+    first = f"({rare}) AND ({' OR '.join(plan.other)})" if plan.other else rare
+    rows = db.execute(select.format(""), (first, LEXICAL_BUDGET)).fetchall()
+    room = LEXICAL_BUDGET - len(rows)
+    if plan.other and room > 0:
+        # The first query found every record that holds a rare word and another
+        # one; the others hold only rare words, so BM25 over those is their score
+        # (and FTS5 need not count the common words' matches again).
+        seen = json.dumps([row[0] for row in rows])
+        excluding = "AND rowid NOT IN (SELECT value FROM json_each(?))"
+        rows += db.execute(select.format(excluding), (rare, seen, room)).fetchall()
+    scores.update((rid, score) for _, rid, score in rows)
 
 
 # -- fusion -------------------------------------------------------------------------
@@ -413,20 +604,37 @@ def hybrid_rank(
         context_weight = CONTEXT_WEIGHT
     if limit <= 0:
         return []
-    rows_all = index.alive_rows() if gate_rows is None else gate_rows
-    if len(rows_all) == 0:
+    if gate_rows is None:
+        if len(index) == 0:
+            return []
+    elif len(gate_rows) == 0:
         return []
     lex_rows = np.fromiter(lexical.keys(), dtype=np.int64, count=len(lexical))
     lex_raw = np.fromiter(lexical.values(), dtype=np.float64, count=len(lexical))
     top = float(lex_raw.max()) if len(lex_raw) else 0.0
     lex_norm = lex_raw / top if top > 0 else lex_raw
+    by_row = np.argsort(lex_rows)
+    lex_sorted = lex_rows[by_row]
 
-    cos_all: npt.NDArray[np.float32] | None = None
+    def lexical_of(
+        rows: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """``values`` of the lexical hits among ``rows``, 0 for the others."""
+        out = np.zeros(len(rows))
+        if len(lex_sorted):
+            at = np.minimum(np.searchsorted(lex_sorted, rows), len(lex_sorted) - 1)
+            hit = lex_sorted[at] == rows
+            out[hit] = values[by_row[at[hit]]]
+        return out
+
+    cos_raw: npt.NDArray[np.float32] | None = None
+    cos_pos: npt.NDArray[np.float32] | None = None
     use_vector = query_vector is not None and index.dim == len(query_vector)
     if use_vector:
         assert query_vector is not None
-        cos_all = index.cosine(gate_rows, query_vector)
-        cos_all = np.where(np.isfinite(cos_all), cos_all, 0.0).astype(np.float32)
+        cos_raw = index.cosine(gate_rows, query_vector)
+        cos_pos = np.where(np.isfinite(cos_raw), cos_raw, np.float32(0.0))
+        np.maximum(cos_pos, np.float32(0.0), out=cos_pos)
     w_cos = cosine_weight if use_vector else 0.0
     w_lex = 1.0 - w_cos
 
@@ -436,22 +644,19 @@ def hybrid_rank(
         return np.searchsorted(gate_rows, rows).astype(np.int64)
 
     # Candidates: every lexical hit, plus the best by cosine (whose lexical part is 0).
-    spare = 0 if cos_all is None else limit * (3 if context_weight else 1)
+    spare = 0 if cos_pos is None else limit * (3 if context_weight else 1)
     candidates = lex_rows
-    if cos_all is not None and spare:
-        best = top_k(np.maximum(cos_all, 0.0), min(spare, len(cos_all)))
+    if cos_pos is not None and spare:
+        best = top_k(cos_pos, min(spare, len(cos_pos)))
         best_rows = best if gate_rows is None else gate_rows[best]
         candidates = np.union1d(lex_rows, best_rows)
     if len(candidates) == 0:
         return []
-    lex_of = dict(zip(lex_rows.tolist(), lex_norm.tolist()))
-    raw_of = dict(zip(lex_rows.tolist(), lex_raw.tolist()))
 
     def fused_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        lex = np.array([lex_of.get(int(r), 0.0) for r in rows], dtype=np.float64)
-        score = w_lex * lex
-        if cos_all is not None:
-            score += w_cos * np.maximum(cos_all[position(rows)], 0.0)
+        score = w_lex * lexical_of(rows, lex_norm)
+        if cos_pos is not None:
+            score += w_cos * cos_pos[position(rows)]
         return score
 
     fused = fused_of(candidates)
@@ -460,23 +665,24 @@ def hybrid_rank(
         context = _neighbour_best(index, gate_rows, candidates, fused_of)
     final = fused + context_weight * context
     order = top_k(final, limit)
+    chosen = candidates[order]
+    raw_of = lexical_of(chosen, lex_raw)
+    norm_of = lexical_of(chosen, lex_norm)
+    cos_of = None if cos_raw is None else cos_raw[position(chosen)]
     hits = []
-    for i in order:
-        row = int(candidates[i])
-        parts = {
-            "bm25": raw_of.get(row, 0.0),
-            "bm25_norm": lex_of.get(row, 0.0),
-        }
-        if cos_all is not None:
-            parts["cosine"] = float(cos_all[position(np.array([row]))[0]])
+    for n, i in enumerate(order.tolist()):
+        parts = {"bm25": float(raw_of[n]), "bm25_norm": float(norm_of[n])}
+        if cos_of is not None:
+            cosine = float(cos_of[n])
+            parts["cosine"] = cosine if math.isfinite(cosine) else 0.0
         if context_weight and context[i] > 0:
             parts["context"] = float(context[i])
-        if cos_all is None:
+        if cos_pos is None:
             parts["lexical_only"] = 1.0
         parts["fused"] = float(final[i])
         if final[i] <= 0 and parts["bm25"] <= 0:
             continue
-        hits.append(RankedRow(row, float(final[i]), parts))
+        hits.append(RankedRow(int(chosen[n]), float(final[i]), parts))
     return hits
 
 

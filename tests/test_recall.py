@@ -173,6 +173,130 @@ def test_non_string_text_query_is_refused(words_engine: MemoryEngine) -> None:
         words_engine.query(text=3)  # type: ignore[arg-type]
 
 
+def test_parsed_query_keeps_each_quoted_term() -> None:
+    parsed = parse_query("apple pie apple")
+    assert parsed.terms == ('"apple"', '"pie"')
+    assert parsed.words == '"apple" OR "pie"'
+
+
+# -- lexical ranking in large stores ------------------------------------------------
+
+#: (content, how many), stored in this order. Once the limits are lowered this is
+#: a large store with one rare word, one in 40 % of the records and one in all.
+LARGE_STORE = [
+    ("zebra common everywhere", 2),
+    ("zebra common common everywhere filler", 1),
+    ("zebra everywhere filler words here", 3),
+    ("common everywhere filler", 45),
+    ("everywhere filler words only", 69),
+]
+LARGE_STORE_SIZE = sum(count for _, count in LARGE_STORE)
+
+
+@pytest.fixture
+def large_store(store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from prime_memory_folding import recall
+
+    monkeypatch.setattr(recall, "EXACT_STORE", 50)
+    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 10)
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        for content, count in LARGE_STORE:
+            memory.store_many([f"{content} {i}" for i in range(count)])
+        yield memory
+
+
+def lexical(memory: MemoryEngine, text: str, store_size: int, depth: int | None = 1000) -> Any:
+    from prime_memory_folding import recall
+
+    return recall.lexical_scores(memory.storage, parse_query(text), depth, store_size)
+
+
+def contents_of(memory: MemoryEngine, record_ids: Any) -> set[str]:
+    return {memory.get(rid).content for rid in record_ids}
+
+
+def test_large_store_scores_the_rare_words_records_with_every_words_bm25(
+    large_store: MemoryEngine,
+) -> None:
+    planned = lexical(large_store, "zebra common", LARGE_STORE_SIZE)
+    exact = lexical(large_store, "zebra common", LARGE_STORE_SIZE, depth=None)
+    assert not planned.exhaustive
+    assert {text.split()[0] for text in contents_of(large_store, planned.scores)} == {"zebra"}
+    assert len(planned.scores) == 6
+    for rid, score in planned.scores.items():
+        assert score == pytest.approx(exact.scores[rid], rel=1e-12)
+    # The rare word decides the top of the exact ranking here, so the plan keeps it.
+    top = sorted(exact.scores, key=exact.scores.__getitem__, reverse=True)[:6]
+    assert set(top) == set(planned.scores)
+
+
+@pytest.mark.parametrize(
+    ("text", "store_size", "planned"),
+    [
+        ("zebra common", 50, False),  # a small store is always exact
+        ("zebra", LARGE_STORE_SIZE, False),  # few matches expected: exact
+        ("zebra filler", LARGE_STORE_SIZE, True),  # a broad query in a large store
+        ("common", LARGE_STORE_SIZE, True),
+    ],
+)
+def test_only_broad_queries_in_large_stores_are_planned(
+    large_store: MemoryEngine, text: str, store_size: int, planned: bool
+) -> None:
+    found = lexical(large_store, text, store_size)
+    assert found.exhaustive is not planned
+    if not planned:
+        assert found.scores == lexical(large_store, text, store_size, depth=None).scores
+
+
+def test_budget_keeps_the_newest_records_of_a_common_rarest_word(
+    large_store: MemoryEngine,
+) -> None:
+    found = lexical(large_store, "common", LARGE_STORE_SIZE)
+    newest = {f"common everywhere filler {i}" for i in range(35, 45)}
+    assert contents_of(large_store, found.scores) == newest
+
+
+def test_word_in_most_records_is_left_out_of_a_planned_query(
+    large_store: MemoryEngine,
+) -> None:
+    found = lexical(large_store, "zebra everywhere", LARGE_STORE_SIZE)
+    exact = lexical(large_store, "zebra everywhere", LARGE_STORE_SIZE, depth=None)
+    assert len(exact.scores) == LARGE_STORE_SIZE
+    assert {text.split()[0] for text in contents_of(large_store, found.scores)} == {"zebra"}
+    for rid, score in found.scores.items():
+        assert score == pytest.approx(exact.scores[rid], abs=1e-5)
+
+
+def test_word_shares_are_remembered_until_a_quarter_of_the_sample_is_new(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_memory_folding import recall
+
+    monkeypatch.setattr(recall, "SAMPLE_RECORDS", 8)  # forgotten after 2 new records
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        memory.store_many([f"{fruit} {i}" for i in range(4) for fruit in ("apple", "pear")])
+        shares = recall.WordShares()
+        db = memory.storage.db
+        assert shares.get(db, ['"apple"', '"plum"']) == [0.5, 0.0]
+        memory.store("apple again")
+        assert shares.get(db, ['"apple"']) == [0.5]  # remembered, a little stale
+        memory.store("apple once more")
+        assert shares.get(db, ['"apple"']) == [5 / 8]
+
+
+def test_gate_that_drops_every_planned_hit_looks_at_every_match(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_memory_folding import recall
+
+    monkeypatch.setattr(recall, "EXACT_STORE", 5)
+    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 5)
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        memory.store("apple pie", domain="rare")
+        memory.store_many([f"apple tart {i}" for i in range(30)])
+        assert contents(memory.query(text="apple", domain="rare")) == ["apple pie"]
+
+
 # -- hybrid -------------------------------------------------------------------------
 
 
