@@ -13,7 +13,7 @@ Sections, each measured side by side in this one run:
 3. mcp: ``mcp_peer.py`` (this server against the reference memory server
    over stdio), and the SDK's own floor for a trivial tool;
 4. recall: ``locomo_recall.py`` (BM25, dense and hybrid R@k on LoCoMo) and
-   text query latency;
+   ``text_query.py`` (text query latency, embedding rate, peak memory);
 5. fold: ``fold.py`` fold time and merge quality, server start-up
    (``mcp_latency.py``) and import time;
 6. ingest: ``ingest.py``;
@@ -205,40 +205,21 @@ def mcp(p: dict[str, Any], tmp: Path, log: Log, skip_peer: bool = False) -> dict
 
 
 def text_latency(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    """``query(text=...)`` p50/p99 on synthetic records embedded with the built-in model."""
-    import random
-
-    from _shared import DOMAINS, TAGS, generate
-
-    from prime_memory_folding import MemoryEngine
-
+    """``text_query.py``: hybrid text query latency, embedding rate and peak memory."""
     n = p["text_records"]
-    log(f"text query: storing {n:,} records (built-in embedder)")
-    records = generate(n, 11)
-    with MemoryEngine(tmp / "text.db", embedder="builtin") as engine:
-        started = time.perf_counter()
-        for start in range(0, n, 10_000):
-            engine.store_many(r.as_item() for r in records[start : start + 10_000])
-        store_seconds = time.perf_counter() - started
-        rng = random.Random(11)
-        texts = [
-            f"about {rng.choice(TAGS)} in {rng.choice(DOMAINS)}" for _ in range(p["text_queries"])
-        ]
-        engine.query(text=texts[0], limit=10)  # loads the model before the clock starts
-        latencies = []
-        empty = 0
-        for text in texts:
-            t0 = time.perf_counter()
-            hits = engine.query(text=text, limit=10)
-            latencies.append(time.perf_counter() - t0)
-            empty += not hits
+    log(f"text query: {n:,} records (built-in embedder)")
+    args = ["--records", str(n), "--queries", str(p["text_queries"])]
+    found = script("text_query.py", args, tmp / "text_query.json")
+    if "failed" in found:
+        return found
     return {
-        "records": n,
-        "queries": len(texts),
-        "store_seconds": store_seconds,
-        "empty_answers": empty,
-        "p50": statistics.median(latencies),
-        "p99": sorted(latencies)[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "records": found["records"],
+        "queries": found["queries"],
+        "store_rate": found["store_rate"],
+        "p50": found["no gate"]["p50_s"],
+        "p95": found["no gate"]["p95_s"],
+        "gated_p50": found["domain gate"]["p50_s"],
+        "max_rss_mb": found["max_rss_mb"],
     }
 
 
