@@ -81,6 +81,23 @@ def sentences(count: int, seed: int, low: int, high: int) -> list[str]:
     return out
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB.
+
+    Linux's ``VmHWM`` starts afresh when a program is executed, while
+    ``ru_maxrss`` keeps the peak of the process that forked this one (as when
+    ``run_all.py`` runs this script), so prefer it where it exists.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=TARGET_RECORDS)
@@ -120,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 "p50_s": statistics.median(times),
                 "p95_s": times[int(0.95 * (len(times) - 1))],
             }
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_mb = peak_rss_mb()
     results["max_rss_mb"] = rss_mb
 
     scale = args.records == TARGET_RECORDS
@@ -132,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("no gate", "domain gate"):
         row = results[name]
         print(f"text query, {name}: p50 {fmt_ms(row['p50_s'])}, p95 {fmt_ms(row['p95_s'])}")
-    print(f"resident memory (ru_maxrss): {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
+    print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
     note = "" if scale else f" (targets are set at {TARGET_RECORDS:,} records)"
     p50 = results["no gate"]["p50_s"]
     print(f"{verdict(p50 <= TARGET_P50_S)} text query p50 <= 15 ms{note}")
