@@ -27,7 +27,7 @@ from .errors import (
     StoreError,
     StoreLocked,
 )
-from .records import Hit, Record, Stats, StoreResult
+from .records import Hit, Record, Stats, StoreResult, Vector
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine, default_store_path
@@ -54,6 +54,7 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreResult",
+    "Vector",
     "__version__",
     "default_store_path",
 ]

@@ -29,6 +29,7 @@ from .records import (
     Record,
     Stats,
     StoreResult,
+    Vector,
     check_content,
     check_metadata,
     check_unit_interval,
@@ -617,7 +618,7 @@ class MemoryEngine:
             accessed_at=now,
             access_count=0,
             metadata=item.metadata,
-            vector=None if item.vector is None else tuple(item.vector.tolist()),
+            vector=None if item.vector is None else Vector(item.vector),
         )
         return StoredRow(
             record=record,
@@ -633,7 +634,7 @@ class MemoryEngine:
         vector = rec.vector
         if item.vector is not None:
             blob = _vector_blob(item.vector)
-            vector = tuple(float(v) for v in item.vector)
+            vector = Vector(item.vector)
         record = replace(
             rec,
             content=item.content,
@@ -1008,7 +1009,7 @@ class MemoryEngine:
                 vector = rec.vector
                 if "vector" in changes:
                     vector_blob = _vector_blob(new_vector)
-                    vector = None if new_vector is None else tuple(float(v) for v in new_vector)
+                    vector = None if new_vector is None else Vector(new_vector)
                 record = replace(
                     rec,
                     content=item.content,

@@ -34,7 +34,14 @@ from typing import IO, TYPE_CHECKING, Any
 from .address import concept_bucket, instance_id, pack, record_id, unpack
 from .errors import DimensionMismatch, InvalidInput
 from .primes import MAX_PRIME, Kind, is_prime, normalise_label, normalise_tags, prime_product
-from .records import Record, check_content, check_metadata, check_unit_interval, check_vector
+from .records import (
+    Record,
+    Vector,
+    check_content,
+    check_metadata,
+    check_unit_interval,
+    check_vector,
+)
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
@@ -718,7 +725,7 @@ class _Writer:
             accessed_at=accessed,
             access_count=rec.access_count,
             metadata=rec.metadata,
-            vector=None if array is None else tuple(float(v) for v in array),
+            vector=None if array is None else Vector(array),
         )
         extra: dict[str, Any] = {}
         if rec.strength_at is not None and "strength_at" in StoredRow.__dataclass_fields__:

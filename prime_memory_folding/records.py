@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from .errors import InvalidInput
 
@@ -16,6 +18,7 @@ __all__ = [
     "Record",
     "Stats",
     "StoreResult",
+    "Vector",
     "check_content",
     "check_metadata",
     "check_unit_interval",
@@ -26,6 +29,76 @@ __all__ = [
 #: a larger text should be split, and the limit keeps one call from bloating
 #: every later query response.
 MAX_CONTENT_CHARS = 100_000
+
+
+class Vector(Sequence[float]):
+    """A record's vector: immutable float32 values, 4 bytes each.
+
+    It reads like the tuple of its values: ``len``, indexing, slicing (to a
+    tuple), iteration, ``==`` with another vector, a tuple or a list, and the
+    tuple's hash; ``numpy.asarray`` takes it without copying value by value.
+    A tuple of Python floats would take 32 bytes a value.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Iterable[float] = ()) -> None:
+        if hasattr(values, "dtype") and hasattr(values, "tobytes"):
+            import numpy as np
+
+            packed = array("f")
+            packed.frombytes(np.ascontiguousarray(values, dtype=np.float32).tobytes())
+            self._values = packed
+        else:
+            self._values = array("f", values)
+
+    @classmethod
+    def from_blob(cls, blob: bytes) -> Vector:
+        """Decode a little-endian float32 blob, as the store keeps vectors."""
+        vector = cls()
+        vector._values.frombytes(blob)
+        if sys.byteorder == "big":
+            vector._values.byteswap()
+        return vector
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[float, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> float | tuple[float, ...]:
+        if isinstance(index, slice):
+            return tuple(self._values[index])
+        return self._values[index]
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Vector):
+            return self._values == other._values
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self._values) and tuple(self._values) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values))
+
+    def __repr__(self) -> str:
+        return f"Vector({self._values.tolist()!r})"
+
+    def __reduce__(self) -> tuple[type[Vector], tuple[list[float]]]:
+        return (Vector, (self._values.tolist(),))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        import numpy as np
+
+        values = np.frombuffer(self._values, dtype=np.float32)
+        return values.astype(dtype or np.float32, copy=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +123,7 @@ class Record:
     accessed_at: float
     access_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
-    vector: tuple[float, ...] | None = None
+    vector: Vector | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,26 +7,20 @@ embedded SQLite store.
 
 from __future__ import annotations
 
-import sys
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..primes import Kind
-from ..records import Record
+from ..records import Record, Vector
 
 __all__ = ["IndexRow", "Storage", "StoredRow", "blob_to_floats"]
 
 
-def blob_to_floats(blob: bytes) -> tuple[float, ...]:
+def blob_to_floats(blob: bytes) -> Vector:
     """Decode a little-endian float32 vector blob."""
-    values = array("f")
-    values.frombytes(blob)
-    if sys.byteorder == "big":
-        values.byteswap()
-    return tuple(values)
+    return Vector.from_blob(blob)
 
 
 @dataclass(frozen=True, slots=True)
