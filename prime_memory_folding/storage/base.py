@@ -13,14 +13,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..primes import Kind
-from ..records import Record, Vector
+from ..records import Record
 
-__all__ = ["IndexRow", "Storage", "StoredRow", "blob_to_floats"]
-
-
-def blob_to_floats(blob: bytes) -> Vector:
-    """Decode a little-endian float32 vector blob."""
-    return Vector.from_blob(blob)
+__all__ = ["IndexRow", "Storage", "StoredRow"]
 
 
 @dataclass(frozen=True, slots=True)

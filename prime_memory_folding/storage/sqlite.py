@@ -19,8 +19,8 @@ from typing import Any
 
 from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
-from ..records import Record
-from .base import IndexRow, StoredRow, blob_to_floats
+from ..records import Record, Vector
+from .base import IndexRow, StoredRow
 from .migrations import MIGRATIONS, latest_version
 
 __all__ = ["SQLiteStorage"]
@@ -394,7 +394,7 @@ def _row_values(row: StoredRow) -> tuple[Any, ...]:
 
 def _stored_row(row: Sequence[Any]) -> StoredRow:
     blob = row[7]
-    vector = None if blob is None else blob_to_floats(blob)
+    vector = None if blob is None else Vector.from_blob(blob)
     record = Record(
         record_id=row[0],
         address=int(row[0], 16),
