@@ -8,8 +8,9 @@ Reports p50/p99 latency per call.
 
     python3 benchmarks/http_load.py                        # 4 clients x 2,000 calls
     python3 benchmarks/http_load.py --clients 2 --calls 100 --json load.json
+    python3 benchmarks/http_load.py --time-limit 240       # stop and fail after 240 s
 
-Exits 1 on any error or lost write.
+Exits 1 on any error or lost write, or when the time limit stops the clients.
 """
 
 from __future__ import annotations
@@ -120,13 +121,23 @@ def start_server(
             return proc, int(line.decode().rsplit(":", 1)[1].split("/")[0])
 
 
-def drive(port: int, token: str, client_no: int, calls: int, out: dict[str, Any]) -> None:
+def drive(
+    port: int, token: str, client_no: int, calls: int, deadline: float, out: dict[str, Any]
+) -> None:
     rng = random.Random(client_no)
     client = HttpClient(port, token)
     latencies: list[float] = []
     errors: list[str] = []
     stored: list[str] = []
     for n in range(calls):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            errors.append(f"stopped after {n} of {calls} calls: the time limit was reached")
+            break
+        # A stalled server then fails this call at the deadline instead of hanging the run.
+        client.conn.timeout = min(TIMEOUT, remaining)
+        if client.conn.sock is not None:
+            client.conn.sock.settimeout(client.conn.timeout)
         roll = rng.random()
         started = time.perf_counter()
         try:
@@ -149,13 +160,16 @@ def drive(port: int, token: str, client_no: int, calls: int, out: dict[str, Any]
     client.conn.close()
 
 
-def run(clients: int, calls: int, store: Path, env: dict[str, str]) -> dict[str, Any]:
+def run(
+    clients: int, calls: int, store: Path, env: dict[str, str], time_limit: float = float("inf")
+) -> dict[str, Any]:
     token = secrets.token_urlsafe(16)
     proc, port = start_server(store, token, env)
     results: list[dict[str, Any]] = [{} for _ in range(clients)]
     try:
+        deadline = time.perf_counter() + time_limit
         threads = [
-            threading.Thread(target=drive, args=(port, token, c, calls, results[c]))
+            threading.Thread(target=drive, args=(port, token, c, calls, deadline, results[c]))
             for c in range(clients)
         ]
         started = time.perf_counter()
@@ -180,13 +194,14 @@ def run(clients: int, calls: int, store: Path, env: dict[str, str]) -> dict[str,
     return {
         "clients": clients,
         "calls": calls,
+        "completed": len(latencies),
         "stores": len(stored),
         "lost": len(lost),
         "errors": len(errors),
         "first_errors": errors[:5],
         "tags_seen": sorted(found),
         "seconds": elapsed,
-        "calls_per_s": clients * calls / elapsed,
+        "calls_per_s": len(latencies) / elapsed,
         "p50_ms": quantiles[49] * 1000,
         "p99_ms": quantiles[98] * 1000,
         "ok": not errors and not lost and len(set(stored)) == len(stored),
@@ -198,16 +213,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--calls", type=int, default=2_000, help="calls per client")
     parser.add_argument("--embedder", default="none", help="PRIME_MEMORY_EMBEDDER (default none)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=float("inf"),
+        metavar="SECONDS",
+        help="stop the clients after this long and fail (default: no limit)",
+    )
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
     args = parser.parse_args(argv)
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": args.embedder}
     env.pop("PRIME_MEMORY_TOKEN", None)
     with tempfile.TemporaryDirectory(prefix="prime-memory-http-") as folder:
-        report = run(args.clients, args.calls, Path(folder) / "http.db", env)
+        report = run(args.clients, args.calls, Path(folder) / "http.db", env, args.time_limit)
     print(
-        f"{report['clients']} clients x {report['calls']} calls: {report['stores']} stores, "
-        f"{report['lost']} lost, {report['errors']} errors, {report['calls_per_s']:.0f} calls/s, "
+        f"{report['clients']} clients x {report['calls']} calls: {report['completed']} done "
+        f"in {report['seconds']:.1f} s, {report['stores']} stores, {report['lost']} lost, "
+        f"{report['errors']} errors, {report['calls_per_s']:.0f} calls/s, "
         f"p50 {report['p50_ms']:.2f} ms, p99 {report['p99_ms']:.2f} ms"
     )
     for line in report["first_errors"]:
