@@ -6,7 +6,12 @@ answers each bad line itself, then keeps serving:
 
 - a line that is not UTF-8, or not JSON: ``-32700 Parse error``, id null;
 - JSON that is not a valid JSON-RPC message: ``-32600 Invalid Request``, with
-  the message's id when it is a usable one, else null.
+  the message's id when it is a usable one, else null;
+- a line longer than :data:`MAX_LINE_BYTES` (16 MiB): ``-32600 Invalid
+  Request``, id null. It is read and thrown away in bounded pieces, so an
+  endless line cannot exhaust memory;
+- a blank line (nothing but spaces, tabs and carriage returns, the JSON
+  whitespace): no answer, since it holds no message and so no id to answer.
 
 While serving, file descriptors 0 and 1 point at the null device and at
 stderr, so a stray ``print`` from any library cannot corrupt the wire.
@@ -29,6 +34,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
+import anyio.to_thread
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INVALID_REQUEST,
@@ -46,9 +52,26 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["classify_line", "http_bind_problem", "run_http", "run_stdio", "stdio_streams"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "classify_line",
+    "http_bind_problem",
+    "read_line",
+    "run_http",
+    "run_stdio",
+    "stdio_streams",
+]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+#: The longest stdio line served, in bytes before the newline. A store call with
+#: content at ``MAX_CONTENT_CHARS``, every character escaped, takes under 1.3 MB;
+#: the rest is room for large metadata and vectors.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: How much of an over-long line is read at a time while it is thrown away.
+_DISCARD_CHUNK = 1024 * 1024
+#: What JSON counts as whitespace (RFC 8259); ``bytes.strip()`` would also take \v and \f.
+_JSON_WHITESPACE = b" \t\r\n"
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
@@ -86,7 +109,7 @@ def classify_line(line: bytes) -> SessionMessage | JSONRPCError | None:
         )
         if not ambiguous:
             return SessionMessage(message)
-    if not line.strip():
+    if not line.strip(_JSON_WHITESPACE):
         return None
     try:
         text = line.decode("utf-8")
@@ -126,6 +149,29 @@ def classify_line(line: bytes) -> SessionMessage | JSONRPCError | None:
     return _error(_usable_id(obj), INVALID_REQUEST, f"Invalid Request: {detail}")
 
 
+def read_line(stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> bytes | None:
+    """The next line of ``stream`` with its newline; b"" at the end of the stream.
+
+    Returns None for a line longer than ``limit`` bytes (not counting the
+    newline), after reading past its end without keeping it.
+    """
+    line = stream.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line
+    while True:
+        chunk = stream.readline(_DISCARD_CHUNK)
+        if not chunk or chunk.endswith(b"\n"):
+            return None
+
+
+_TOO_LONG = _error(
+    None,
+    INVALID_REQUEST,
+    f"Invalid Request: the line is longer than {MAX_LINE_BYTES:,} bytes and was discarded; "
+    "send smaller messages",
+)
+
+
 @asynccontextmanager
 async def stdio_streams(
     stdin: BinaryIO, stdout: BinaryIO
@@ -142,12 +188,14 @@ async def stdio_streams(
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     errors_send = write_send.clone()
-    stdin_file = anyio.wrap_file(stdin)
 
     async def reader() -> None:
         async with read_send, errors_send:
-            async for line in stdin_file:
-                item = classify_line(line)
+            while True:
+                line = await anyio.to_thread.run_sync(read_line, stdin)
+                if line == b"":
+                    break
+                item = _TOO_LONG if line is None else classify_line(line)
                 if item is None:
                     continue
                 if isinstance(item, JSONRPCError):

@@ -5,7 +5,8 @@ throws random and extreme input at one long-lived server and checks the rules
 that must hold for all of it:
 
 - every request gets exactly one well-formed JSON-RPC answer, notifications
-  and responses get none;
+  and responses get none; a line that is not JSON gets exactly one parse
+  error, a blank line nothing;
 - the server never dies, and the next valid call works;
 - nothing but JSON-RPC frames reaches stdout.
 
@@ -25,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from prime_memory_folding.mcp_transport import MAX_LINE_BYTES
 from tests.stdio_client import StdioServer
 
 SETTINGS = settings(
@@ -125,6 +127,37 @@ def test_a_10_mb_request_is_answered(server: StdioServer) -> None:
 def test_a_10_mb_id_is_echoed(server: StdioServer) -> None:
     big = "i" * 10**7
     assert one_answer(server, encode({"jsonrpc": "2.0", "id": big, "method": "ping"}), big)
+
+
+def send_padded_ping(server: StdioServer, request_id: str, length: int) -> None:
+    """Write a ping line of exactly ``length`` bytes, a megabyte at a time."""
+    head = b'{"jsonrpc":"2.0","id":"%s","method":"ping","params":{"pad":"' % request_id.encode()
+    tail = b'"}}'
+    assert server.proc.stdin is not None
+    server.proc.stdin.write(head)
+    left = length - len(head) - len(tail)
+    chunk = b"x" * 2**20
+    while left > 0:
+        server.proc.stdin.write(chunk[:left])
+        left -= len(chunk)
+    server.proc.stdin.write(tail + b"\n")
+    server.proc.stdin.flush()
+
+
+def test_a_line_at_the_length_cap_is_served(server: StdioServer) -> None:
+    send_padded_ping(server, "at-cap", MAX_LINE_BYTES)
+    answer = server.recv()
+    assert_well_formed(answer, "at-cap")
+    assert answer["result"] == {}
+
+
+def test_a_line_over_the_length_cap_gets_one_error_and_is_discarded(server: StdioServer) -> None:
+    send_padded_ping(server, "over-cap", MAX_LINE_BYTES + 1)
+    answer = server.recv()
+    assert_well_formed(answer, None)  # the line is never parsed, so its id is unknown
+    assert answer["error"]["code"] == -32600
+    assert "longer than 16,777,216 bytes" in answer["error"]["message"]
+    assert one_answer(server, encode({"jsonrpc": "2.0", "id": "next", "method": "ping"}), "next")
 
 
 def test_deeply_nested_tool_arguments_get_one_answer_and_store_nothing(
@@ -254,11 +287,50 @@ def is_response(message: Any) -> bool:
 
 @SETTINGS
 @given(line=raw_lines)
-def test_random_bytes_get_at_most_one_answer(server: StdioServer, line: bytes) -> None:
+def test_random_bytes_get_the_answer_their_parse_calls_for(
+    server: StdioServer, line: bytes
+) -> None:
     frames = answers_to(server, line)
-    assert len(frames) <= 1, frames  # valid JSON-RPC notifications are possible, if rare
-    for frame in frames:
-        assert_well_formed(frame)
+    if not line.strip(b" \t\r"):
+        assert frames == []  # a blank line holds no message, so nothing to answer
+        return
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except ValueError:  # not UTF-8, or not JSON
+        assert len(frames) == 1, frames
+        assert_well_formed(frames[0], None)
+        assert frames[0]["error"]["code"] == -32700, frames
+        return
+    if is_notification(value) or is_response(value):
+        assert frames == [], (value, frames)
+    else:
+        assert len(frames) == 1, (value, frames)
+        assert_well_formed(frames[0])
+
+
+# Query text the engine serves: not blank, no NUL.
+query_texts = st.text(min_size=1, max_size=200).filter(
+    lambda t: bool(t.strip()) and "\x00" not in t
+)
+
+
+@SETTINGS
+@given(text=query_texts, data=st.data())
+def test_a_request_cut_short_gets_one_parse_error_and_the_next_call_works(
+    server: StdioServer, text: str, data: st.DataObject
+) -> None:
+    request_id = next(_probe_ids)
+    arguments = {"text": text, "limit": 1}
+    line = json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+         "params": {"name": "prime_memory_query", "arguments": arguments}},
+        ensure_ascii=False,
+    ).encode()  # fmt: skip
+    cut = data.draw(st.integers(min_value=1, max_value=len(line) - 1), label="cut")
+    answer = one_answer(server, line[:cut], None)
+    assert answer["error"]["code"] == -32700, answer
+    whole = one_answer(server, line, request_id)
+    assert whole["result"]["isError"] is False, whole
 
 
 @SETTINGS

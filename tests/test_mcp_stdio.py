@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+from prime_memory_folding import MemoryEngine
 
 TIMEOUT = 60  # seconds; generous, since CI machines may be busy
 SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
@@ -180,6 +183,9 @@ PARSE_ERROR_LINES = {
     "trailing-garbage": b'{"jsonrpc": "2.0", "id": 1, "method": "ping"} x',
     "invalid-utf8": b'{"jsonrpc": "2.0", "id": 1, "method": "\xff\xfe"}',
     "lone-surrogate-bytes": b'{"jsonrpc": "2.0", "id": 1, "method": "\xed\xa0\x80"}',
+    # Not JSON whitespace, so not a blank line.
+    "vertical-tab": b"\x0b",
+    "form-feed": b" \x0c ",
 }
 
 
@@ -280,6 +286,53 @@ def test_tools_call_round_trip_gives_structured_content(session: ServerProcess) 
     assert json.loads(stored["result"]["content"][0]["text"])["record"] == record
     found = session.request(tools_call(27, "prime_memory_query", {"tags": ["t"]}))
     assert [hit["content"] for hit in found["result"]["structuredContent"]["hits"]] == ["hello"]
+
+
+@pytest.fixture(scope="module")
+def vector_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+    """A server over a store bound to 4-dimensional vectors."""
+    path = tmp_path_factory.mktemp("vectors") / "memory.db"
+    with MemoryEngine(path, embedder="none") as engine:
+        engine.store("seed", vector=[1.0, 0.0, 0.0, 0.0])
+    process = ServerProcess(path, env=dict(os.environ, PRIME_MEMORY_EMBEDDER="none"))
+    process.handshake()
+    yield process, path
+    assert process.close() == 0
+
+
+def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: sorted(db.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+    finally:
+        db.close()
+
+
+# Standard JSON has none of these, but the server's parser reads them: NaN as nan,
+# Infinity and 1e400 (too big for a double) as infinities.
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400"]
+
+
+@pytest.mark.parametrize("literal", NON_FINITE)
+@pytest.mark.parametrize("tool", ["prime_memory_store", "prime_memory_query"])
+def test_a_non_finite_vector_value_is_a_tool_error_naming_it(
+    vector_store: tuple[ServerProcess, Path], tool: str, literal: str
+) -> None:
+    process, path = vector_store
+    arguments: dict[str, Any] = {"vector": [1.0, 0.0, "HERE", 0.0]}
+    if tool == "prime_memory_store":
+        arguments["content"] = f"vector with {literal}"
+    line = json.dumps(tools_call(31, tool, arguments)).encode()
+    before = dump(path)
+    process.send_raw(line.replace(b'"HERE"', literal.encode()))
+    reply = process.recv()
+    assert reply["id"] == 31
+    assert reply["result"]["isError"] is True
+    [content] = reply["result"]["content"]
+    assert "vector[2] is" in content["text"] and "must be finite" in content["text"]
+    assert dump(path) == before
+    assert_still_serving(process)
 
 
 @pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
