@@ -37,6 +37,7 @@ from mcp_types import INVALID_PARAMS, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from .errors import PrimeMemoryError
+from .records import MAX_CONTENT_CHARS
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -379,7 +380,14 @@ def build_server(engine: EngineSource) -> MCPServer:
 
     @tool(_annotations("Store a memory", read_only=False, destructive=False, idempotent=False))
     async def prime_memory_store(
-        content: Annotated[str, Field(description="The fact, decision or note to remember.")],
+        content: Annotated[
+            str,
+            Field(
+                description=f"The fact, decision or note to remember: not blank, no NUL "
+                f"character, at most {MAX_CONTENT_CHARS:,} characters (split longer text "
+                "into several memories)."
+            ),
+        ],
         domain: Label = "memory",
         subdomain: Label = "general",
         tags: Tags = None,

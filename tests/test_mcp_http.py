@@ -172,6 +172,25 @@ def test_loopback_without_a_token_still_checks_the_host(open_loopback: HttpServe
     assert status == 421
 
 
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost.evil.example"])
+def test_loopback_without_a_token_refuses_a_foreign_origin(
+    open_loopback: HttpServer, origin: str
+) -> None:
+    # With no token, the Origin check is all that stops a web page the user visits
+    # from calling the server through the browser.
+    status, _ = open_loopback.post(Origin=origin)
+    assert status == 403
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost"])
+def test_loopback_without_a_token_accepts_a_loopback_origin(
+    open_loopback: HttpServer, name: str
+) -> None:
+    status, body = open_loopback.post(Origin=f"http://{name}:{open_loopback.port}")
+    assert status == 200
+    assert '"protocolVersion":"2025-11-25"' in body
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "memory.lan"])
 def test_binding_beyond_loopback_without_a_token_refuses_to_start(
     tmp_path: Path, host: str

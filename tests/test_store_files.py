@@ -4,23 +4,32 @@ Each problem is met through the engine, the CLI and the stdio MCP server, and
 never as a traceback or a silently emptied store:
 
 - a store path under a regular file (no folder can be made there);
-- a read-only file system (a tmpfs mounted read-only; tests run as root, so
-  file modes alone would not stop a write);
+- a read-only folder: a tmpfs mounted read-only, or a folder and file with
+  their write bits cleared (which binds only a user without CAP_DAC_OVERRIDE,
+  so not root);
 - a corrupt database file, and one written by a newer schema version;
-- a full disk (a 256 KiB tmpfs);
+- a full disk: a 256 KiB tmpfs, or a 256 KiB file size limit (RLIMIT_FSIZE) on
+  the writing process, past which a write fails with EFBIG;
 - a store locked by a long transaction elsewhere (``PRIME_MEMORY_BUSY_TIMEOUT_MS``
   keeps the wait short).
 
-Mounting needs root and mount permission; without them those cases are skipped
-with the reason.
+Mounting needs root and mount permission. Each simulation that cannot work here
+skips with the reason; when the ``CI`` environment variable is set and no way to
+simulate a problem works, the test fails instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
+import os
 import random
+import shutil
 import sqlite3
 import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,29 +40,129 @@ from prime_memory_folding import MemoryEngine, StoreError, StoreLocked
 from prime_memory_folding.cli import cli
 from prime_memory_folding.errors import SchemaTooNew
 from prime_memory_folding.storage import SQLiteStorage
+from tests import stdio_client
 from tests.stdio_client import StdioServer
 
 FAST_LOCK_MS = "200"
+SMALL_DISK = 256 * 1024
+
+
+@functools.cache
+def mount_problem() -> str | None:
+    """Why a tmpfs cannot be mounted here, or None when it can."""
+    if shutil.which("mount") is None:
+        return "no mount command"
+    where = Path(tempfile.mkdtemp(prefix="pmf-mount-"))
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            return f"cannot mount a tmpfs ({' '.join(done.stderr.split())}); needs root"
+        subprocess.run(["umount", str(where)], check=True)
+        return None
+    finally:
+        where.rmdir()
+
+
+@functools.cache
+def chmod_problem() -> str | None:
+    """Why clearing a folder's write bits would not stop this process, or None."""
+    where = Path(tempfile.mkdtemp(prefix="pmf-chmod-"))
+    try:
+        where.chmod(0o555)
+        try:
+            (where / "probe").touch()
+        except PermissionError:
+            return None
+        return "file modes do not bind this user (root, or CAP_DAC_OVERRIDE)"
+    finally:
+        where.chmod(0o755)
+        shutil.rmtree(where)
+
+
+def file_size_limit_problem() -> str | None:
+    try:
+        import resource
+    except ImportError:
+        return "no resource module on this platform"
+    return None if hasattr(resource, "RLIMIT_FSIZE") else "no RLIMIT_FSIZE on this platform"
+
+
+def require(way: str, problems: dict[str, Callable[[], str | None]]) -> None:
+    """Skip unless ``way`` works here; on CI, fail when no way in ``problems`` does."""
+    problem = problems[way]()
+    if problem is None:
+        return
+    others = {name: check() for name, check in problems.items() if name != way}
+    if os.environ.get("CI") and all(others.values()):
+        pytest.fail(f"no way to simulate this works here ({way}: {problem}; {others})")
+    pytest.skip(f"{way}: {problem}")
+
+
+READ_ONLY_WAYS = {"tmpfs": mount_problem, "chmod": chmod_problem}
+FULL_DISK_WAYS = {"tmpfs": mount_problem, "file-size-limit": file_size_limit_problem}
 
 
 @contextlib.contextmanager
 def tmpfs(where: Path, *options: str) -> Iterator[Path]:
     where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(where)], check=True
     )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@contextlib.contextmanager
+def read_only_folder(where: Path, way: str) -> Iterator[tuple[Path, Callable[[], None]]]:
+    """A folder, and the call that makes it and everything in it read-only."""
+    if way == "tmpfs":
+        with tmpfs(where, "size=4m") as folder:
+            yield folder, functools.partial(remount_read_only, folder)
+        return
+    where.mkdir(parents=True)
+    try:
+        yield where, functools.partial(clear_write_bits, where)
+    finally:
+        where.chmod(0o755)
+
+
 def remount_read_only(where: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+
+
+def clear_write_bits(where: Path) -> None:
+    for item in where.iterdir():
+        item.chmod(0o444)
+    where.chmod(0o555)
+
+
+#: Runs the rest of argv (``-m MODULE ARGS`` or ``-c CODE ARGS``) with writes past
+#: the first argument's byte count failing with EFBIG, as on a full disk.
+FILE_SIZE_LIMIT = """\
+import resource, runpy, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the write kills the process
+hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), hard))
+switch, target, *rest = sys.argv[2:]
+sys.argv = [target, *rest]
+if switch == "-m":
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    exec(compile(target, "<limited>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def python(limit: int | None, *argv: str) -> list[str]:
+    """A ``python ARGV`` command line, under a file size limit unless ``limit`` is None."""
+    if limit is None:
+        return [sys.executable, *argv]
+    return [sys.executable, "-c", FILE_SIZE_LIMIT, str(limit), *argv]
 
 
 # -- the problems, each as (store path, what the message must say) --------------------
@@ -98,6 +207,8 @@ CASES: dict[str, tuple[Callable[[Path], Path], type[StoreError], tuple[str, ...]
     "newer-schema": (newer_schema, SchemaTooNew, ("schema version 9999", "upgrade")),
 }
 
+NO_STORE = ("no store at", "check --store")
+
 
 def says(message: str, path: Path, fragments: tuple[str, ...]) -> None:
     assert str(path) in message, message
@@ -106,16 +217,23 @@ def says(message: str, path: Path, fragments: tuple[str, ...]) -> None:
     assert "Traceback" not in message
 
 
+def contents(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() else None
+
+
+def assert_unchanged(path: Path, before: bytes | None) -> None:
+    assert contents(path) == before, "a bad store must never be rewritten"
+
+
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_the_engine_names_the_path_and_the_fix(tmp_path: Path, case: tuple) -> None:
     make, error, fragments = case
     path = make(tmp_path)
-    before = path.read_bytes() if path.is_file() else None
+    before = contents(path)
     with pytest.raises(error) as raised:
         MemoryEngine(path, embedder="none")
     says(str(raised.value), path, fragments)
-    if before is not None:
-        assert path.read_bytes() == before, "a bad store must never be rewritten"
+    assert_unchanged(path, before)
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
@@ -125,11 +243,15 @@ def test_the_cli_prints_one_line_naming_the_path(
 ) -> None:
     make, _, fragments = case
     path = make(tmp_path)
+    before = contents(path)
+    if before is None and command[0] != "store":
+        fragments = NO_STORE  # only commands that add memories create a store
     result = CliRunner().invoke(cli, ["--store", str(path), *command])
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.output
     says(lines[0], path, fragments)
+    assert_unchanged(path, before)
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
@@ -138,6 +260,7 @@ def test_the_mcp_server_answers_with_a_tool_error_and_keeps_serving(
 ) -> None:
     make, _, fragments = case
     path = make(tmp_path)
+    before = contents(path)
     server = StdioServer(path, env={"PRIME_MEMORY_EMBEDDER": "none"})
     try:
         server.handshake()
@@ -152,6 +275,7 @@ def test_the_mcp_server_answers_with_a_tool_error_and_keeps_serving(
     finally:
         assert server.close() == 0
     assert b"Traceback" not in server.stderr, server.stderr.decode(errors="replace")
+    assert_unchanged(path, before)
 
 
 def test_an_empty_file_is_a_new_store_not_an_error(tmp_path: Path) -> None:
@@ -163,56 +287,117 @@ def test_an_empty_file_is_a_new_store_not_an_error(tmp_path: Path) -> None:
 
 # -- read-only file system ---------------------------------------------------------------
 
+CANNOT_WRITE = ("cannot be written", "check the file and folder permissions")
+CANNOT_MAKE_FOLDER = ("cannot create the folder", "choose a writable path with --store")
 
-def test_a_read_only_file_system_is_named_in_every_adapter(tmp_path: Path) -> None:
-    with tmpfs(tmp_path / "ro", "size=4m") as folder:
+
+@pytest.mark.parametrize("way", READ_ONLY_WAYS)
+def test_a_read_only_folder_is_named_in_every_adapter(tmp_path: Path, way: str) -> None:
+    require(way, READ_ONLY_WAYS)
+    with read_only_folder(tmp_path / "ro", way) as (folder, make_read_only):
         existing = folder / "memory.db"
         with MemoryEngine(existing, embedder="none") as engine:
-            engine.store("written before the remount")
-        remount_read_only(folder)
-        for path in (existing, folder / "new.db", folder / "sub" / "new.db"):
+            engine.store("written before the folder became read-only")
+        make_read_only()
+        before = existing.read_bytes()
+        cases = {
+            existing: CANNOT_WRITE,
+            folder / "new.db": CANNOT_WRITE,
+            folder / "sub" / "new.db": CANNOT_MAKE_FOLDER,
+        }
+        for path, fragments in cases.items():
             with pytest.raises(StoreError) as raised:
                 MemoryEngine(path, embedder="none")
-            message = str(raised.value)
-            assert str(path) in message and ("permissions" in message or "--store" in message)
-            result = CliRunner().invoke(cli, ["--store", str(path), "stats"])
-            assert result.exit_code == 1 and str(path) in result.stderr
-            assert len(result.stderr.strip().splitlines()) == 1
+            says(str(raised.value), path, fragments)
+            result = CliRunner().invoke(cli, ["--store", str(path), "store", "x"])
+            assert result.exit_code == 1, result.output
+            [line] = result.stderr.strip().splitlines()
+            says(line, path, fragments)
         server = StdioServer(existing, env={"PRIME_MEMORY_EMBEDDER": "none"})
         try:
             server.handshake()
-            result = server.call("prime_memory_store", {"content": "x"})
-            assert result["isError"] and str(existing) in result["content"][0]["text"]
+            result_mcp = server.call("prime_memory_store", {"content": "x"})
+            assert result_mcp["isError"] is True
+            says(result_mcp["content"][0]["text"], existing, CANNOT_WRITE)
         finally:
             assert server.close() == 0
         assert b"Traceback" not in server.stderr
+        assert existing.read_bytes() == before
+        assert not (folder / "new.db").exists() and not (folder / "sub").exists()
 
 
 # -- full disk ------------------------------------------------------------------------------
 
+#: Stores 2,000-character memories until a write fails; prints what was acknowledged.
+FILL = """\
+import json, sys
+from prime_memory_folding import MemoryEngine, StoreError
+acknowledged = []
+try:
+    with MemoryEngine(sys.argv[1], embedder="none") as engine:
+        for n in range(10_000):
+            acknowledged.append(engine.store(f"{n} " + "z" * 2_000).record_id)
+except StoreError as exc:
+    print(json.dumps({"acknowledged": acknowledged, "error": str(exc)}))
+"""
+#: 270 KB as UTF-8: more than the small disk holds, within MAX_CONTENT_CHARS.
+TOO_BIG = "語" * 90_000
+FULL_DISK_SAYS = {
+    "tmpfs": ("the disk is full", "free space and retry"),
+    "file-size-limit": ("disk I/O error", "file size limit", "free space"),
+}
 
-def test_a_full_disk_refuses_the_write_and_keeps_what_was_stored(tmp_path: Path) -> None:
-    with tmpfs(tmp_path / "full", "size=256k") as folder:
+
+@pytest.mark.parametrize("way", FULL_DISK_WAYS)
+def test_a_full_disk_refuses_the_write_and_keeps_what_was_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    require(way, FULL_DISK_WAYS)
+    fragments = FULL_DISK_SAYS[way]
+    limit = SMALL_DISK if way == "file-size-limit" else None
+    with contextlib.ExitStack() as stack:
+        if way == "tmpfs":
+            folder = stack.enter_context(tmpfs(tmp_path / "full", f"size={SMALL_DISK}"))
+        else:
+            folder = tmp_path / "full"
+            folder.mkdir()
         path = folder / "memory.db"
-        acknowledged: list[str] = []
-        with MemoryEngine(path, embedder="none") as engine:
-            with pytest.raises(StoreError) as raised:
-                for n in range(10_000):
-                    acknowledged.append(engine.store(f"{n} " + "z" * 2_000).record_id)
-            message = str(raised.value)
-            assert str(path) in message and "disk is full" in message and "free space" in message
-            result = CliRunner().invoke(cli, ["--store", str(path), "store", "y" * 50_000])
-            assert result.exit_code == 1 and "disk is full" in result.stderr
-            assert len(result.stderr.strip().splitlines()) == 1
+        filled = subprocess.run(
+            python(limit, "-c", FILL, str(path)), capture_output=True, text=True, check=True
+        )
+        assert filled.stdout, f"the disk never filled: {filled.stderr[-2000:]}"
+        report = json.loads(filled.stdout)
+        says(report["error"], path, fragments)
+        acknowledged = report["acknowledged"]
+        assert acknowledged, "some stores fit before the disk filled"
+
+        cli_run = subprocess.run(
+            python(limit, "-m", "prime_memory_folding.cli", "--store", str(path), "store", "-"),
+            input=TOO_BIG,
+            capture_output=True,
+            text=True,
+        )
+        assert cli_run.returncode == 1, cli_run.stderr
+        [line] = cli_run.stderr.strip().splitlines()
+        says(line, path, fragments)
+
+        monkeypatch.setattr(
+            stdio_client, "SERVER", python(limit, "-m", "prime_memory_folding.mcp_server")
+        )
         server = StdioServer(path, env={"PRIME_MEMORY_EMBEDDER": "none"})
         try:
             server.handshake()
-            result = server.call("prime_memory_store", {"content": "w" * 90_000})
-            assert result["isError"] and "disk is full" in result["content"][0]["text"]
+            result = server.call("prime_memory_store", {"content": TOO_BIG})
+            assert result["isError"] is True
+            says(result["content"][0]["text"], path, fragments)
+            assert server.request("ping")["result"] == {}
         finally:
             assert server.close() == 0
+        assert b"Traceback" not in server.stderr
+
         with MemoryEngine(path, embedder="none") as engine:
-            assert set(acknowledged) <= set(engine.match_ids())
+            # Every acknowledged store is there, and no refused one.
+            assert sorted(engine.match_ids()) == sorted(acknowledged)
             db = engine.storage.db  # type: ignore[attr-defined]
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
@@ -257,7 +442,12 @@ def test_the_busy_timeout_comes_from_the_environment(
     try:
         server.handshake()
         result_mcp = server.call("prime_memory_store", {"content": "blocked"})
-        assert result_mcp["isError"] and "StoreLocked" in result_mcp["content"][0]["text"]
+        assert result_mcp["isError"] is True
+        says(
+            result_mcp["content"][0]["text"],
+            locked_store,
+            ("StoreLocked", "locked", "0.2 s", "retry", "PRIME_MEMORY_BUSY_TIMEOUT_MS"),
+        )
         assert server.call("prime_memory_stats", {})["structuredContent"]["records"] == 1
     finally:
         assert server.close() == 0

@@ -84,6 +84,14 @@ def _translate(exc: sqlite3.Error, path: str, busy_ms: int = BUSY_TIMEOUT_MS) ->
         )
     if "disk is full" in message or "database or disk is full" in message:
         return StoreError(f"store {path}: the disk is full; free space and retry")
+    if "disk I/O error" in message:
+        # SQLite reports only ENOSPC as "full"; a quota (EDQUOT) or the file size
+        # limit (EFBIG) ends here, as does a failing disk.
+        return StoreError(
+            f"store {path}: reading or writing the file failed ({message}); if the disk is "
+            "full, or a quota or the file size limit (ulimit -f) is reached, free space or "
+            "raise the limit and retry; otherwise check the disk"
+        )
     return StoreError(f"store {path}: {message}")
 
 
