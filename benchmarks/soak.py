@@ -4,9 +4,17 @@ Each process is a real ``python -m prime_memory_folding.mcp_server --store PATH`
 driven by a raw JSON-RPC line client in its own thread. Every process stores
 W distinct memories (with labels shared between processes, so prime
 registrations race), runs a query every few stores, and process 0 folds once
-half-way. Afterwards it checks, straight from the database file:
+half-way. So that the fold has work to do while the others write, the store
+is seeded first, through the engine with a clock 90 days back, with faded
+working memories (importance 0.1: the default policy prunes them) and pairs
+of near-duplicates (explicit vectors, shared words: the fold merges each pair).
+Afterwards it checks, straight from the database file:
 
-- exactly N x W distinct records, each content present once;
+- exactly N x W distinct soak records live, each content present once;
+- the fold ran between the writes and changed the store: the archive holds
+  exactly the seeded faded records as pruned and the seeded pairs as folded,
+  each pair into one live folded record whose ``folded_from`` names it, and no
+  seeded record is left live;
 - every call answered without an error;
 - prime registries consistent: no two labels of a kind share a prime, each
   label has one prime, every label on a record is registered, and every
@@ -40,6 +48,11 @@ TIMEOUT = 120
 PROTOCOL_VERSION = "2025-11-25"
 SHARED_TAGS = tuple(f"shared{n:02d}" for n in range(40))
 DOMAINS = ("work", "home", "code", "notes")
+#: Seeded records the fold must prune, and near-duplicate pairs it must merge.
+SEEDED_FADED, SEEDED_PAIRS = 40, 8
+#: How far back the seeded records were stored: ~90 working-memory half-lives.
+SEED_AGE_S = 90 * 86_400.0
+SEED_DOMAIN = "seeded"
 
 
 class LineClient:
@@ -126,10 +139,11 @@ def drive(
     latencies: list[float] = []
     errors: list[str] = []
     for n in range(writes):
-        arguments = {
+        tags = [SHARED_TAGS[(n * 7 + process) % len(SHARED_TAGS)], f"p{process}_{n % 16}"]
+        arguments: dict[str, Any] = {
             "content": content_of(process, n),
             "domain": DOMAINS[n % len(DOMAINS)],
-            "tags": [SHARED_TAGS[(n * 7 + process) % len(SHARED_TAGS)], f"p{process}_{n % 16}"],
+            "tags": tags,
             "importance": 0.6,
         }
         started = time.perf_counter()
@@ -142,7 +156,7 @@ def drive(
         latencies.append(time.perf_counter() - started)
         try:
             if query_every and n % query_every == query_every - 1:
-                client.call("prime_memory_query", {"tags": [arguments["tags"][0]], "limit": 5})
+                client.call("prime_memory_query", {"tags": [tags[0]], "limit": 5})
             if fold and n == writes // 2:
                 out["fold"] = client.call("prime_memory_fold", {"dry_run": False})
         except (RuntimeError, queue.Empty) as exc:
@@ -151,7 +165,83 @@ def drive(
     out["errors"] = errors
 
 
-def check_store(path: Path, processes: int, writes: int) -> list[str]:
+def seed(store: Path, now: float) -> dict[str, list[Any]]:
+    """Store the fold's work through the engine, dated ``SEED_AGE_S`` before ``now``.
+
+    Returns the ids of the faded records (``"faded"``) and of the pairs
+    (``"pairs"``, as lists of two ids).
+    """
+    import numpy as np
+
+    from prime_memory_folding import MemoryEngine
+
+    basis = np.eye(SEEDED_PAIRS + 1, dtype=np.float32)
+    faded = [
+        {
+            "content": f"seeded scratch note {n} about a build that is long over",
+            "domain": SEED_DOMAIN,
+            "tags": [f"scratch{n % 4}"],
+            "importance": 0.1,
+        }
+        for n in range(SEEDED_FADED)
+    ]
+    pairs = [
+        {
+            "content": f"seeded decision {i}: the team deploys service {i} on Tuesdays"
+            + (" again" if twin else ""),
+            "domain": SEED_DOMAIN,
+            "tags": [f"pair{i}"],
+            "importance": 0.6,
+            # Two near-parallel vectors per pair (cosine ~0.999), orthogonal to other pairs.
+            "vector": (basis[i] + (0.05 * basis[-1] if twin else 0)).tolist(),
+        }
+        for i in range(SEEDED_PAIRS)
+        for twin in (False, True)
+    ]
+    with MemoryEngine(store, embedder="none", clock=lambda: now - SEED_AGE_S) as engine:
+        stored = engine.store_many(faded + pairs)
+    ids = [record.record_id for record in stored]
+    return {
+        "faded": ids[:SEEDED_FADED],
+        "pairs": [ids[k : k + 2] for k in range(SEEDED_FADED, len(ids), 2)],
+    }
+
+
+def check_fold(db: sqlite3.Connection, seeded: dict[str, list[Any]]) -> list[str]:
+    """Problems with what the fold did to the seeded records."""
+    problems: list[str] = []
+    archived: dict[str, tuple[str, str | None]] = {
+        rid: (reason, into)
+        for rid, reason, into in db.execute("SELECT record_id, reason, folded_into FROM archive")
+    }
+    live = {
+        rid: json.loads(metadata)
+        for rid, metadata in db.execute("SELECT record_id, metadata FROM records")
+    }
+    pruned = {rid for rid, (reason, _) in archived.items() if reason == "pruned"}
+    if pruned != set(seeded["faded"]):
+        problems.append(
+            f"pruned {len(pruned)} records, expected exactly the {len(seeded['faded'])} faded "
+            f"seeds ({len(pruned & set(seeded['faded']))} of them)"
+        )
+    folded = {rid for rid, (reason, _) in archived.items() if reason == "folded"}
+    pair_ids = {rid for pair in seeded["pairs"] for rid in pair}
+    if folded != pair_ids:
+        problems.append(f"folded {len(folded)} records, expected the {len(pair_ids)} paired seeds")
+    for pair in seeded["pairs"]:
+        targets = {archived.get(rid, ("", None))[1] for rid in pair}
+        into = targets.pop() if len(targets) == 1 else None
+        if into is None or into not in live:
+            problems.append(f"pair {pair} was not folded into one live record")
+        elif sorted(live[into].get("folded_from", [])) != sorted(pair):
+            problems.append(f"folded record {into} lists {live[into].get('folded_from')}")
+    still_live = (set(seeded["faded"]) | pair_ids) & set(live)
+    if still_live:
+        problems.append(f"{len(still_live)} seeded records are still live")
+    return problems
+
+
+def check_store(path: Path, processes: int, writes: int, seeded: dict[str, list[Any]]) -> list[str]:
     """Problems found in the database file itself; empty when all is well."""
     problems: list[str] = []
     db = sqlite3.connect(path)
@@ -160,16 +250,23 @@ def check_store(path: Path, processes: int, writes: int) -> list[str]:
             problems.append("integrity_check failed")
         rows = db.execute("SELECT record_id, content, domain, subdomain, tags FROM records")
         records = rows.fetchall()
+        soak = [r for r in records if r[2] != SEED_DOMAIN]
         ids = [r[0] for r in records]
-        contents = [r[1] for r in records]
+        contents = [r[1] for r in soak]
         expected = {content_of(p, n) for p in range(processes) for n in range(writes)}
-        if len(records) != processes * writes:
-            problems.append(f"{len(records)} records, expected {processes * writes}")
+        if len(soak) != processes * writes:
+            problems.append(f"{len(soak)} soak records, expected {processes * writes}")
+        if len(records) - len(soak) != len(seeded["pairs"]):
+            problems.append(
+                f"{len(records) - len(soak)} seeded records live, expected "
+                f"{len(seeded['pairs'])} folded ones"
+            )
         if len(set(ids)) != len(ids):
             problems.append("duplicate record ids")
         if set(contents) != expected or len(contents) != len(set(contents)):
             missing = len(expected - set(contents))
             problems.append(f"contents differ: {missing} missing, {len(contents)} present")
+        problems += check_fold(db, seeded)
         primes: dict[str, dict[str, int]] = {}
         for kind, label, prime in db.execute("SELECT kind, label, prime FROM primes"):
             table = primes.setdefault(kind, {})
@@ -193,6 +290,7 @@ def check_store(path: Path, processes: int, writes: int) -> list[str]:
 def run(
     store: Path, processes: int, writes: int, query_every: int, env: dict[str, str]
 ) -> dict[str, Any]:
+    seeded = seed(store, time.time())
     clients = [LineClient(store, env) for _ in range(processes)]
     results: list[dict[str, Any]] = [{} for _ in clients]
     started = time.perf_counter()
@@ -214,11 +312,12 @@ def run(
     finally:
         codes = [client.close() for client in clients]
     errors = [e for result in results for e in result.get("errors", ["worker died"])]
-    problems = check_store(store, processes, writes)
+    problems = check_store(store, processes, writes, seeded)
     if any(view["registries"] != views[0]["registries"] for view in views):
         problems.append("processes disagree on the prime registries")
-    if any(view["records"] != processes * writes for view in views):
-        problems.append(f"process views of the count: {[v['records'] for v in views]}")
+    live = processes * writes + len(seeded["pairs"])
+    if any(view["records"] != live for view in views):
+        problems.append(f"process views of the count: {[v['records'] for v in views]}, not {live}")
     if any(codes):
         problems.append(f"server exit codes {codes}")
     latencies = sorted(x for result in results for x in result.get("latencies", []))
@@ -234,7 +333,11 @@ def run(
         "stores_per_s": processes * writes / elapsed,
         "store_p50_ms": quantiles[49] * 1000,
         "store_p99_ms": quantiles[98] * 1000,
-        "fold": {k: results[0].get("fold", {}).get(k) for k in ("records_before", "records_after")},
+        "seeded": {"faded": len(seeded["faded"]), "pairs": len(seeded["pairs"])},
+        "fold": {
+            k: results[0].get("fold", {}).get(k)
+            for k in ("records_before", "records_after", "pruned", "folded", "created")
+        },
         "ok": not errors and not problems,
     }
 
@@ -261,7 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{report['processes']} processes x {report['writes']} stores: "
         f"{report['records']} records, {report['errors']} errors, "
         f"{report['stores_per_s']:.0f} stores/s, p50 {report['store_p50_ms']:.2f} ms, "
-        f"p99 {report['store_p99_ms']:.2f} ms, {report['seconds']:.1f} s"
+        f"p99 {report['store_p99_ms']:.2f} ms, {report['seconds']:.1f} s; the fold between "
+        f"them pruned {report['fold']['pruned']} and folded {report['fold']['folded']} "
+        f"seeded records"
     )
     for line in report["first_errors"] + report["problems"]:
         print(f"  problem: {line}")

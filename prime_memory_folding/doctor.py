@@ -1,12 +1,16 @@
-"""Health checks for a store: can it be opened, is it intact, and do concurrent writers survive.
+"""Health checks for a store: can it be read, is it intact, and do concurrent writers survive.
 
-The write self-test never touches the store itself: it copies the store with
-SQLite's backup API into a temporary folder, lets several processes write to
-the copy at once, and counts the records that survived.
+The checks never write the store. The integrity, journal mode, schema and
+embedding checks read it through a read-only SQLite connection, never through
+the engine, whose opening would migrate an older schema. The write self-test
+copies the store with SQLite's backup API into a temporary folder beside it
+(so that it exercises the store's own file system), lets several processes
+write to the copy at once, and counts the records that survived.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sqlite3
@@ -38,15 +42,13 @@ def check_store(
     writes: int = 25,
     on_check: Callable[[Check], None] | None = None,
 ) -> list[Check]:
-    """Run every check on the store at ``path``; stops early when it cannot be opened.
+    """Run every check on the store at ``path``; stops early when it cannot be read.
 
-    A missing store is reported and not created. ``processes`` x ``writes``
-    sizes the concurrent-write self-test; ``processes=0`` skips it.
+    A missing store is reported and not created. A store with an older schema
+    is reported and left unmigrated; one with a newer schema is reported and
+    gets no write self-test. ``processes`` x ``writes`` sizes the
+    concurrent-write self-test; ``processes=0`` skips it.
     """
-    from .engine import MemoryEngine
-    from .storage import SQLiteStorage
-    from .storage.migrations import latest_version
-
     checks: list[Check] = []
 
     def record(check: Check) -> None:
@@ -58,51 +60,173 @@ def check_store(
     if not target.exists():
         record(Check("store", False, f"no store at {target} yet; it is created on first store"))
         return checks
-    try:
-        engine = MemoryEngine(target)
-    except PrimeMemoryError as exc:
-        record(Check("opens", False, str(exc)))
+    if target.is_dir():
+        record(Check("store", False, f"store path {target} is a directory; give a file path"))
         return checks
-    with engine:
-        storage = engine.storage
-        record(Check("opens", True, f"{storage.path} ({storage.size_bytes():,} bytes)"))
-        if isinstance(storage, SQLiteStorage):
-            rows = [str(r[0]) for r in storage.db.execute("PRAGMA integrity_check")]
-            intact = rows == ["ok"]
-            record(Check("integrity", intact, "ok" if intact else "; ".join(rows[:5])))
-            mode = str(storage.db.execute("PRAGMA journal_mode").fetchone()[0])
-            record(Check("wal mode", mode.lower() == "wal", f"journal_mode={mode}"))
-        version = storage.schema_version()
-        newest = latest_version()
-        record(
-            Check(
-                "schema",
-                version == newest,
-                f"version {version} of {newest}"
-                + ("" if version == newest else "; open it once with this version to migrate"),
-            )
-        )
-        record(Check("records", True, f"{storage.count():,}"))
-    if processes > 0:
+    version = _read_only_checks(target, record)
+    if version is None:
+        return checks
+    from .storage.migrations import latest_version
+
+    if processes > 0 and version <= latest_version():
         record(self_test(target, processes=processes, writes=writes))
     return checks
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write the store (a URI, so any file name is safe).
+
+    Raises:
+        StoreError: the busy timeout setting is bad.
+        sqlite3.Error: SQLite cannot open the file.
+    """
+    from .storage.sqlite import busy_timeout_from_env
+
+    timeout = busy_timeout_from_env() / 1000
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)
+
+
+def _read_only_checks(target: Path, record: Callable[[Check], None]) -> int | None:
+    """Record the read-only checks; the store's schema version, or None to stop."""
+    from .storage.sqlite import _translate
+
+    name = "opens"
+    try:
+        with contextlib.closing(_read_only(target)) as db:
+            tables = {
+                str(row[0])
+                for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            size = sum(_size(target, suffix) for suffix in ("", "-wal"))
+            record(Check(name, True, f"{target} ({size:,} bytes), opened read-only"))
+            name = "integrity"
+            rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check")]
+            intact = rows == ["ok"]
+            record(Check(name, intact, "ok" if intact else "; ".join(rows[:5])))
+            name = "wal mode"
+            mode = str(db.execute("PRAGMA journal_mode").fetchone()[0])
+            record(Check(name, mode.lower() == "wal", f"journal_mode={mode}"))
+            name = "schema"
+            version = _schema_check(db, tables, record)
+            if "meta" in tables:
+                name = "embedding"
+                record(_embedding_check(db))
+            if "records" in tables:
+                name = "records"
+                count = int(db.execute("SELECT count(*) FROM records").fetchone()[0])
+                record(Check(name, True, f"{count:,}"))
+            return version
+    except sqlite3.Error as exc:
+        if "unable to open" in str(exc):
+            detail = (
+                f"store {target} cannot be opened for reading ({exc}); check the file and "
+                "folder permissions"
+            )
+        else:
+            detail = str(_translate(exc, str(target)))
+        record(Check(name, False, detail))
+    except PrimeMemoryError as exc:
+        record(Check(name, False, str(exc)))
+    return None
+
+
+def _size(path: Path, suffix: str) -> int:
+    try:
+        return os.path.getsize(f"{path}{suffix}")
+    except OSError:
+        return 0
+
+
+def _schema_check(db: sqlite3.Connection, tables: set[str], record: Callable[[Check], None]) -> int:
+    """Record how the store's schema compares with this version's; returns the store's."""
+    from .storage.migrations import MIGRATIONS, latest_version
+
+    applied: set[int] = set()
+    if "schema_migrations" in tables:
+        applied = {int(row[0]) for row in db.execute("SELECT version FROM schema_migrations")}
+    version = max(applied, default=0)
+    newest = latest_version()
+    if version > newest:
+        detail = (
+            f"version {version}, newer than this version of prime-memory-folding knows "
+            f"({newest}); it cannot open the store: upgrade the package"
+        )
+    elif version < newest:
+        pending = sorted(
+            (m for m in MIGRATIONS if m.version not in applied), key=lambda m: m.version
+        )
+        steps = ", ".join(f"{m.version} ({m.name})" for m in pending)
+        detail = (
+            f"version {version} of {newest}: migration {steps} pending, not applied by doctor; "
+            "the next open by the engine, CLI or server applies it (back the store up first "
+            "to keep a copy at the old schema)"
+        )
+    else:
+        detail = f"version {version} of {newest}"
+    record(Check("schema", version == newest, detail))
+    return version
+
+
+def _embedding_check(db: sqlite3.Connection) -> Check:
+    """Whether the configured embedder may open a store of this embedding space."""
+    from .recall import CUSTOM_PREFIX, TextEmbedding
+
+    meta = dict(
+        db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('embedding_space', 'embedding_dim')"
+        ).fetchall()
+    )
+    space = meta.get("embedding_space")
+    if space is None:
+        return Check("embedding", True, "no vectors stored yet")
+    detail = f"{space} ({meta.get('embedding_dim', '?')} dimensions)"
+    text = TextEmbedding(None)
+    if space.startswith(CUSTOM_PREFIX) or not text.enabled:
+        return Check("embedding", True, detail)
+    try:
+        configured = text.name()
+    except PrimeMemoryError as exc:
+        return Check("embedding", False, f"{detail}; the configured embedder fails: {exc}")
+    if configured == space:
+        return Check("embedding", True, detail)
+    return Check(
+        "embedding",
+        False,
+        f"{detail}, but {text.setting} configures {configured!r}; set {text.setting} to "
+        f"{space!r}, or move the store with prime-memory reembed",
+    )
+
+
 def self_test(path: str | os.PathLike[str], *, processes: int = 4, writes: int = 25) -> Check:
-    """Copy the store, let ``processes`` processes store ``writes`` records each, count them."""
+    """Copy the store, let ``processes`` processes store ``writes`` records each, count them.
+
+    The copy goes in a temporary folder beside the store, or in the system's
+    temporary folder (the detail says so) when the store's folder is not writable.
+    """
     from .engine import MemoryEngine
 
-    with tempfile.TemporaryDirectory(prefix="prime-memory-doctor-") as folder:
+    store = Path(path)
+    note = ""
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix="prime-memory-doctor-", dir=store.parent)
+    except OSError as exc:
+        scratch = tempfile.TemporaryDirectory(prefix="prime-memory-doctor-")
+        note = (
+            f"; the copy ran in {tempfile.gettempdir()}, not beside the store, since "
+            f"{store.parent} is not writable ({exc.strerror or exc})"
+        )
+    with scratch as folder:
         copy = Path(folder) / "copy.db"
-        source = sqlite3.connect(path)
-        target = sqlite3.connect(copy)
         try:
-            source.backup(target)
-        finally:
-            target.close()
-            source.close()
-        with MemoryEngine(copy) as engine:
-            before = len(engine.match_ids(domain=SELF_TEST_DOMAIN))
+            with (
+                contextlib.closing(_read_only(store)) as source,
+                contextlib.closing(sqlite3.connect(copy)) as target,
+            ):
+                source.backup(target)
+            with MemoryEngine(copy) as engine:
+                before = len(engine.match_ids(domain=SELF_TEST_DOMAIN))
+        except (sqlite3.Error, PrimeMemoryError) as exc:
+            return Check("concurrent writes", False, f"the copy could not be made or opened: {exc}")
         context = multiprocessing.get_context("spawn")
         workers = [
             context.Process(target=_write_many, args=(str(copy), worker, writes))
@@ -119,7 +243,7 @@ def self_test(path: str | os.PathLike[str], *, processes: int = 4, writes: int =
     detail = f"{processes} processes x {writes} writes: {survivors}/{expected} survived"
     if failed:
         detail += f"; {len(failed)} writer(s) failed"
-    return Check("concurrent writes", survivors == expected and not failed, detail)
+    return Check("concurrent writes", survivors == expected and not failed, detail + note)
 
 
 def _write_many(path: str, worker: int, writes: int) -> None:

@@ -1,8 +1,9 @@
 """Four MCP server processes write to one store at once, and nothing is lost.
 
 The work is done by ``benchmarks/soak.py`` at CI size (4 processes x 500 stores
-through real stdio servers, queries interleaved, one fold); this test then
-checks the store on its own, through a fresh engine.
+through real stdio servers, queries interleaved, one fold over seeded faded
+records and near-duplicate pairs); this test then checks the store on its own,
+through a fresh engine and the archive.
 """
 
 from __future__ import annotations
@@ -29,20 +30,34 @@ def test_four_stdio_servers_store_2000_records_without_loss(tmp_path: Path) -> N
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(report_path.read_text())
     assert report["errors"] == 0 and report["problems"] == []
-    assert report["fold"]["records_before"] is not None  # the fold ran while others wrote
+    # The fold ran while the others wrote, and it changed the store.
+    fold, seeded = report["fold"], report["seeded"]
+    assert fold["records_after"] < fold["records_before"]
+    assert fold["pruned"] == seeded["faded"] > 0
+    assert fold["created"] == seeded["pairs"] > 0 and fold["folded"] == 2 * seeded["pairs"]
 
     with MemoryEngine(store, embedder="none") as engine:
         stats = engine.stats()
-        assert stats.records == PROCESSES * WRITES
+        assert stats.records == PROCESSES * WRITES + seeded["pairs"]
+        folded_ids = set(engine.match_ids(tags=["folded"]))
+        assert len(folded_ids) == seeded["pairs"]
         ids = engine.match_ids()
-        assert len(set(ids)) == PROCESSES * WRITES
+        assert len(set(ids)) == len(ids) == PROCESSES * WRITES + seeded["pairs"]
         for kind, table in stats.registries.items():
             assert len(set(table.values())) == len(table), f"{kind}: two labels share a prime"
         db = engine.storage.db  # type: ignore[attr-defined]
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        contents = {row[0] for row in db.execute("SELECT content FROM records")}
-        assert contents == {
+        contents = [
+            content
+            for record_id, content in db.execute("SELECT record_id, content FROM records")
+            if record_id not in folded_ids
+        ]
+        assert sorted(contents) == sorted(
             f"soak write {n} from process {p}" for p in range(PROCESSES) for n in range(WRITES)
-        }
+        )
+        archived = dict(db.execute("SELECT reason, count(*) FROM archive GROUP BY reason"))
+        assert archived == {"pruned": seeded["faded"], "folded": 2 * seeded["pairs"]}
+        into = {row[0] for row in db.execute("SELECT folded_into FROM archive")}
+        assert into == folded_ids | {None}
         for p in range(PROCESSES):
             assert len(engine.match_ids(tags=[f"p{p}_0"])) == len(range(0, WRITES, 16))

@@ -1,8 +1,10 @@
 """kill -9 at random moments loses no acknowledged write and never half-applies a fold.
 
-``benchmarks/crash_soak.py`` does the killing at CI size: 50 seeded kills of a
-writer process, some right after a random acknowledged store, some from
-inside a fold's transaction, checking the store after each one. This test
+``benchmarks/crash_soak.py`` does the killing at CI size: 50 seeded kills,
+checking the store after each one. Most kill an engine writer, right after a
+random acknowledged store or a random moment into a fold's write transaction;
+some kill the real stdio MCP server while store calls are in flight, where a
+write counts as acknowledged once its JSON-RPC answer has arrived. This test
 then checks the final store again on its own.
 """
 
@@ -32,6 +34,7 @@ def test_fifty_kills_lose_nothing_acknowledged(tmp_path: Path) -> None:
     report_path = tmp_path / "crash.json"
     done = subprocess.run(
         [sys.executable, str(CRASH_SOAK), "--kills", "50", "--seed", "1",
+         "--fold-share", "0.3", "--mcp-share", "0.12",
          "--store", str(store), "--json", str(report_path)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -39,9 +42,10 @@ def test_fifty_kills_lose_nothing_acknowledged(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     assert report["problems"] == []
     assert report["kills"] == 50
-    assert report["modes"]["store"] > 0 and report["modes"]["fold"] > 0
-    assert sum(report["interrupted_folds"].values()) > 0, "no kill landed inside a fold"
-    assert report["acknowledged"] > 0
+    assert report["modes"] == {"store": 29, "fold": 15, "mcp": 6}
+    # Kills that found the fold's write transaction begun and left it unapplied.
+    assert report["fold_kills"]["mid_fold"] >= 3, report["fold_kills"]
+    assert all(n > 0 for n in report["acknowledged_by_mode"].values())
 
     db = sqlite3.connect(store)
     try:
