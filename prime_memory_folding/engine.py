@@ -1085,11 +1085,18 @@ class MemoryEngine:
         )
 
     def stats(self) -> Stats:
-        """Counts per domain, subdomain and tag, the registries, size and embedding space."""
+        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
+        from .storage import archive
+
         with self._lock:
             self._refresh()
             self._set_primes(self.storage.load_primes())
             domains, subdomains, tags = self._index.counts()
+            archived = (
+                archive.count_by_reason(self.storage)
+                if isinstance(self.storage, SQLiteStorage)
+                else {}
+            )
 
             def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
                 labels = self._labels[kind]
@@ -1108,6 +1115,8 @@ class MemoryEngine:
                 store_bytes=self.storage.size_bytes(),
                 embedding_space=self.storage.get_meta("embedding_space"),
                 schema_version=self.storage.schema_version(),
+                archived=sum(archived.values()),
+                archived_by_reason=archived,
             )
 
     # -- folding ----------------------------------------------------------------
@@ -1125,6 +1134,7 @@ class MemoryEngine:
         dry_run: bool = False,
         now: float | None = None,
         policy: FoldPolicy | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
 
@@ -1137,6 +1147,8 @@ class MemoryEngine:
             dry_run: report what a fold would do, and change nothing.
             now: the time to decay to (Unix seconds); the engine's clock if None.
             policy: overrides the engine's fold policy for this fold.
+            progress: called as ``progress(step, done, total)`` when each step
+                starts (reading records, planning, writing) and when the fold is done.
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
@@ -1144,7 +1156,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy)
+        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy, progress=progress)
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.

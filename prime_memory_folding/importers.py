@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidInput
-from .packs import BadLine, PortableRecord, Source, open_text, portable_record, registries_from
+from .packs import (
+    BadLine,
+    PortableRecord,
+    Progress,
+    Source,
+    numbered_lines,
+    open_text,
+    portable_record,
+    registries_from,
+)
 from .primes import Kind, normalise_label
 
 __all__ = [
@@ -38,6 +47,9 @@ __all__ = [
 
 JSON_STORE_FORMAT = "prime-memory-folding-store-v1"
 
+#: How many records or notes a reader takes between progress reports.
+_PROGRESS_EVERY = 500
+
 _REGISTRY_KEYS = {
     Kind.DOMAIN: "domain_primes",
     Kind.SUBDOMAIN: "subdomain_primes",
@@ -48,11 +60,12 @@ _REGISTRY_KEYS = {
 # -- JSON store ------------------------------------------------------------------------
 
 
-def read_json_store(path: str | os.PathLike[str]) -> Source:
+def read_json_store(path: str | os.PathLike[str], *, progress: Progress | None = None) -> Source:
     """Read a ``prime-memory-folding-store-v1`` JSON file.
 
     Bad records are collected in ``Source.bad``, numbered by their position
-    in ``records`` (from 1).
+    in ``records`` (from 1). ``progress(records_checked, records)`` is called
+    as the records are checked.
 
     Raises:
         InvalidInput: the file is missing, not JSON, or not that format.
@@ -79,14 +92,21 @@ def read_json_store(path: str | os.PathLike[str]) -> Source:
         raise InvalidInput(f"{name}: records must be a list")
     records: list[PortableRecord] = []
     bad: list[BadLine] = []
+    total = len(raw_records)
     for number, raw in enumerate(raw_records, start=1):
+        if progress is not None and number % _PROGRESS_EVERY == 0:
+            progress(number, total)
         try:
             rec = portable_record(raw, number)
         except InvalidInput as exc:
             bad.append(BadLine(name, number, f"record {number}: {exc}"))
             continue
         records.append(_checked_lanes(rec, registries))
-    return Source(name=name, records=records, registries=registries, bad=bad)
+    if progress is not None:
+        progress(total, total)
+    return Source(
+        name=name, records=records, registries=registries, bad=bad, lines=total, unit="record"
+    )
 
 
 def _checked_lanes(rec: PortableRecord, registries: dict[Kind, dict[str, int]]) -> PortableRecord:
@@ -117,14 +137,19 @@ class _BadNote(Exception):
 
 
 def read_markdown(
-    folder: str | os.PathLike[str], *, domain: str = "memory", subdomain: str = "document"
+    folder: str | os.PathLike[str],
+    *,
+    domain: str = "memory",
+    subdomain: str = "document",
+    progress: Progress | None = None,
 ) -> Source:
     """Read every ``*.md`` note under ``folder``, one memory per ``##`` section.
 
     A note without ``##`` headings is one memory. The domain is the name of
     the folder a note sits in (``domain`` for notes at the top); front matter
     may set ``domain``, ``subdomain``, ``importance`` and ``tags``. Metadata
-    records the note's path, title and section.
+    records the note's path, title and section. ``progress(notes_read, notes)``
+    is called as the notes are read.
 
     Raises:
         InvalidInput: ``folder`` is missing or not a directory.
@@ -136,9 +161,10 @@ def read_markdown(
         raise InvalidInput(f"{root} is a file; give the folder that holds the notes")
     records: list[PortableRecord] = []
     bad: list[BadLine] = []
-    for note in sorted(root.rglob("*.md")):
-        if not note.is_file():
-            continue
+    notes = [note for note in sorted(root.rglob("*.md")) if note.is_file()]
+    for done, note in enumerate(notes):
+        if progress is not None and done % _PROGRESS_EVERY == 0:
+            progress(done, len(notes))
         relative = note.relative_to(root)
         try:
             text = note.read_text(encoding="utf-8")
@@ -153,7 +179,9 @@ def read_markdown(
             records.extend(_note_records(text, relative, folder_domain, subdomain, note))
         except _BadNote as exc:
             bad.append(BadLine(str(relative), exc.line, str(exc)))
-    return Source(name=str(root), records=records, bad=bad)
+    if progress is not None:
+        progress(len(notes), len(notes))
+    return Source(name=str(root), records=records, bad=bad, lines=len(notes), unit="note")
 
 
 def _note_records(
@@ -276,36 +304,34 @@ def _hashtags(text: str) -> list[str]:
 # -- knowledge graph ---------------------------------------------------------------------
 
 
-def read_knowledge_graph(path: str | os.PathLike[str], *, domain: str = "memory") -> Source:
+def read_knowledge_graph(
+    path: str | os.PathLike[str], *, domain: str = "memory", progress: Progress | None = None
+) -> Source:
     """Read the reference MCP memory server's ``memory.jsonl``.
 
     Entities give one memory per observation (subdomain ``semantic``, tags: the
     entity's name and type, metadata: both); an entity with no observations
     gives one memory "<name> is a <type>". Relations give one memory each,
     "<from> <relationType> <to>" (subdomain ``semantic``, tags: both ends and
-    ``relation``).
+    ``relation``). ``progress(bytes_read, file_size)`` is called as the file is read.
 
     Raises:
-        InvalidInput: the file is missing or a directory.
+        InvalidInput: the file is missing, a directory, or not UTF-8 text.
     """
     name = str(path)
     records: list[PortableRecord] = []
     bad: list[BadLine] = []
+    lines = 0
     with open_text(path) as handle:
-        number = 0
-        try:
-            for number, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    records.extend(_graph_records(json.loads(text), number, domain))
-                except json.JSONDecodeError as exc:
-                    bad.append(BadLine(name, number, f"not valid JSON ({exc.msg})"))
-                except InvalidInput as exc:
-                    bad.append(BadLine(name, number, str(exc)))
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{name}:{number + 1}: not UTF-8 text") from None
-    return Source(name=name, records=records, bad=bad)
+        for number, text in numbered_lines(handle, name, progress):
+            lines += 1
+            try:
+                records.extend(_graph_records(json.loads(text), number, domain))
+            except json.JSONDecodeError as exc:
+                bad.append(BadLine(name, number, f"not valid JSON ({exc.msg})"))
+            except InvalidInput as exc:
+                bad.append(BadLine(name, number, str(exc)))
+    return Source(name=name, records=records, bad=bad, lines=lines)
 
 
 def _text_field(raw: Mapping[str, Any], key: str) -> str:

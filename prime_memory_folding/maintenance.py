@@ -10,7 +10,7 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,11 @@ from .storage import SQLiteStorage, StoredRow, archive
 if TYPE_CHECKING:
     from .engine import MemoryEngine, _Item
 
-__all__ = ["fold", "purge_archive", "reinforce", "restore", "unfold"]
+__all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unfold"]
+
+#: ``progress(step, done, total)``: a fold names each step as it starts, with
+#: how many of its ``total`` steps are done.
+FoldProgress = Callable[[str, int, int], None]
 
 
 def sqlite_storage(engine: MemoryEngine) -> SQLiteStorage:
@@ -56,8 +60,15 @@ def fold(
     dry_run: bool = False,
     now: float | None = None,
     policy: FoldPolicy | None = None,
+    progress: FoldProgress | None = None,
 ) -> FoldReport:
     """See :meth:`.MemoryEngine.fold`."""
+    steps = 3
+
+    def step(name: str, done: int) -> None:
+        if progress is not None:
+            progress(name, done, steps)
+
     if policy is None:
         policy = engine.fold_policy
     elif not isinstance(policy, FoldPolicy):
@@ -71,9 +82,14 @@ def fold(
     started = time.perf_counter()
     with engine._lock, archive.bulk_cache(storage):
         bytes_before = storage.size_bytes()
+        step("reading records", 0)
         with archive.read_snapshot(storage):
             seen = storage.newest_change()
-            plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+            snapshot = Snapshot.of(archive.snapshot_rows(storage))
+            step("planning", 1)
+            plan = plan_fold(snapshot, policy, when)
+            del snapshot  # the plan keeps what it needs; let the rest go before writing
+        step("preparing folded records" if dry_run else "writing", 2)
         primes: dict[Kind, dict[str, int]] = {}
         new_rows: list[StoredRow] = []
         if dry_run:
@@ -112,6 +128,7 @@ def fold(
                 archive.checkpoint(storage)
         folded = sum(len(m.member_ids) for m in plan.merges)
         created_ids = tuple(row.record.record_id for row in new_rows)
+        step("done", steps)
         return FoldReport(
             dry_run=dry_run,
             now=when,

@@ -175,6 +175,12 @@ class StatsOutput(BaseModel):
         description="The vector space the store is bound to, if any."
     )
     schema_version: int
+    archived: int = Field(
+        0, description="Records in the fold archive (pruned or folded away, restorable)."
+    )
+    archived_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="Archived records per reason: folded, pruned."
+    )
 
 
 def _record_output(record: Record) -> RecordOutput:
@@ -563,6 +569,8 @@ def _stats_output(stats: Any) -> StatsOutput:
         store_bytes=stats.store_bytes,
         embedding_space=stats.embedding_space,
         schema_version=getattr(stats, "schema_version", 0),
+        archived=getattr(stats, "archived", 0),
+        archived_by_reason=dict(getattr(stats, "archived_by_reason", {})),
     )
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "Source",
     "export_pack",
     "import_pack",
+    "numbered_lines",
     "open_text",
     "parse_timestamp",
     "portable_record",
@@ -74,6 +75,10 @@ PACK_VERSION = 1
 Progress = Callable[[int, "int | None"], None]
 
 _BATCH = 500
+#: How many input lines a reader takes between progress reports.
+_PROGRESS_EVERY = 1_000
+#: The largest magnitude a float32 holds; vectors are stored as float32.
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,9 @@ class Source:
     registries: dict[Kind, dict[str, int]] = field(default_factory=dict)
     embedding_space: str | None = None
     bad: list[BadLine] = field(default_factory=list)
+    #: How many input units (``unit``: lines, records or notes) were read, good and bad.
+    lines: int = 0
+    unit: str = "line"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +148,15 @@ class Relabel:
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What an import did (or, with ``dry_run``, would do)."""
+    """What an import did (or, with ``dry_run``, would do).
+
+    ``lines`` counts the input's lines (or records, or notes: ``unit``), good
+    and bad; ``read`` the memories the good ones held; ``skipped`` the bad ones.
+    """
 
     source: str
+    lines: int
+    unit: str
     read: int
     added: int
     already_present: int
@@ -169,7 +183,8 @@ def parse_timestamp(value: object, name: str = "timestamp") -> float:
     """Unix seconds from a number or an ISO 8601 string (naive times are UTC).
 
     Raises:
-        InvalidInput: neither a finite number nor an ISO 8601 date-time.
+        InvalidInput: neither a finite number nor an ISO 8601 date-time, or a
+            time outside the years 1 to 9999.
     """
     if isinstance(value, bool):
         raise InvalidInput(f"{name} must be Unix seconds or an ISO 8601 string, got a boolean")
@@ -177,7 +192,7 @@ def parse_timestamp(value: object, name: str = "timestamp") -> float:
         number = float(value)
         if not math.isfinite(number):
             raise InvalidInput(f"{name} must be finite, got {value!r}")
-        return number
+        return _in_calendar(number, value, name)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -188,10 +203,36 @@ def parse_timestamp(value: object, name: str = "timestamp") -> float:
             raise InvalidInput(f"{name} {value!r} is not an ISO 8601 date-time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-        return moment.timestamp()
+        return _in_calendar(moment.timestamp(), value, name)
     raise InvalidInput(
         f"{name} must be Unix seconds or an ISO 8601 string, got {type(value).__name__}"
     )
+
+
+def _in_calendar(seconds: float, value: object, name: str) -> float:
+    """``seconds``, if a date can show it: every display of the record needs one."""
+    try:
+        datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidInput(
+            f"{name} {value!r} is out of range; give a time from year 1 to 9999"
+        ) from None
+    return seconds
+
+
+def _pack_vector(raw: object) -> tuple[float, ...]:
+    """A vector that float32 storage keeps: finite, within float32, not all zeros."""
+    import numpy as np
+
+    values = check_vector(raw)
+    for i, number in enumerate(values):
+        if abs(number) > _FLOAT32_MAX:
+            raise InvalidInput(f"vector[{i}] is {number!r}, too large for float32; scale it down")
+    # Values too small for float32 become 0 without a warning worth showing.
+    with np.errstate(under="ignore"):
+        if not np.any(np.asarray(values, dtype=np.float32)):
+            raise InvalidInput("vector is all zeros and has no direction; give a non-zero vector")
+    return tuple(values)
 
 
 def _big_int(value: object, name: str) -> int:
@@ -224,7 +265,7 @@ def portable_record(raw: object, line: int = 0) -> PortableRecord:
     vector = raw.get("vector")
     checked_vector = None
     if vector is not None and vector != []:
-        checked_vector = tuple(check_vector(vector))
+        checked_vector = _pack_vector(vector)
     stamps: dict[str, float | None] = {}
     for name in ("created_at", "updated_at", "accessed_at", "strength_at"):
         value = raw.get(name)
@@ -301,8 +342,10 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
 # -- packs ------------------------------------------------------------------------------
 
 
-def read_pack(path: str | os.PathLike[str]) -> Source:
+def read_pack(path: str | os.PathLike[str], *, progress: Progress | None = None) -> Source:
     """Read a pack. Bad record lines are collected in ``Source.bad``, not raised.
+
+    ``progress(bytes_read, file_size)`` is called as the file is read.
 
     Raises:
         InvalidInput: the file is missing or not a pack, its header is unreadable,
@@ -312,7 +355,7 @@ def read_pack(path: str | os.PathLike[str]) -> Source:
     records: list[PortableRecord] = []
     bad: list[BadLine] = []
     with open_text(path) as handle:
-        lines = _numbered_lines(handle, name)
+        lines = numbered_lines(handle, name, progress)
         header_line = next(lines, None)
         if header_line is None:
             raise InvalidInput(f"{name} is empty; a pack starts with a header line")
@@ -332,17 +375,36 @@ def read_pack(path: str | os.PathLike[str]) -> Source:
         registries=registries_from(header.get("registries"), f"{name}:{header_number}"),
         embedding_space=space if isinstance(space, str) else None,
         bad=bad,
+        lines=len(records) + len(bad),
     )
 
 
-def _numbered_lines(handle: IO[str], name: str) -> Iterator[tuple[int, str]]:
+def numbered_lines(
+    handle: IO[str], name: str, progress: Progress | None = None
+) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of a file opened by :func:`open_text`, numbered from 1.
+
+    ``progress(bytes_read, file_size)`` is called every so many lines and at the end.
+
+    Raises:
+        InvalidInput: the file is not UTF-8 text.
+    """
+    size = os.fstat(handle.fileno()).st_size if progress is not None else 0
+    done = 0
     number = 0
     try:
         for number, text in enumerate(handle, start=1):
+            if progress is not None:
+                # Lines keep their own line endings (newline=""), so this counts the file's bytes.
+                done += len(text.encode("utf-8"))
+                if number % _PROGRESS_EVERY == 0:
+                    progress(done, size)
             if text.strip():
                 yield number, text
     except UnicodeDecodeError:
         raise InvalidInput(f"{name}:{number + 1}: not UTF-8 text") from None
+    if progress is not None:
+        progress(size, size)
 
 
 def _header(text: str, name: str, number: int) -> dict[str, Any]:
@@ -515,7 +577,9 @@ def write_source(
             engine._load()
     return ImportReport(
         source=source.name,
-        read=len(records) + len(source.bad),
+        lines=source.lines or len(source.records) + len(source.bad),
+        unit=source.unit,
+        read=len(records),
         added=sum(writer.per_domain.values()),
         already_present=writer.present,
         added_per_domain=dict(sorted(writer.per_domain.items())),
@@ -585,8 +649,6 @@ class _Writer:
         self.relabelled = [r for r in self.relabelled if (r.kind, r.label) in used_labels]
 
     def _claim_space(self) -> None:
-        import numpy as np
-
         dims = {len(rec.vector) for rec in self.records if rec.vector is not None}
         if not dims:
             return
@@ -598,12 +660,10 @@ class _Writer:
         dim = dims.pop()
         for rec in self.records:
             if rec.vector is not None:
-                array = np.asarray(rec.vector, dtype=np.float32)
-                if not np.all(np.isfinite(array)) or not np.any(array):
-                    raise InvalidInput(
-                        f"{self.source.name}:{rec.line}: the vector is all zeros or too large "
-                        "for float32"
-                    )
+                try:
+                    _pack_vector(rec.vector)
+                except InvalidInput as exc:
+                    raise InvalidInput(f"{self.source.name}:{rec.line}: {exc}") from None
         space = self.storage.get_meta("embedding_space")
         wanted = self.source.embedding_space or f"custom:{dim}"
         if space is None:

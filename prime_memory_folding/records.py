@@ -156,6 +156,10 @@ class Stats:
     store_bytes: int
     embedding_space: str | None
     schema_version: int
+    #: Records in the fold archive: pruned or folded away, and restorable.
+    archived: int = 0
+    #: Archived records per reason (``folded``, ``pruned``).
+    archived_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 def check_content(content: object) -> str:

@@ -21,7 +21,9 @@ from .transfer import export, import_
 __all__ = ["cli", "main"]
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="prime-memory", cls=Group, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.option(
     "--store",
     metavar="PATH",

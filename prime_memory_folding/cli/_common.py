@@ -9,14 +9,17 @@ import inspect
 import json
 import os
 import re
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..errors import InvalidInput, PrimeMemoryError
 from ..packs import parse_timestamp
+from ..records import Record
 
 if TYPE_CHECKING:
     from ..engine import MemoryEngine
@@ -28,8 +31,49 @@ STORE_HELP = (
 )
 
 
+#: Click 8.2+ raises this for a group run without arguments; older versions print help.
+_NO_ARGS: type[click.UsageError] | None = getattr(click.exceptions, "NoArgsIsHelpError", None)
+
+
 class Group(click.Group):
-    """A group that turns engine errors into one-line messages, never tracebacks."""
+    """A group whose errors are one line on standard error, never a usage block or traceback.
+
+    Engine errors and usage errors say what was wrong in one line; anything
+    unexpected says its type and message, with the traceback only when
+    ``PRIME_MEMORY_DEBUG`` is set.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            result = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
+        except click.UsageError as exc:
+            if _NO_ARGS is not None and isinstance(exc, _NO_ARGS):
+                exc.show()  # the help itself, for a bare `prime-memory`
+                sys.exit(exc.exit_code)
+            command = exc.ctx.command_path if exc.ctx is not None else (prog_name or "prime-memory")
+            message = " ".join(exc.format_message().split())
+            click.echo(f"Error: {message} (see {command} --help)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # --help, --version and ctx.exit(n) come back as their exit status.
+        sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -39,6 +83,15 @@ class Group(click.Group):
         except BrokenPipeError:
             # `prime-memory export | head` closed the pipe: nothing left to say.
             raise SystemExit(0) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, EOFError):
+            raise
+        except Exception as exc:
+            if os.environ.get("PRIME_MEMORY_DEBUG"):
+                raise
+            message = " ".join(str(exc).split()) or "(no message)"
+            raise click.ClickException(
+                f"{type(exc).__name__}: {message} (set PRIME_MEMORY_DEBUG=1 for the traceback)"
+            ) from None
 
 
 def _remember_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -46,7 +99,7 @@ def _remember_store(ctx: click.Context, _param: click.Parameter, value: str | No
         ctx.meta["prime_memory.store"] = value
 
 
-def store_option(fn: F) -> F:
+def store_option(fn: F, help_text: str = STORE_HELP) -> F:
     """Accept ``--store`` after the command name too (``prime-memory query --store x``)."""
     return click.option(
         "--store",
@@ -56,7 +109,7 @@ def store_option(fn: F) -> F:
         expose_value=False,
         is_eager=True,
         callback=_remember_store,
-        help=STORE_HELP,
+        help=help_text,
     )(fn)
 
 
@@ -66,25 +119,36 @@ def store_path(ctx: click.Context) -> str | None:
     return None if value is None else str(value)
 
 
+def chosen_store(ctx: click.Context) -> Path:
+    """The store file a command works on: ``--store``, else the default."""
+    from ..engine import default_store_path
+
+    path = store_path(ctx)
+    return default_store_path() if path is None else Path(path).expanduser()
+
+
 @contextlib.contextmanager
-def open_engine(ctx: click.Context, embedder: str | None = None) -> Iterator[MemoryEngine]:
-    """Open the chosen store; tests may inject ``clock`` through ``obj``."""
+def open_engine(
+    ctx: click.Context, embedder: str | None = None, *, create: bool = False
+) -> Iterator[MemoryEngine]:
+    """Open the chosen store; tests may inject ``clock`` through ``obj``.
+
+    Only commands that add memories ``create`` a missing store; the others
+    stop with one line, so a mistyped ``--store`` does not leave an empty
+    store behind.
+    """
     from ..engine import MemoryEngine
 
+    if not create:
+        target = chosen_store(ctx)
+        if str(target) != ":memory:" and not target.exists():
+            raise click.ClickException(
+                f"no store at {target} (create one with prime-memory store, "
+                "or check --store / PRIME_MEMORY_HOME)"
+            )
     obj = ctx.find_root().obj or {}
     with MemoryEngine(store_path(ctx), clock=obj.get("clock"), embedder=embedder) as engine:
         yield engine
-
-
-@contextlib.contextmanager
-def working(label: str) -> Iterator[None]:
-    """A spinner on a terminal (stderr) for work that cannot count its steps."""
-    err = console(stderr=True)
-    if not err.is_terminal:
-        yield
-        return
-    with err.status(label):
-        yield
 
 
 def clock_of(ctx: click.Context) -> Callable[[], float]:
@@ -105,23 +169,43 @@ def examples(*lines: str) -> Callable[[F], F]:
     return attach
 
 
-def jsonable(value: Any) -> Any:
-    """Dataclasses, tuples and big integers as JSON-friendly values."""
+def jsonable(value: Any, *, vectors: bool = True) -> Any:
+    """Dataclasses, sequences and big integers as JSON-friendly values.
+
+    With ``vectors`` False, records leave out their ``vector``.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: jsonable(getattr(value, f.name), vectors=vectors)
+            for f in dataclasses.fields(value)
+            if vectors or f.name != "vector" or not isinstance(value, Record)
+        }
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
+        return {str(k): jsonable(v, vectors=vectors) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)) or (
+        isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
+    ):
+        return [jsonable(v, vectors=vectors) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**53:
         return str(value)
     if hasattr(value, "value") and hasattr(value, "name") and not isinstance(value, type):
-        return jsonable(value.value)
+        return jsonable(value.value, vectors=vectors)
     return value
 
 
-def echo_json(value: Any) -> None:
-    click.echo(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+def echo_json(value: Any, *, vectors: bool = True) -> None:
+    """Print ``value`` as indented JSON; ``vectors`` False leaves records' vectors out."""
+    click.echo(json.dumps(jsonable(value, vectors=vectors), indent=2, ensure_ascii=False))
+
+
+def vectors_option(fn: F) -> F:
+    """``--vectors``: put records' vectors in the JSON output (they are left out by default)."""
+    return click.option(
+        "--vectors",
+        "vectors",
+        is_flag=True,
+        help="With --json, include each record's vector (left out by default).",
+    )(fn)
 
 
 def console(stderr: bool = False) -> Any:
@@ -131,8 +215,8 @@ def console(stderr: bool = False) -> Any:
 
 
 @contextlib.contextmanager
-def progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A rich progress bar on a terminal (stderr); None, and silence, when piped."""
+def _bar(label: str) -> Iterator[tuple[Any, Any] | None]:
+    """A transient rich progress bar on a terminal (stderr), else None."""
     err = console(stderr=True)
     if not err.is_terminal:
         yield None
@@ -146,12 +230,37 @@ def progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
         console=err,
         transient=True,
     ) as bar:
-        task = bar.add_task(label, total=None)
+        yield bar, bar.add_task(label, total=None)
+
+
+@contextlib.contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A progress bar on a terminal (stderr); None, and silence, when piped."""
+    with _bar(label) as shown:
+        if shown is None:
+            yield None
+            return
+        bar, task = shown
 
         def advance(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=total)
 
         yield advance
+
+
+@contextlib.contextmanager
+def phases(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A progress bar over named steps, ``report(step, done, total)``; None when piped."""
+    with _bar(label) as shown:
+        if shown is None:
+            yield None
+            return
+        bar, task = shown
+
+        def report(step: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{label}: {step}", completed=done, total=total)
+
+        yield report
 
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -195,7 +304,11 @@ def parse_metadata(value: str | None) -> dict[str, Any] | None:
 
 
 def short_time(stamp: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+    """A local date and time to the minute; the raw seconds when no calendar holds them."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+    except (OverflowError, OSError, ValueError):
+        return f"{stamp:g} (Unix seconds, out of range)"
 
 
 def human_bytes(size: int) -> str:

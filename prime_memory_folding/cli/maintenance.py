@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import click
@@ -11,55 +10,58 @@ from ._common import (
     console,
     echo_json,
     examples,
-    jsonable,
+    human_bytes,
     needs,
     open_engine,
+    phases,
     progress,
+    short_time,
     store_option,
-    working,
+    vectors_option,
 )
 
 _NO_FOLDING = "folding"
 _LIST_PREVIEW = 10
 
 
-def _summary_value(value: Any) -> str:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        parts = []
-        for field in dataclasses.fields(value):
-            item = getattr(value, field.name)
-            if isinstance(item, (list, tuple)) and len(item) > 3:
-                item = f"[{len(item)} items]"
-            elif isinstance(item, float):
-                item = f"{item:.3g}"
-            parts.append(f"{field.name}={item}")
-        return ", ".join(parts)
-    return str(jsonable(value))
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
-def show_report(title: str, report: Any) -> None:
-    """Print a dataclass report readably: scalars as lines, lists counted with a preview."""
+def show_fold(report: Any, *, ids: bool = True) -> None:
+    """Print a fold report: counts, sizes and times readably, ids as a short preview."""
     out = console()
-    out.print(f"[bold]{title}[/bold]")
-    if not (dataclasses.is_dataclass(report) and not isinstance(report, type)):
-        out.print(str(jsonable(report)), markup=False)
+    out.print(f"[bold]{'fold (dry run: nothing changed)' if report.dry_run else 'fold'}[/bold]")
+    out.print(
+        f"  records  {report.records_before:,} -> {report.records_after:,}  "
+        f"(decayed {report.decayed:,}, pruned {report.pruned:,}, "
+        f"folded {report.folded:,} into {report.created:,})",
+        markup=False,
+    )
+    out.print(
+        f"  store    {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)}",
+        markup=False,
+    )
+    out.print(f"  as of    {short_time(report.now)}, took {report.duration_s:.2f} s", markup=False)
+    if not ids:
         return
-    for field in dataclasses.fields(report):
-        value = getattr(report, field.name)
-        label = field.name.replace("_", " ")
-        if isinstance(value, (list, tuple)):
-            out.print(f"  {label}: {len(value)}", markup=False)
-            for item in value[:_LIST_PREVIEW]:
-                out.print(f"    - {_summary_value(item)}", markup=False)
-            if len(value) > _LIST_PREVIEW:
-                out.print(f"    ... and {len(value) - _LIST_PREVIEW} more", markup=False)
-        elif isinstance(value, dict):
-            shown = ", ".join(f"{k} {_summary_value(v)}" for k, v in value.items()) or "-"
-            out.print(f"  {label}: {shown}", markup=False)
-        elif isinstance(value, float):
-            out.print(f"  {label}: {value:.4g}", markup=False)
-        else:
-            out.print(f"  {label}: {_summary_value(value)}", markup=False)
+    if report.pruned_ids:
+        shown = report.pruned_ids[:_LIST_PREVIEW]
+        out.print(f"  {'would prune' if report.dry_run else 'pruned'}:", markup=False)
+        for rid in shown:
+            out.print(f"    {rid}", markup=False)
+        if report.pruned > len(shown):
+            out.print(f"    ... and {report.pruned - len(shown):,} more", markup=False)
+    if report.folded_from:
+        out.print(f"  {'would fold' if report.dry_run else 'folded'}:", markup=False)
+        for n, (into, members) in enumerate(report.folded_from.items()):
+            if n == _LIST_PREVIEW:
+                out.print(f"    ... and {report.created - n:,} more", markup=False)
+                break
+            out.print(
+                f"    {into} <- {_plural(len(members), 'record')}: {', '.join(members)}",
+                markup=False,
+            )
 
 
 @click.command()
@@ -69,14 +71,17 @@ def show_report(title: str, report: Any) -> None:
 @click.pass_context
 @examples("prime-memory fold --dry-run", "prime-memory fold")
 def fold(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
-    """Decay, prune and merge memories; folded records go to the archive, never lost."""
-    with open_engine(ctx) as engine, working("folding..."):
+    """Decay, prune and merge memories; folded records go to the archive, never lost.
+
+    On a terminal a progress bar names each step (reading, planning, writing).
+    """
+    with open_engine(ctx) as engine, phases("folding") as report_step:
         run = needs(engine, "fold", _NO_FOLDING)
-        report = run(dry_run=dry_run)
+        report = run(dry_run=dry_run, progress=report_step)
     if as_json:
         echo_json(report)
     else:
-        show_report("fold (dry run: nothing changed)" if dry_run else "fold", report)
+        show_fold(report)
 
 
 @click.command()
@@ -103,34 +108,45 @@ def reembed(ctx: click.Context, spec: str | None) -> None:
 
 @click.command()
 @click.argument("record_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records brought back as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples("prime-memory unfold 0000000b0000000200c0ffee12345678")
-def unfold(ctx: click.Context, record_id: str, as_json: bool) -> None:
+def unfold(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Bring back the records that were folded into the merged record RECORD_ID."""
+    from .records import _show_record
+
     with open_engine(ctx) as engine:
-        result = needs(engine, "unfold", _NO_FOLDING)(record_id)
+        records = needs(engine, "unfold", _NO_FOLDING)(record_id)
     if as_json:
-        echo_json(result)
-    else:
-        show_report(f"unfolded {record_id}", result)
+        echo_json(records, vectors=vectors)
+        return
+    console().print(
+        f"unfolded {record_id}: {_plural(len(records), 'record')} back",
+        markup=False,
+    )
+    for rec in records:
+        _show_record(rec, "restored")
 
 
 @click.command()
 @click.argument("record_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples("prime-memory restore 0000000b0000000200c0ffee12345678")
-def restore(ctx: click.Context, record_id: str, as_json: bool) -> None:
+def restore(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Bring a pruned or folded record back from the archive."""
+    from .records import _show_record
+
     with open_engine(ctx) as engine:
-        result = needs(engine, "restore", _NO_FOLDING)(record_id)
+        rec = needs(engine, "restore", _NO_FOLDING)(record_id)
     if as_json:
-        echo_json(result)
+        echo_json(rec, vectors=vectors)
     else:
-        show_report(f"restored {record_id}", result)
+        _show_record(rec, "restored")
 
 
 @click.command()

@@ -17,6 +17,7 @@ from ._common import (
     parse_metadata,
     short_time,
     store_option,
+    vectors_option,
 )
 
 TAG_HELP = "A tag (repeat for several)."
@@ -78,6 +79,7 @@ def _show_record(rec: Any, verb: str) -> None:
 @click.option("--metadata", help="A JSON object to keep with the memory.")
 @click.option("--instance-key", help="A stable key: storing the same key again updates it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples(
@@ -94,6 +96,7 @@ def store(
     metadata: str | None,
     instance_key: str | None,
     as_json: bool,
+    vectors: bool,
 ) -> None:
     """Store a memory (CONTENT, or - to read it from standard input).
 
@@ -102,7 +105,7 @@ def store(
     """
     if content == "-":
         content = sys.stdin.read().strip()
-    with open_engine(ctx) as engine:
+    with open_engine(ctx, create=True) as engine:
         result = engine.store_result(
             content,
             domain=domain,
@@ -113,7 +116,7 @@ def store(
             instance_key=instance_key,
         )
     if as_json:
-        echo_json({"created": result.created, "record": result.record})
+        echo_json({"created": result.created, "record": result.record}, vectors=vectors)
         return
     verb = "stored" if result.created else "reinforced"
     click.echo(f"{verb} {result.record.record_id}")
@@ -129,6 +132,7 @@ def store(
 @click.option("--min-strength", type=float, default=0.0, show_default=True, help="0 to 1.")
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="Most hits to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples(
@@ -147,6 +151,7 @@ def query(
     min_strength: float,
     limit: int,
     as_json: bool,
+    vectors: bool,
 ) -> None:
     """Find memories, best first, by TEXT and/or labels."""
     with open_engine(ctx) as engine:
@@ -165,7 +170,8 @@ def query(
             raise click.ClickException(str(exc)) from None
     if as_json:
         echo_json(
-            [{"score": h.score, "score_parts": h.score_parts, "record": h.record} for h in hits]
+            [{"score": h.score, "score_parts": h.score_parts, "record": h.record} for h in hits],
+            vectors=vectors,
         )
         return
     if not hits:
@@ -177,15 +183,16 @@ def query(
 @click.command()
 @click.argument("record_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples("prime-memory get 0000000b0000000200c0ffee12345678")
-def get(ctx: click.Context, record_id: str, as_json: bool) -> None:
+def get(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Show one memory by its id."""
     with open_engine(ctx) as engine:
         rec = engine.get(record_id)
     if as_json:
-        echo_json(rec)
+        echo_json(rec, vectors=vectors)
     else:
         _show_record(rec, "record")
 
@@ -193,15 +200,16 @@ def get(ctx: click.Context, record_id: str, as_json: bool) -> None:
 @click.command()
 @click.argument("record_id")
 @click.option("--json", "as_json", is_flag=True, help="Print what was forgotten as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples("prime-memory forget 0000000b0000000200c0ffee12345678")
-def forget(ctx: click.Context, record_id: str, as_json: bool) -> None:
+def forget(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Delete a memory by its id."""
     with open_engine(ctx) as engine:
         rec = engine.forget(record_id)
     if as_json:
-        echo_json(rec)
+        echo_json(rec, vectors=vectors)
     else:
         click.echo(f"forgot {rec.record_id}")
 
@@ -215,6 +223,7 @@ def forget(ctx: click.Context, record_id: str, as_json: bool) -> None:
 @click.option("--strength", type=float, help="New strength, 0 to 1.")
 @click.option("--metadata", help="A JSON object that replaces the metadata.")
 @click.option("--json", "as_json", is_flag=True, help="Print the updated record as JSON.")
+@vectors_option
 @store_option
 @click.pass_context
 @examples(
@@ -231,6 +240,7 @@ def update(
     strength: float | None,
     metadata: str | None,
     as_json: bool,
+    vectors: bool,
 ) -> None:
     """Change a memory's content, tags, importance, strength or metadata.
 
@@ -252,7 +262,7 @@ def update(
     with open_engine(ctx) as engine:
         rec = engine.update(record_id, **changes)
     if as_json:
-        echo_json(rec)
+        echo_json(rec, vectors=vectors)
     else:
         click.echo(f"updated {rec.record_id}")
 
@@ -300,6 +310,8 @@ _SHOWN_STATS = {
     "store_bytes",
     "embedding_space",
     "schema_version",
+    "archived",
+    "archived_by_reason",
 }
 
 
@@ -326,6 +338,13 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         f"schema {summary.schema_version}, "
         f"embedding space {summary.embedding_space or 'none yet'}"
     )
+    archived = getattr(summary, "archived", 0)
+    reasons = getattr(summary, "archived_by_reason", {})
+    if archived:
+        why = ", ".join(f"{reason} {count:,}" for reason, count in reasons.items())
+        out.print(f"archive: {archived:,} records ({why}); unfold or restore brings them back")
+    else:
+        out.print("archive: empty")
     for field in dataclasses.fields(summary):
         if field.name not in _SHOWN_STATS:
             value = getattr(summary, field.name)

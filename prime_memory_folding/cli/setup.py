@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..errors import PrimeMemoryError
-from ._common import console, examples, store_option, store_path
+from ._common import F, console, examples, store_option, store_path
 
 SERVER_NAME = "prime-memory"
 CLIENTS = ("claude-code", "cursor", "vscode", "jetbrains", "claude-desktop")
@@ -153,32 +153,55 @@ def demo_memories() -> list[dict[str, Any]]:
     return memories
 
 
+def _demo_store_option(fn: F) -> F:
+    return store_option(fn, "Create the demo store at this new path and keep it.")
+
+
 @click.command()
 @click.option(
     "--keep",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Keep the demo store in this folder instead of a temporary one.",
+    help="Keep the demo store as memory.db in this new folder.",
 )
+@_demo_store_option
 @click.pass_context
-@examples("prime-memory demo", "prime-memory demo --keep ./demo-store")
+@examples(
+    "prime-memory demo",
+    "prime-memory demo --keep ./demo-store",
+    "prime-memory demo --store ./demo.db && prime-memory --store ./demo.db stats",
+)
 def demo(ctx: click.Context, keep: Path | None) -> None:
     """Show the engine at work on a throw-away store of example IDE memories.
 
-    Nothing touches your own store. It works offline and takes a few seconds.
+    Without --store or --keep the demo store is temporary and deleted at the
+    end. With --store PATH (or --keep DIR) the demo store is created at that
+    new path and kept, to explore afterwards; the demo never writes into an
+    existing store, so your own memories are never touched. It uses the
+    built-in embedder, works offline and takes a few seconds.
     """
     from ..engine import MemoryEngine
     from ._common import clock_of
 
+    chosen = store_path(ctx)
+    if chosen is not None and keep is not None:
+        raise click.UsageError("give --store or --keep, not both")
+    kept = Path(chosen).expanduser() if chosen is not None else None
+    if keep is not None:
+        kept = keep / "memory.db"
+    if kept is not None and kept.exists():
+        raise click.ClickException(
+            f"{kept} already exists; the demo only creates a new store. "
+            "Give a new path, or leave out --store and --keep for a throw-away one"
+        )
     start = clock_of(ctx)()
     moment = [start]
     out = console()
     with tempfile.TemporaryDirectory(prefix="prime-memory-demo-") as scratch:
-        folder = keep if keep is not None else Path(scratch)
-        folder.mkdir(parents=True, exist_ok=True)
-        with MemoryEngine(folder / "memory.db", clock=lambda: moment[0]) as engine:
+        path = kept if kept is not None else Path(scratch) / "memory.db"
+        with MemoryEngine(path, clock=lambda: moment[0], embedder="builtin") as engine:
             _demo(engine, moment, start, out)
-        if keep is not None:
-            out.print(f"\nThe demo store is kept at {folder / 'memory.db'}", markup=False)
+        if kept is not None:
+            out.print(f"\nThe demo store is kept at {path}", markup=False)
 
 
 def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
@@ -226,18 +249,27 @@ def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
     if fold is None:
         out.print("(skipped: folding is not available in this version)")
     else:
-        from .maintenance import show_report
+        from .maintenance import show_fold
 
         contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
         out.print("$ prime-memory fold --dry-run", markup=False)
         preview = fold(dry_run=True)
-        show_report("fold (dry run: nothing changed)", preview)
-        leaving = [*getattr(preview, "pruned_ids", ()), *getattr(preview, "folded_from", ())]
-        for rid in leaving[:8]:
-            out.print(f"  would archive: {contents.get(str(rid), rid)}", markup=False)
+        show_fold(preview, ids=False)
+        for rid in preview.pruned_ids[:8]:
+            out.print(f"  would prune: {contents.get(rid, rid)}", markup=False)
+        for members in list(preview.folded_from.values())[:4]:
+            out.print("  would fold together:", markup=False)
+            for rid in members:
+                out.print(f"    {contents.get(rid, rid)}", markup=False)
         out.print("$ prime-memory fold", markup=False)
-        fold(dry_run=False)
-        out.print(f"{engine.stats().records} memories remain; folded ones wait in the archive.")
+        report = fold(dry_run=False)
+        after = engine.stats()
+        out.print(
+            f"{after.records} memories remain: {report.folded} were folded into "
+            f"{report.created} and {report.pruned} pruned; all {after.archived} wait in the "
+            "archive (prime-memory unfold / restore bring them back).",
+            markup=False,
+        )
     out.print(Rule())
     out.print(
         'Next: prime-memory store "..." -d decision -t architecture; '

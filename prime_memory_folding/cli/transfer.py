@@ -10,7 +10,6 @@ import click
 
 from ._common import (
     clock_of,
-    console,
     echo_json,
     examples,
     open_engine,
@@ -125,34 +124,40 @@ def detect_format(path: Path) -> str:
     )
 
 
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {plural or noun + 's'}"
+
+
 def _report(report: Any) -> None:
-    out = console()
+    say = click.echo
     verb = "would add" if report.dry_run else "added"
-    out.print(
-        f"{verb} {report.added} of {report.read} memories from {report.source}"
-        + (f"; {report.already_present} already present" if report.already_present else ""),
-        markup=False,
+    bad = f", {_count(len(report.skipped), 'bad ' + report.unit)} skipped" if report.skipped else ""
+    present = f" ({report.already_present:,} already present)" if report.already_present else ""
+    say(
+        f"read {_count(report.lines, report.unit)} from {report.source}: "
+        f"{_count(report.read, 'memory', 'memories')}{bad}; {verb} {report.added:,}{present}"
     )
     for domain, count in report.added_per_domain.items():
-        out.print(f"  {domain}: {count}", markup=False)
+        say(f"  {domain}: {count}")
     for change in report.relabelled:
-        out.print(
+        say(
             f"  {change.kind} {change.label!r} has prime {change.store_prime} here "
-            f"(was {change.source_prime})",
-            markup=False,
+            f"(was {change.source_prime})"
         )
     if report.readdressed:
-        out.print(f"  {len(report.readdressed)} records got a new address:", markup=False)
+        say(f"  {len(report.readdressed)} records got a new address:")
         for old, new in report.readdressed[:10]:
-            out.print(f"    {old} -> {new}", markup=False)
+            say(f"    {old} -> {new}")
         if len(report.readdressed) > 10:
-            out.print(f"    ... and {len(report.readdressed) - 10} more", markup=False)
+            say(f"    ... and {len(report.readdressed) - 10} more")
     if report.skipped:
-        out.print(f"  skipped {len(report.skipped)} bad lines:", markup=False)
-        for bad in report.skipped[:10]:
-            out.print(f"    {bad}", markup=False)
+        say(f"  skipped {_count(len(report.skipped), 'bad ' + report.unit)}:")
+        for line in report.skipped[:10]:
+            say(f"    {line}")
+        if len(report.skipped) > 10:
+            say(f"    ... and {len(report.skipped) - 10:,} more")
     if report.dry_run:
-        out.print("dry run: nothing was written", markup=False)
+        say("dry run: nothing was written")
 
 
 @click.command(name="import")
@@ -213,15 +218,16 @@ def import_(
     from .. import importers, packs
 
     kind = detect_format(source) if fmt == "auto" else fmt
-    if kind == "markdown":
-        read = importers.read_markdown(source, domain=domain)
-    elif kind == "knowledge-graph":
-        read = importers.read_knowledge_graph(source, domain=domain)
-    elif kind == "json-store":
-        read = importers.read_json_store(source)
-    else:
-        read = packs.read_pack(source)
-    with open_engine(ctx) as engine, progress("importing") as advance:
+    with progress(f"reading {source.name}") as advance:
+        if kind == "markdown":
+            read = importers.read_markdown(source, domain=domain, progress=advance)
+        elif kind == "knowledge-graph":
+            read = importers.read_knowledge_graph(source, domain=domain, progress=advance)
+        elif kind == "json-store":
+            read = importers.read_json_store(source, progress=advance)
+        else:
+            read = packs.read_pack(source, progress=advance)
+    with open_engine(ctx, create=True) as engine, progress("importing") as advance:
         report = packs.write_source(
             engine,
             read,

@@ -31,6 +31,8 @@ __all__ = [
     "archived",
     "bulk_cache",
     "checkpoint",
+    "count",
+    "count_by_reason",
     "purge",
     "read_snapshot",
     "restore_entries",
@@ -211,6 +213,14 @@ def purge(storage: SQLiteStorage, before: float | None, reason: str | None) -> i
 def count(storage: SQLiteStorage) -> int:
     """Entries in the archive."""
     return int(storage.db.execute("SELECT count(*) FROM archive").fetchone()[0])
+
+
+def count_by_reason(storage: SQLiteStorage) -> dict[str, int]:
+    """Entries in the archive per reason (``folded``, ``pruned``), by reason name."""
+    rows = storage.db.execute(
+        "SELECT reason, count(*) FROM archive GROUP BY reason ORDER BY reason"
+    )
+    return {str(reason): int(n) for reason, n in rows}
 
 
 def checkpoint(storage: SQLiteStorage) -> None:
