@@ -28,6 +28,7 @@ from .folding import (
     effective_strength,
     plan_fold,
 )
+from .gc_pause import paused_gc
 from .primes import Kind
 from .records import Record
 from .storage import SQLiteStorage, StoredRow, archive
@@ -80,7 +81,7 @@ def fold(
     when = float(engine._clock()) if now is None else float(now)
     storage = sqlite_storage(engine)
     started = time.perf_counter()
-    with engine._lock, archive.bulk_cache(storage):
+    with engine._lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
         step("reading records", 0)
         with archive.read_snapshot(storage):
