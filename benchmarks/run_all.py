@@ -66,8 +66,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "starts": 7,
         "imports": 9,
         "ingest": ["--records", "100000", "--single", "5000", "--vector-records", "20000"],
-        "soak": ["--processes", "4", "--writes", "2000"],
-        "crash_soak": ["--kills", "200"],
+        "soak": ["--processes", "8", "--writes", "5000"],
+        "crash_soak": ["--kills", "1000"],
         "http_load": ["--clients", "4", "--calls", "2000"],
     },
     "quick": {

@@ -392,12 +392,16 @@ def _unit_vectors(
     else:
         dim = dims.pop()
     matrix = np.zeros((len(rows), dim), dtype=np.float32)
-    present = np.flatnonzero(has_vector)
-    if len(present):
-        matrix[present] = np.stack([rows[i].vector for i in present.tolist()])
+    if has_vector.all():
+        np.stack([r.vector for r in rows], out=matrix)
+    else:
+        present = np.flatnonzero(has_vector)
+        if len(present):
+            matrix[present] = np.stack([rows[i].vector for i in present.tolist()])
     norms = np.linalg.norm(matrix, axis=1)
     has_vector &= norms > 0
-    matrix[has_vector] /= norms[has_vector, None]
+    # In place, one pass: rows without a vector stay zero.
+    matrix /= np.where(has_vector, norms, 1.0).astype(np.float32)[:, None]
     return matrix, has_vector
 
 
@@ -627,11 +631,18 @@ def _mean_vectors(
     if not groups:
         return []
     flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64)
-    starts = np.cumsum([0, *(len(g) for g in groups[:-1])])
+    sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     weights = np.maximum(effective[flat], 1e-6).astype(np.float32)
-    sums = np.add.reduceat(unit_vectors[flat] * weights[:, None], starts, axis=0)
-    norms = np.linalg.norm(sums, axis=1)
     firsts = unit_vectors[flat[starts]]
+    # Member by member across all clusters: a few large gathers, where a
+    # reduction over one (members x dim) matrix would leave the CPU caches.
+    sums = firsts * weights[starts, None]
+    for position in range(1, int(sizes.max())):
+        longer = np.flatnonzero(sizes > position)
+        at = starts[longer] + position
+        sums[longer] += unit_vectors[flat[at]] * weights[at, None]
+    norms = np.linalg.norm(sums, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(norms[:, None] > 0, sums / norms[:, None], firsts)
     return list(means.astype(np.float32))
