@@ -393,7 +393,7 @@ def _unit_vectors(
         dim = dims.pop()
     matrix = np.zeros((len(rows), dim), dtype=np.float32)
     if has_vector.all():
-        np.stack([r.vector for r in rows], out=matrix)
+        np.stack([r.vector for r in rows if r.vector is not None], out=matrix)
     else:
         present = np.flatnonzero(has_vector)
         if len(present):
