@@ -6,6 +6,7 @@ import os
 import platform
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,22 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
+
+
+def cpu_reference_ms() -> float:
+    """Milliseconds for a fixed pure-Python loop (best of 3): how fast the host runs now.
+
+    Shared machines change speed with their neighbours; the same loop before and
+    after a run shows whether a run's absolute times are comparable with another's.
+    """
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1e3, 1)
 
 
 def machine() -> dict[str, Any]:
@@ -49,6 +66,7 @@ def machine() -> dict[str, Any]:
         "numpy": numpy.__version__,
         "sqlite": sqlite3.sqlite_version,
         "load_before": load_average(),
+        "cpu_reference_ms_before": cpu_reference_ms(),
     }
 
 
@@ -199,6 +217,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"- OS: {m['os']}; Python {m['python']}; numpy {m['numpy']}; SQLite {m['sqlite']}",
         f"- load average (1, 5, 15 min) before: {m.get('load_before')}, "
         f"after: {m.get('load_after')}",
+        f"- CPU reference (a fixed pure-Python loop, best of 3) before: "
+        f"{m.get('cpu_reference_ms_before')} ms, after: {m.get('cpu_reference_ms_after')} ms; "
+        "compare absolute times only between runs where it agrees",
         "",
         "Every comparison below was measured side by side in this run, after checking that "
         "the systems compared return the same results. Ratios are the other system's time "

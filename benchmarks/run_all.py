@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
     results["seconds"] = time.perf_counter() - started
     results["machine"]["load_after"] = _report.load_average()
+    results["machine"]["cpu_reference_ms_after"] = _report.cpu_reference_ms()
     results["targets"] = _report.targets(results)
     args.out.mkdir(parents=True, exist_ok=True)
     results["charts"] = _report.charts(
