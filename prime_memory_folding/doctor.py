@@ -88,7 +88,7 @@ def _read_only(path: Path) -> sqlite3.Connection:
 
 def _read_only_checks(target: Path, record: Callable[[Check], None]) -> int | None:
     """Record the read-only checks; the store's schema version, or None to stop."""
-    from .storage.sqlite import _translate
+    from .storage.sqlite import _translate, store_file_bytes
 
     name = "opens"
     try:
@@ -97,7 +97,7 @@ def _read_only_checks(target: Path, record: Callable[[Check], None]) -> int | No
                 str(row[0])
                 for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             }
-            size = sum(_size(target, suffix) for suffix in ("", "-wal"))
+            size = store_file_bytes(target)
             record(Check(name, True, f"{target} ({size:,} bytes), opened read-only"))
             name = "integrity"
             rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check")]
@@ -128,13 +128,6 @@ def _read_only_checks(target: Path, record: Callable[[Check], None]) -> int | No
     except PrimeMemoryError as exc:
         record(Check(name, False, str(exc)))
     return None
-
-
-def _size(path: Path, suffix: str) -> int:
-    try:
-        return os.path.getsize(f"{path}{suffix}")
-    except OSError:
-        return 0
 
 
 def _schema_check(db: sqlite3.Connection, tables: set[str], record: Callable[[Check], None]) -> int:

@@ -35,7 +35,7 @@ from .records import (
     check_unit_interval,
     check_vector,
 )
-from .storage import IndexRow, SQLiteStorage, Storage, StoredRow
+from .storage import IndexRow, SQLiteStorage, Storage, StoredRow, archive
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
@@ -1086,8 +1086,6 @@ class MemoryEngine:
 
     def stats(self) -> Stats:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
-        from .storage import archive
-
         with self._lock:
             self._refresh()
             self._set_primes(self.storage.load_primes())

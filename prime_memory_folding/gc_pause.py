@@ -2,8 +2,8 @@
 
 A full collection walks every live container object. A large store keeps many
 of them alive (the structural index, a fold's snapshot), and bulk work
-allocates fast enough to trigger full collections again and again, so their
-cost grows faster than the work itself. Reference counting still frees almost
+allocates fast enough to trigger full collections again and again, each one
+walking all of those objects. Reference counting still frees almost
 everything at once; only reference cycles wait until the outermost pause ends.
 """
 

@@ -303,6 +303,11 @@ def parse_metadata(value: str | None) -> dict[str, Any] | None:
     return loaded
 
 
+def count_of(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 record``, ``3 records``; ``plural`` for nouns that do not just add an s."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {plural or noun + 's'}"
+
+
 def short_time(stamp: float) -> str:
     """A local date and time to the minute; the raw seconds when no calendar holds them."""
     try:

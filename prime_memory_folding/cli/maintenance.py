@@ -8,6 +8,7 @@ import click
 
 from ._common import (
     console,
+    count_of,
     echo_json,
     examples,
     human_bytes,
@@ -22,10 +23,6 @@ from ._common import (
 
 _NO_FOLDING = "folding"
 _LIST_PREVIEW = 10
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def show_fold(report: Any, *, ids: bool = True) -> None:
@@ -59,7 +56,7 @@ def show_fold(report: Any, *, ids: bool = True) -> None:
                 out.print(f"    ... and {report.created - n:,} more", markup=False)
                 break
             out.print(
-                f"    {into} <- {_plural(len(members), 'record')}: {', '.join(members)}",
+                f"    {into} <- {count_of(len(members), 'record')}: {', '.join(members)}",
                 markup=False,
             )
 
@@ -115,7 +112,7 @@ def reembed(ctx: click.Context, spec: str | None) -> None:
 @examples("prime-memory unfold 0000000b0000000200c0ffee12345678")
 def unfold(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Bring back the records that were folded into the merged record RECORD_ID."""
-    from .records import _show_record
+    from .records import show_record
 
     with open_engine(ctx) as engine:
         records = needs(engine, "unfold", _NO_FOLDING)(record_id)
@@ -123,11 +120,11 @@ def unfold(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> 
         echo_json(records, vectors=vectors)
         return
     console().print(
-        f"unfolded {record_id}: {_plural(len(records), 'record')} back",
+        f"unfolded {record_id}: {count_of(len(records), 'record')} back",
         markup=False,
     )
     for rec in records:
-        _show_record(rec, "restored")
+        show_record(rec, "restored")
 
 
 @click.command()
@@ -139,14 +136,14 @@ def unfold(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> 
 @examples("prime-memory restore 0000000b0000000200c0ffee12345678")
 def restore(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
     """Bring a pruned or folded record back from the archive."""
-    from .records import _show_record
+    from .records import show_record
 
     with open_engine(ctx) as engine:
         rec = needs(engine, "restore", _NO_FOLDING)(record_id)
     if as_json:
         echo_json(rec, vectors=vectors)
     else:
-        _show_record(rec, "restored")
+        show_record(rec, "restored")
 
 
 @click.command()

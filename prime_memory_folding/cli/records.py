@@ -53,7 +53,7 @@ def _record_table(
     return table
 
 
-def _show_record(rec: Any, verb: str) -> None:
+def show_record(rec: Any, verb: str) -> None:
     out = console()
     out.print(f"[bold]{verb}[/bold] {rec.record_id}")
     out.print(f"  domain     {rec.domain}/{rec.subdomain}")
@@ -194,7 +194,7 @@ def get(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> Non
     if as_json:
         echo_json(rec, vectors=vectors)
     else:
-        _show_record(rec, "record")
+        show_record(rec, "record")
 
 
 @click.command()
@@ -338,11 +338,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         f"schema {summary.schema_version}, "
         f"embedding space {summary.embedding_space or 'none yet'}"
     )
-    archived = getattr(summary, "archived", 0)
-    reasons = getattr(summary, "archived_by_reason", {})
-    if archived:
-        why = ", ".join(f"{reason} {count:,}" for reason, count in reasons.items())
-        out.print(f"archive: {archived:,} records ({why}); unfold or restore brings them back")
+    if summary.archived:
+        why = ", ".join(f"{reason} {n:,}" for reason, n in summary.archived_by_reason.items())
+        out.print(
+            f"archive: {summary.archived:,} records ({why}); unfold or restore brings them back"
+        )
     else:
         out.print("archive: empty")
     for field in dataclasses.fields(summary):

@@ -10,6 +10,7 @@ import click
 
 from ._common import (
     clock_of,
+    count_of,
     echo_json,
     examples,
     open_engine,
@@ -124,18 +125,16 @@ def detect_format(path: Path) -> str:
     )
 
 
-def _count(number: int, noun: str, plural: str | None = None) -> str:
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {plural or noun + 's'}"
-
-
 def _report(report: Any) -> None:
     say = click.echo
     verb = "would add" if report.dry_run else "added"
-    bad = f", {_count(len(report.skipped), 'bad ' + report.unit)} skipped" if report.skipped else ""
+    bad = ""
+    if report.skipped:
+        bad = f", {count_of(len(report.skipped), 'bad ' + report.unit)} skipped"
     present = f" ({report.already_present:,} already present)" if report.already_present else ""
     say(
-        f"read {_count(report.lines, report.unit)} from {report.source}: "
-        f"{_count(report.read, 'memory', 'memories')}{bad}; {verb} {report.added:,}{present}"
+        f"read {count_of(report.lines, report.unit)} from {report.source}: "
+        f"{count_of(report.read, 'memory', 'memories')}{bad}; {verb} {report.added:,}{present}"
     )
     for domain, count in report.added_per_domain.items():
         say(f"  {domain}: {count}")
@@ -151,7 +150,7 @@ def _report(report: Any) -> None:
         if len(report.readdressed) > 10:
             say(f"    ... and {len(report.readdressed) - 10} more")
     if report.skipped:
-        say(f"  skipped {_count(len(report.skipped), 'bad ' + report.unit)}:")
+        say(f"  skipped {count_of(len(report.skipped), 'bad ' + report.unit)}:")
         for line in report.skipped[:10]:
             say(f"    {line}")
         if len(report.skipped) > 10:

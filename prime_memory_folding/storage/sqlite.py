@@ -221,11 +221,7 @@ class SQLiteStorage:
             page_size = self.db.execute("PRAGMA page_size").fetchone()[0]
             pages = self.db.execute("PRAGMA page_count").fetchone()[0]
             return int(page_size * pages)
-        total = 0
-        for suffix in ("", "-wal"):
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(self.path + suffix)
-        return total
+        return store_file_bytes(self.path)
 
     # -- meta ---------------------------------------------------------------
 
@@ -375,6 +371,15 @@ class SQLiteStorage:
     def newest_change(self) -> int:
         row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0)
+
+
+def store_file_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes on disk of the store file at ``path`` and its write-ahead log (0 if missing)."""
+    total = 0
+    for suffix in ("", "-wal"):
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(f"{os.fspath(path)}{suffix}")
+    return total
 
 
 def _row_values(row: StoredRow) -> tuple[Any, ...]:
