@@ -19,8 +19,8 @@ from . import recall
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
 from .errors import DimensionMismatch, InvalidInput, NotAvailable, NotFound, StoreError
-from .folding import FoldPolicy, FoldReport, decay_terms
-from .index import IndexEntry, StructuralIndex, TagQuery
+from .folding import FoldPolicy, FoldReport, decay_columns, decay_terms
+from .index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
 from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import TextEmbedding
@@ -35,7 +35,7 @@ from .records import (
     check_unit_interval,
     check_vector,
 )
-from .storage import IndexRow, SQLiteStorage, Storage, StoredRow, archive
+from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
@@ -208,8 +208,7 @@ class MemoryEngine:
         self._data_version = storage.data_version()
         self._seq = storage.newest_change()
         self._set_primes(storage.load_primes())
-        entries = [self._entry(row) for row in storage.index_rows()]
-        self._index.rebuild(entries)
+        self._index.load(self._columns(storage.index_table()))
 
     def _set_primes(self, primes: dict[Kind, dict[str, int]]) -> None:
         self._primes = primes
@@ -226,20 +225,70 @@ class MemoryEngine:
             prime = self._primes[kind].get(label)
         return prime
 
-    def _entry(self, row: IndexRow) -> IndexEntry:
-        def known(kind: Kind, label: str) -> int:
-            prime = self._prime(kind, label)
-            if prime is None:
-                raise StoreError(
-                    f"store {self.path} has a record labelled {label!r} that no "
-                    f"{kind.value} registry entry explains; the store is damaged"
-                )
-            return prime
+    def _known_prime(self, kind: Kind, label: str) -> int:
+        """A stored record's label's prime; a label without one means a damaged store."""
+        prime = self._prime(kind, label)
+        if prime is None:
+            raise StoreError(
+                f"store {self.path} has a record labelled {label!r} that no "
+                f"{kind.value} registry entry explains; the store is damaged"
+            )
+        return prime
 
-        tag_primes = self._tag_prime_cache.get(row.tags)
-        if tag_primes is None:
-            tag_primes = tuple(known(Kind.TAG, tag) for tag in row.tags)
-            self._tag_prime_cache[row.tags] = tag_primes
+    def _tag_primes(self, tags: tuple[str, ...]) -> tuple[int, ...]:
+        primes = self._tag_prime_cache.get(tags)
+        if primes is None:
+            registry = self._primes[Kind.TAG]
+            try:
+                primes = tuple([registry[tag] for tag in tags])
+            except KeyError:
+                primes = tuple(self._known_prime(Kind.TAG, tag) for tag in tags)
+            self._tag_prime_cache[tags] = primes
+        return primes
+
+    def _columns(self, table: IndexTable) -> IndexColumns:
+        """The index's columns for every stored record, from the store's columns."""
+        primes = {
+            kind: {label: self._known_prime(kind, label) for label in set(labels)}
+            for kind, labels in ((Kind.DOMAIN, table.domains), (Kind.SUBDOMAIN, table.subdomains))
+        }
+        since, half = decay_columns(
+            self._fold_policy,
+            table.importance,
+            table.tiers,
+            table.created_at,
+            table.accessed_at,
+            table.access_count,
+            table.strength_at,
+        )
+        vector_rows = [row for row, blob in enumerate(table.vector_blobs) if blob is not None]
+        vectors = None
+        if vector_rows:
+            blobs = [table.vector_blobs[row] for row in vector_rows]
+            if len({len(blob) for blob in blobs}) != 1:  # type: ignore[arg-type]
+                raise StoreError(
+                    f"store {self.path} holds vectors of different lengths; the store is damaged"
+                )
+            width = len(blobs[0]) // 4  # type: ignore[arg-type]
+            vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, width)  # type: ignore[arg-type]
+        return IndexColumns(
+            record_ids=table.record_ids,
+            domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],
+            subdomain_primes=[primes[Kind.SUBDOMAIN][label] for label in table.subdomains],
+            tag_primes=[self._tag_primes(tags) for tags in table.tags],
+            tag_products=table.tag_products,
+            importance=table.importance,
+            strength=table.strength,
+            updated_at=table.updated_at,
+            reinforced_at=since,
+            half_life=half,
+            vector_rows=vector_rows,
+            vectors=vectors,
+        )
+
+    def _entry(self, row: IndexRow) -> IndexEntry:
+        known = self._known_prime
+        tag_primes = self._tag_primes(row.tags)
         vector = None
         if row.vector_blob is not None:
             vector = np.frombuffer(row.vector_blob, dtype="<f4").astype(np.float32)

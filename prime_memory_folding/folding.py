@@ -240,6 +240,48 @@ def decay_terms(
     return since, half
 
 
+def decay_columns(
+    policy: FoldPolicy,
+    importance: Sequence[float],
+    tier_labels: Sequence[object],
+    created_at: Sequence[float],
+    accessed_at: Sequence[float],
+    access_count: Sequence[int],
+    strength_at: Sequence[float | None],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`decay_terms` for many records at once, with the same values.
+
+    A record never reinforced after its creation keeps its tier's base
+    half-life exactly; only the others go through :func:`half_life` one by one.
+    """
+    weight = np.asarray(importance, dtype=np.float64)
+    accessed = np.asarray(accessed_at, dtype=np.float64)
+    base = np.select(
+        [
+            weight >= policy.permanent_from,
+            weight >= policy.long_term_from,
+            weight >= policy.short_term_from,
+        ],
+        [math.inf, policy.long_term_half_life, policy.short_term_half_life],
+        default=policy.working_half_life,
+    )
+    labelled = [i for i, label in enumerate(tier_labels) if label is not None]
+    for i in labelled:
+        base[i] = policy.base_half_life(tier_of(policy, float(weight[i]), tier_labels[i]))
+    half = base.copy()
+    spaced = (
+        np.isfinite(base)
+        & (np.asarray(access_count, dtype=np.float64) > 0)
+        & (accessed > np.asarray(created_at, dtype=np.float64))
+    )
+    for i in np.flatnonzero(spaced).tolist():
+        tier = tier_of(policy, float(weight[i]), tier_labels[i])
+        half[i] = half_life(policy, tier, created_at[i], accessed_at[i], access_count[i])
+    set_at = np.array([math.nan if s is None else s for s in strength_at], dtype=np.float64)
+    since = np.fmax(accessed, set_at) if len(set_at) else accessed.copy()
+    return since, half
+
+
 def effective_strength(strength: float, reinforced_at: float, half: float, now: float) -> float:
     """``strength * 0.5 ** ((now - reinforced_at) / half)``; never grows."""
     elapsed = max(now - reinforced_at, 0.0)

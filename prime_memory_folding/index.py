@@ -9,6 +9,7 @@ row until the index compacts.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,28 @@ class IndexEntry:
     #: Decay: when ``strength`` was last set, and its half-life in seconds (inf: none).
     reinforced_at: float = 0.0
     half_life: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class IndexColumns:
+    """What :meth:`StructuralIndex.load` takes: one sequence per :class:`IndexEntry` field.
+
+    ``vectors`` holds one row per position in ``vector_rows``, the rows that
+    have a vector.
+    """
+
+    record_ids: Sequence[str]
+    domain_primes: Sequence[int]
+    subdomain_primes: Sequence[int]
+    tag_primes: Sequence[tuple[int, ...]]
+    tag_products: Sequence[int]
+    importance: Sequence[float] | npt.NDArray[np.float64]
+    strength: Sequence[float] | npt.NDArray[np.float64]
+    updated_at: Sequence[float] | npt.NDArray[np.float64]
+    reinforced_at: Sequence[float] | npt.NDArray[np.float64]
+    half_life: Sequence[float] | npt.NDArray[np.float64]
+    vector_rows: Sequence[int] = ()
+    vectors: npt.NDArray[np.float32] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,42 +518,89 @@ class StructuralIndex:
     def rebuild(self, entries: Sequence[IndexEntry]) -> None:
         """Replace everything with ``entries`` (also compacts dead rows).
 
-        Fills whole columns at once: the same result as upserting each entry in
-        turn, without the per-row cost of numpy item assignment.
+        The same result as upserting each entry in turn, without the per-row
+        cost of numpy item assignment.
         """
+        with_vector = [row for row, e in enumerate(entries) if e.vector is not None]
+        self.load(
+            IndexColumns(
+                record_ids=[e.record_id for e in entries],
+                domain_primes=[e.domain_prime for e in entries],
+                subdomain_primes=[e.subdomain_prime for e in entries],
+                tag_primes=[e.tag_primes for e in entries],
+                tag_products=[e.tag_product for e in entries],
+                importance=[e.importance for e in entries],
+                strength=[e.strength for e in entries],
+                updated_at=[e.updated_at for e in entries],
+                reinforced_at=[e.reinforced_at for e in entries],
+                half_life=[e.half_life for e in entries],
+                vector_rows=with_vector,
+                vectors=np.stack([entries[row].vector for row in with_vector])  # type: ignore[misc]
+                if with_vector
+                else None,
+            )
+        )
+
+    def load(self, columns: IndexColumns) -> None:
+        """Replace everything with ``columns``, filling whole columns at once."""
         self.__init__()  # type: ignore[misc]
-        n = len(entries)
+        ids = list(columns.record_ids)
+        n = len(ids)
         self._grow(n)
-        ids = [e.record_id for e in entries]
         self._ids = list(ids)
-        self._row_of = {rid: row for row, rid in enumerate(ids)}
+        self._row_of = dict(zip(ids, range(n)))
         self._id_column[:n] = ids
-        keys = [(e.domain_prime, e.subdomain_prime, e.tag_primes) for e in entries]
-        self._entry_keys = keys
-        for row, (domain, subdomain, tags) in enumerate(keys):
-            self._domain_rows.setdefault(domain, set()).add(row)
-            self._subdomain_rows.setdefault(subdomain, set()).add(row)
-            for prime in tags:
-                self._tag_rows.setdefault(prime, set()).add(row)
-        products = [e.tag_product for e in entries]
+        self._entry_keys = list(
+            zip(columns.domain_primes, columns.subdomain_primes, columns.tag_primes)
+        )
+        rows = np.arange(n, dtype=np.int64)
+        self._domain_rows = _postings(np.asarray(columns.domain_primes, dtype=np.int64), rows)
+        self._subdomain_rows = _postings(np.asarray(columns.subdomain_primes, dtype=np.int64), rows)
+        lengths = np.fromiter((len(t) for t in columns.tag_primes), dtype=np.int64, count=n)
+        flat = np.fromiter(
+            itertools.chain.from_iterable(columns.tag_primes),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        self._tag_rows = _postings(flat, np.repeat(rows, lengths))
+        products = list(columns.tag_products)
         self._tag_product = products
         fits = [p < _UINT64_LIMIT for p in products]
         self._product_fits[:n] = fits
         self._product64[:n] = np.array(
             [p if ok else 0 for p, ok in zip(products, fits)], dtype=np.uint64
         )
-        self._importance[:n] = [e.importance for e in entries]
-        self._strength[:n] = [e.strength for e in entries]
-        self._updated[:n] = [e.updated_at for e in entries]
-        self._reinforced[:n] = [e.reinforced_at for e in entries]
-        self._half_life[:n] = [e.half_life for e in entries]
+        self._importance[:n] = columns.importance
+        self._strength[:n] = columns.strength
+        self._updated[:n] = columns.updated_at
+        self._reinforced[:n] = columns.reinforced_at
+        self._half_life[:n] = columns.half_life
         self._alive[:n] = True
-        vectors = [(row, e.vector) for row, e in enumerate(entries) if e.vector is not None]
-        if vectors:
-            with_vector = [row for row, _ in vectors]
-            matrix = np.stack([vector for _, vector in vectors]).astype(np.float32)
+        if columns.vectors is not None and len(columns.vector_rows):
+            with_vector = np.asarray(columns.vector_rows, dtype=np.int64)
+            width = columns.vectors.shape[1]
+            self._vectors = np.zeros((self._capacity, width), dtype=np.float32)
+            if len(with_vector) == n:  # every row, in order: normalise in place
+                matrix = self._vectors[:n]
+                matrix[...] = columns.vectors
+            else:
+                matrix = np.array(columns.vectors, dtype=np.float32)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)
-            self._vectors = np.zeros((self._capacity, matrix.shape[1]), dtype=np.float32)
-            self._vectors[with_vector] = matrix
+            if len(with_vector) != n:
+                self._vectors[with_vector] = matrix
             self._has_vector[with_vector] = True
+
+
+def _postings(keys: npt.NDArray[np.int64], rows: Rows) -> dict[int, set[int]]:
+    """``{key: set of rows}``, grouping ``rows`` by ``keys`` (which pair up)."""
+    if not len(keys):
+        return {}
+    order = np.argsort(keys, kind="stable")
+    keys, rows = keys[order], rows[order]
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    starts = np.concatenate([[0], cuts]).astype(np.int64)
+    return {
+        int(key): set(part.tolist())
+        for key, part in zip(keys[starts].tolist(), np.split(rows, cuts))
+    }

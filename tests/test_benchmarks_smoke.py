@@ -57,6 +57,8 @@ def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["bulk"]["records"] == 2000
     assert report["single"]["calls"] == 50
+    assert "opening the store of 2,050 records" in result.stdout
+    assert report["open_seconds"] > 0 and report["vectors"]["open_seconds"] > 0
 
 
 def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:

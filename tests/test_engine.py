@@ -347,3 +347,76 @@ def test_a_malformed_label_gate_is_refused_every_time(
     for _ in range(2):
         with pytest.raises(InvalidInput):
             engine.match_ids(**gates)
+
+
+writes = st.lists(
+    st.tuples(
+        st.integers(0, 12),  # which content: repeats reinforce an existing record
+        st.sampled_from(["memory", "project", "task"]),
+        st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=3, unique=True),
+        st.sampled_from([0.1, 0.5, 0.9, 1.0]),
+        st.sampled_from([None, "working", "permanent", "bogus"]),
+        st.booleans(),  # with a vector
+        st.floats(0, 5 * 86_400),  # seconds until this write
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _index_state(memory: MemoryEngine) -> dict[str, tuple[Any, ...]]:
+    index = memory._index
+    state = {}
+    for rid in index.all_ids():
+        row = index.row_of(rid)
+        assert row is not None
+        vector = index._vectors[row].tolist() if index._has_vector[row] else None
+        state[rid] = (
+            index._entry_keys[row],
+            index._tag_product[row],
+            float(index._importance[row]),
+            float(index._strength[row]),
+            float(index._updated[row]),
+            float(index._reinforced[row]),
+            float(index._half_life[row]),
+            vector,
+        )
+    return state
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(writes)
+def test_opening_a_store_builds_the_index_its_writer_holds(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[int, str, list[str], float, str | None, bool, float]],
+) -> None:
+    """Loading a whole store at once gives what the writer built record by record."""
+    path = tmp_path_factory.mktemp("load") / "m.db"
+    clock = FakeClock()
+    with MemoryEngine(path, clock=clock, embedder="none") as writer:
+        for number, domain, tags, importance, tier, with_vector, wait in steps:
+            clock.advance(wait)
+            writer.store(
+                f"note {number}",
+                domain=domain,
+                tags=tags,
+                importance=importance,
+                vector=[1.0, float(number)] if with_vector else None,
+                metadata={} if tier is None else {"tier": tier},
+            )
+        first = writer.match_ids()[0]
+        clock.advance(3_600)
+        writer.update(first, strength=0.7)
+        expected = _index_state(writer)
+        clock.advance(10 * 86_400)
+        gated = {
+            (domain, tag): writer.match_ids(domain=domain, tags=[tag], min_strength=0.4)
+            for domain in ("memory", "project", "task")
+            for tag in "abcd"
+        }
+    with MemoryEngine(path, clock=clock, embedder="none") as reader:
+        assert _index_state(reader) == expected
+        for (domain, tag), ids in gated.items():
+            assert reader.match_ids(domain=domain, tags=[tag], min_strength=0.4) == ids

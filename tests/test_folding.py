@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import FoldPolicy, InvalidInput, MemoryEngine, NotFound, Record
-from prime_memory_folding.folding import TIERS, cluster, half_life, summarise
+from prime_memory_folding.folding import (
+    TIERS,
+    cluster,
+    decay_columns,
+    decay_terms,
+    half_life,
+    summarise,
+)
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -585,3 +592,29 @@ def test_writes_from_another_process_survive_a_fold(store_path: Path, clock: Fak
         assert len(engine.match_ids(tags=["writer"])) == 200
     with MemoryEngine(store_path) as fresh:
         assert len(fresh.match_ids(tags=["writer"])) == 200
+
+
+decay_inputs = st.lists(
+    st.tuples(
+        st.floats(0, 1),
+        st.sampled_from([None, *TIERS, "unknown", 3]),
+        st.floats(0, 1e6),
+        st.floats(0, 1e6),
+        st.integers(0, 50),
+        st.none() | st.floats(0, 2e6),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(decay_inputs)
+def test_decay_columns_equal_decay_terms_row_by_row(
+    rows: list[tuple[float, object, float, float, int, float | None]],
+) -> None:
+    policy = FoldPolicy()
+    columns = [[row[k] for row in rows] for k in range(6)]
+    since, half = decay_columns(policy, *columns)  # type: ignore[arg-type]
+    expected = [decay_terms(policy, *row) for row in rows]
+    assert since.tolist() == [s for s, _ in expected]
+    assert half.tolist() == [h for _, h in expected]

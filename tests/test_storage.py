@@ -107,3 +107,36 @@ def test_reader_reloads_when_the_change_log_was_trimmed(store_path: Path) -> Non
         writer.storage.db.execute("DELETE FROM changes")  # as if trimmed long ago
         writer.store("after trim")
         assert reader.stats().records == 52
+
+
+def test_index_table_holds_what_index_rows_gives(store_path: Path) -> None:
+    with MemoryEngine(store_path, embedder="none") as memory:
+        memory.store("a", tags=["x", "y"], vector=[1.0, 2.0], metadata={"tier": "permanent"})
+        memory.store("b", tags=["y"], importance=0.9)
+        memory.store("c", domain="project", vector=[0.5, 0.5])
+        storage = memory.storage
+        rows = list(storage.index_rows())
+        table = storage.index_table()
+    assert len(table) == 3
+    fields = [
+        ("record_ids", "record_id"), ("domains", "domain"), ("subdomains", "subdomain"),
+        ("tags", "tags"), ("tag_products", "tag_product"), ("importance", "importance"),
+        ("strength", "strength"), ("updated_at", "updated_at"),
+        ("vector_blobs", "vector_blob"), ("created_at", "created_at"),
+        ("accessed_at", "accessed_at"), ("access_count", "access_count"),
+        ("strength_at", "strength_at"), ("tiers", "tier"),
+    ]  # fmt: skip
+    for column, field in fields:
+        assert list(getattr(table, column)) == [getattr(row, field) for row in rows], column
+
+
+def test_tag_texts_parse_alike_one_by_one_and_together() -> None:
+    from prime_memory_folding.storage.sqlite import _parse_many_tags, _parse_tags
+
+    texts = ['["a","b"]', "[]", '["\\u00fc", "c"]', '["a","b"]']
+    assert _parse_many_tags(texts) == {text: _parse_tags(text) for text in texts}
+    # Texts that are not one array each must not be parsed by joining them,
+    # where two halves could pass for whole arrays.
+    halves = ['["a"], ["b"', '"c"]']
+    with pytest.raises(ValueError):
+        _parse_many_tags(halves)

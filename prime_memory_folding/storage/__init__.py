@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import IndexRow, Storage, StoredRow
+from .base import IndexRow, IndexTable, Storage, StoredRow
 from .sqlite import SQLiteStorage
 
-__all__ = ["IndexRow", "SQLiteStorage", "Storage", "StoredRow"]
+__all__ = ["IndexRow", "IndexTable", "SQLiteStorage", "Storage", "StoredRow"]

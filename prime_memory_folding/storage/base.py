@@ -15,7 +15,7 @@ from typing import Protocol
 from ..primes import Kind
 from ..records import Record
 
-__all__ = ["IndexRow", "Storage", "StoredRow"]
+__all__ = ["IndexRow", "IndexTable", "Storage", "StoredRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,34 @@ class IndexRow:
     tier: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IndexTable:
+    """Every record's :class:`IndexRow` columns at once, one sequence per column.
+
+    Rows are in insertion order. Opening a store reads this instead of one
+    :class:`IndexRow` per record, so that loading costs a few passes over
+    columns rather than an object per record.
+    """
+
+    record_ids: Sequence[str]
+    domains: Sequence[str]
+    subdomains: Sequence[str]
+    tags: Sequence[tuple[str, ...]]
+    tag_products: Sequence[int]
+    importance: Sequence[float]
+    strength: Sequence[float]
+    updated_at: Sequence[float]
+    vector_blobs: Sequence[bytes | None]
+    created_at: Sequence[float]
+    accessed_at: Sequence[float]
+    access_count: Sequence[int]
+    strength_at: Sequence[float | None]
+    tiers: Sequence[str | None]
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+
 class Storage(Protocol):
     """What the engine needs from a durable backend."""
 
@@ -73,6 +101,7 @@ class Storage(Protocol):
     def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]: ...
     def count(self) -> int: ...
     def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]: ...
+    def index_table(self) -> IndexTable: ...
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
     def newest_change(self) -> int: ...
     def trim_changes(self, keep: int) -> None: ...
