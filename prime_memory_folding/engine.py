@@ -529,6 +529,7 @@ class MemoryEngine:
         # -- recall: load the embedder before taking the write lock --
         if (
             self._text.enabled
+            and not self._text.loaded
             and any(item.vector is None for item in items)
             and not recall.is_custom(recall.store_space(storage))
         ):

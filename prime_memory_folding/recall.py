@@ -160,6 +160,11 @@ class TextEmbedding:
         """Whether content is embedded automatically."""
         return self.spec != NO_EMBEDDER
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the embedder is loaded already."""
+        return self._embedder is not None
+
     def known_name(self) -> str | None:
         """The space name, when it is known without loading a model."""
         if self._embedder is not None:

@@ -140,3 +140,16 @@ def test_tag_texts_parse_alike_one_by_one_and_together() -> None:
     halves = ['["a"], ["b"', '"c"]']
     with pytest.raises(ValueError):
         _parse_many_tags(halves)
+
+
+def test_the_write_ahead_log_is_checkpointed_every_few_thousand_pages(store_path: Path) -> None:
+    from prime_memory_folding.storage.sqlite import WAL_AUTOCHECKPOINT_PAGES
+
+    with MemoryEngine(store_path, embedder="none") as memory:
+        db = memory.storage.db
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
+        for i in range(200):
+            memory.store(f"note {i}", tags=[f"t{i % 7}"])
+        # Past SQLite's default of 1,000 pages the log is still growing, not restarted.
+        busy, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and 1_000 < frames < WAL_AUTOCHECKPOINT_PAGES

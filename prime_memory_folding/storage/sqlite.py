@@ -31,6 +31,12 @@ BUSY_TIMEOUT_MS = 10_000
 BUSY_TIMEOUT_ENV = "PRIME_MEMORY_BUSY_TIMEOUT_MS"
 #: SQLite caps bound parameters per statement; stay well below it.
 _CHUNK = 500
+#: Pages in the write-ahead log before a commit copies them into the database
+#: (SQLite's default is 1,000). Every store commits, and each commit rewrites
+#: the same few hot pages (the newest index leaves, the full-text structure
+#: record); a longer log lets one checkpoint copy each of them once for more
+#: commits. Single stores ran 12-20 % faster with 4,000 than with 1,000 here.
+WAL_AUTOCHECKPOINT_PAGES = 4_000
 
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
@@ -139,6 +145,7 @@ class SQLiteStorage:
                     raise StoreError(f"store {self.path} could not switch to WAL mode ({mode})")
             # FULL makes each commit durable across power loss, not only process crashes.
             self.db.execute("PRAGMA synchronous = FULL")
+            self.db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             self.db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.Error as exc:
