@@ -27,6 +27,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import shutil
 import statistics
@@ -149,22 +150,42 @@ def store_all(engine: MemoryEngine, items: list[dict[str, Any]]) -> list[str]:
     return ids
 
 
-def time_fold(count: int, seed: int, folder: Path, repeat: int = 1) -> tuple[float, Any]:
-    """Median seconds of ``repeat`` default folds, each of a fresh copy of one store."""
+def _mark(marks: list[tuple[str, float]], step: str, done: int, total: int) -> None:
+    marks.append((step, time.perf_counter()))
+
+
+def time_fold(
+    count: int,
+    seed: int,
+    folder: Path,
+    repeat: int = 1,
+    phases: dict[str, float] | None = None,
+) -> tuple[float, Any]:
+    """Median seconds of ``repeat`` default folds, each of a fresh copy of one store.
+
+    Given ``phases``, fills it with the median seconds of each step a fold
+    reports through its progress callback (reading, planning, writing).
+    """
     base = folder / f"fold-{count}.db"
     with MemoryEngine(base, clock=Clock(T0)) as engine:
         store_all(engine, timing_records(count, seed))
     seconds: list[float] = []
+    steps: dict[str, list[float]] = {}
     report: Any = None
     for run in range(repeat):
         copy = folder / f"fold-{count}-{run}.db"
         shutil.copyfile(base, copy)
+        marks: list[tuple[str, float]] = []
         with MemoryEngine(copy, clock=Clock(T0 + 3 * DAY)) as engine:
             started = time.perf_counter()
-            report = engine.fold()
+            report = engine.fold(progress=functools.partial(_mark, marks))
             seconds.append(time.perf_counter() - started)
         copy.unlink()
+        for (step, began), (_, ended) in itertools.pairwise(marks):
+            steps.setdefault(step.split()[0], []).append(ended - began)
     base.unlink()
+    if phases is not None:
+        phases.update({step: statistics.median(times) for step, times in steps.items()})
     return statistics.median(seconds), report
 
 
@@ -297,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
             f"median of {args.repeat} folds of copies of one store)"
         )
         times = {}
+        phases: dict[int, dict[str, float]] = {}
         for count in (small, large):
-            seconds, report = time_fold(count, args.seed, folder, args.repeat)
+            phases[count] = {}
+            seconds, report = time_fold(count, args.seed, folder, args.repeat, phases[count])
             times[count] = seconds
             print(
                 f"  {count:>7,} records: {seconds:6.2f} s  "
@@ -306,12 +329,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{report.created:,}, decayed {report.decayed:,}; "
                 f"{report.records_before:,} -> {report.records_after:,} records)"
             )
+            print("           " + ", ".join(f"{k} {v:.2f} s" for k, v in phases[count].items()))
         ratio = times[large] / times[small]
         scale = large / small
         ratio_ok = ratio <= 1.2 * scale
         time_ok = times[large] <= 30.0 * large / 100_000
         print(
             f"  ratio: {ratio:.1f}x for {scale:.0f}x the records  {'PASS' if ratio_ok else 'MISS'}"
+        )
+        print(
+            "  by step: "
+            + ", ".join(
+                f"{k} {phases[large][k] / phases[small][k]:.1f}x"
+                for k in phases[large]
+                if phases[small].get(k)
+            )
         )
         print(f"  {large:,} records in {times[large]:.1f} s  {'PASS' if time_ok else 'MISS'}")
         precision, recall, predicted, truth = merge_quality(args.seed, folder)

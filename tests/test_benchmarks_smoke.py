@@ -92,6 +92,8 @@ def test_fold_benchmark_folds_and_reports(tmp_path: Path) -> None:
     assert "  1,000 records:" in out
     assert "1,000 -> " in out
     assert "ratio: " in out and "for 10x the records" in out
+    assert "reading " in out and "planning " in out and "writing " in out
+    assert "by step: reading " in out
     # Merge quality is deterministic, unlike the timings on a shared machine.
     assert "pair precision 1.000" in out and "pair recall    0.820" in out
     timings = out.split("merge quality")[0]
