@@ -265,12 +265,15 @@ class MemoryEngine:
         vectors = None
         if vector_rows:
             blobs = [table.vector_blobs[row] for row in vector_rows]
-            if len({len(blob) for blob in blobs}) != 1:  # type: ignore[arg-type]
+            sizes = {len(blob) for blob in blobs}  # type: ignore[arg-type]
+            if len(sizes) != 1 or min(sizes) == 0 or min(sizes) % 4:
                 raise StoreError(
-                    f"store {self.path} holds vectors of different lengths; the store is damaged"
+                    f"store {self.path} holds vectors of different or impossible lengths; "
+                    "the store is damaged"
                 )
-            width = len(blobs[0]) // 4  # type: ignore[arg-type]
-            vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, width)  # type: ignore[arg-type]
+            # A bytearray, so that the index can take the matrix over without a copy.
+            joined = bytearray().join(blobs)  # type: ignore[arg-type]
+            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), min(sizes) // 4)
         return IndexColumns(
             record_ids=table.record_ids,
             domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],

@@ -67,7 +67,8 @@ class IndexColumns:
     """What :meth:`StructuralIndex.load` takes: one sequence per :class:`IndexEntry` field.
 
     ``vectors`` holds one row per position in ``vector_rows``, the rows that
-    have a vector.
+    have a vector. A writable float32 ``vectors`` with a row for every record
+    becomes the index's own matrix, normalised in place, rather than a copy.
     """
 
     record_ids: Sequence[str]
@@ -578,16 +579,26 @@ class StructuralIndex:
         self._alive[:n] = True
         if columns.vectors is not None and len(columns.vector_rows):
             with_vector = np.asarray(columns.vector_rows, dtype=np.int64)
-            width = columns.vectors.shape[1]
-            self._vectors = np.zeros((self._capacity, width), dtype=np.float32)
-            if len(with_vector) == n:  # every row, in order: normalise in place
-                matrix = self._vectors[:n]
-                matrix[...] = columns.vectors
+            given = columns.vectors
+            every_row = len(with_vector) == n
+            if (
+                every_row
+                and given.shape[0] == self._capacity
+                and given.dtype == np.float32
+                and given.flags.c_contiguous
+                and given.flags.writeable
+            ):
+                self._vectors = matrix = given  # taken over, not copied
             else:
-                matrix = np.array(columns.vectors, dtype=np.float32)
+                self._vectors = np.zeros((self._capacity, given.shape[1]), dtype=np.float32)
+                if every_row:  # in order: fill the column block, normalise it in place
+                    matrix = self._vectors[:n]
+                    matrix[...] = given
+                else:
+                    matrix = np.array(given, dtype=np.float32)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)
-            if len(with_vector) != n:
+            if not every_row:
                 self._vectors[with_vector] = matrix
             self._has_vector[with_vector] = True
 

@@ -5,6 +5,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -420,3 +421,28 @@ def test_opening_a_store_builds_the_index_its_writer_holds(
         assert _index_state(reader) == expected
         for (domain, tag), ids in gated.items():
             assert reader.match_ids(domain=domain, tags=[tag], min_strength=0.4) == ids
+
+
+def test_opening_a_store_where_every_record_has_a_vector(tmp_path: Path) -> None:
+    """Past 1,024 records with a vector each, the loaded matrix is kept as it is read."""
+    path = tmp_path / "m.db"
+    items = [
+        {"content": f"note {i}", "tags": [f"t{i % 5}"], "vector": [1.0 + i, float(i % 7), 2.0]}
+        for i in range(1_100)
+    ]
+    with MemoryEngine(path, embedder="none") as writer:
+        writer.store_many(items)
+        expected = _index_state(writer)
+        hits = writer.query(vector=[1.0, 3.0, 0.5], limit=20)
+    with MemoryEngine(path, embedder="none") as reader:
+        assert reader._index._vectors is not None and reader._index._vectors.flags.writeable
+        loaded = _index_state(reader)
+        assert loaded.keys() == expected.keys()
+        for rid, state in expected.items():
+            assert loaded[rid][:-1] == state[:-1]
+            assert np.allclose(loaded[rid][-1], state[-1], rtol=1e-6)
+        assert [h.record.record_id for h in reader.query(vector=[1.0, 3.0, 0.5], limit=20)] == [
+            h.record.record_id for h in hits
+        ]
+        added = reader.store("one more", vector=[0.0, 1.0, 0.0])
+        assert reader.query(vector=[0.0, 1.0, 0.0], limit=1)[0].record.record_id == added.record_id
