@@ -93,7 +93,11 @@ _EXACT_CHUNK = 8_192
 _MAX_SPACED = 64.0
 
 _DAY = 86_400.0
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+#: Sentence ends: Latin ones before whitespace; the full-width ones of Chinese
+#: and Japanese, which no space follows, anywhere.
+_FULL_WIDTH_STOPS = "\u3002\uff01\uff1f\uff61"  # ideographic full stop, ! ? and half-width stop
+_SENTENCE_STOPS = ".!?" + _FULL_WIDTH_STOPS
+_SENTENCE_END = re.compile(rf"(?<=[.!?])\s+|(?<=[{_FULL_WIDTH_STOPS}])\s*|\n+")
 _WORD = re.compile(r"\w+")
 #: Scripts written without spaces between words: their words are character pairs.
 _UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
@@ -735,10 +739,9 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
     A sentence is left out when its words overlap an earlier one's by
     ``_SAME_SENTENCE`` or more (Jaccard), so near-duplicates appear once.
     """
-    kept: list[str] = []
+    summary = ""
     seen: list[frozenset[str]] = []
     distinct: set[frozenset[str]] = set()
-    length = 0
     for content in contents:
         for raw in _SENTENCE_END.split(content):
             sentence = " ".join(raw.split())
@@ -748,16 +751,19 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
             # The same words again overlap fully; only new word sets need comparing.
             if words in distinct or any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
                 continue
-            if sentence[-1] not in ".!?":
+            if sentence[-1] not in _SENTENCE_STOPS:
                 sentence += "."
-            extra = len(sentence) + (1 if kept else 0)
-            if kept and length + extra > max_chars:
-                return " ".join(kept)
-            kept.append(sentence[:max_chars])
+            if not summary:
+                summary = sentence[:max_chars]
+            else:
+                # No space after a full-width stop, as Chinese and Japanese are written.
+                gap = "" if summary[-1] in _FULL_WIDTH_STOPS else " "
+                if len(summary) + len(gap) + len(sentence) > max_chars:
+                    return summary
+                summary += gap + sentence
             seen.append(words)
             distinct.add(words)
-            length += extra
-    return " ".join(kept)
+    return summary
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:

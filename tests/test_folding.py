@@ -400,6 +400,22 @@ def test_summary_drops_repeated_sentences_and_respects_the_cap() -> None:
     assert len(summarise(["x" * 50 + ". " + "y" * 50 + "."] * 3, 80)) <= 80
 
 
+def test_summary_splits_chinese_and_japanese_sentences_at_full_width_stops() -> None:
+    bang, ask = "\uff01", "\uff1f"  # full-width ! and ?
+    # No space follows a full-width stop, so each of these contents is several sentences.
+    assert summarise(["会议在周一。", f"会议在周一。预算已批准{bang}"], 200) == (
+        f"会议在周一。预算已批准{bang}"
+    )
+    assert summarise([f"会議は月曜日です。予算は承認されました{ask}", "次の会議は金曜日"], 200) == (
+        f"会議は月曜日です。予算は承認されました{ask}次の会議は金曜日."
+    )
+    assert (
+        summarise(["Plan agreed. 会议在周一。", "Plan agreed."], 200) == "Plan agreed. 会议在周一。"
+    )
+    capped = summarise(["会议在周一。预算已批准。下周再议。"], 12)
+    assert capped == "会议在周一。预算已批准。" and len(capped) <= 12
+
+
 # -- dry run, policy ----------------------------------------------------------------
 
 
