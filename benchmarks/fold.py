@@ -4,7 +4,9 @@
    synthetic records with 256-dimensional vectors, in families of
    near-duplicates spread over 10 domains, 4 subdomains and Zipf-distributed
    tags. Each size is stored once and folded ``--repeat`` times (default 3),
-   each time on a fresh copy of the store file; a size's time is the median.
+   each time on a fresh copy of the store file, the sizes taking turns (so
+   that a host whose speed drifts during the run affects both alike); a
+   size's time is the median.
    Prints each time, the ratio between them (target: at most 12x for 10x the
    records) and whether the larger fold took at most 30 s.
 2. Merge quality: a synthetic set with known families of near-duplicates and
@@ -34,7 +36,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -154,39 +157,66 @@ def _mark(marks: list[tuple[str, float]], step: str, done: int, total: int) -> N
     marks.append((step, time.perf_counter()))
 
 
-def time_fold(
-    count: int,
-    seed: int,
-    folder: Path,
-    repeat: int = 1,
-    phases: dict[str, float] | None = None,
-) -> tuple[float, Any]:
-    """Median seconds of ``repeat`` default folds, each of a fresh copy of one store.
+@dataclass
+class FoldTiming:
+    """The folds of one store size: seconds per fold, per step, and the last report."""
 
-    Given ``phases``, fills it with the median seconds of each step a fold
-    reports through its progress callback (reading, planning, writing).
-    """
+    seconds: list[float] = field(default_factory=list)
+    steps: dict[str, list[float]] = field(default_factory=dict)
+    report: Any = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    def step_medians(self) -> dict[str, float]:
+        return {step: statistics.median(times) for step, times in self.steps.items()}
+
+
+def _base_store(count: int, seed: int, folder: Path) -> Path:
     base = folder / f"fold-{count}.db"
     with MemoryEngine(base, clock=Clock(T0)) as engine:
         store_all(engine, timing_records(count, seed))
-    seconds: list[float] = []
-    steps: dict[str, list[float]] = {}
-    report: Any = None
+    return base
+
+
+def _fold_copy(base: Path, run: int, timing: FoldTiming) -> None:
+    """One default fold of a fresh copy of ``base``, added to ``timing``."""
+    copy = base.with_name(f"{base.stem}-{run}.db")
+    shutil.copyfile(base, copy)
+    marks: list[tuple[str, float]] = []
+    with MemoryEngine(copy, clock=Clock(T0 + 3 * DAY)) as engine:
+        started = time.perf_counter()
+        timing.report = engine.fold(progress=functools.partial(_mark, marks))
+        timing.seconds.append(time.perf_counter() - started)
+    copy.unlink()
+    for (step, began), (_, ended) in itertools.pairwise(marks):
+        timing.steps.setdefault(step.split()[0], []).append(ended - began)
+
+
+def time_folds(
+    counts: Sequence[int], seed: int, folder: Path, repeat: int = 1
+) -> dict[int, FoldTiming]:
+    """``repeat`` default folds of a copy of one store per size, the sizes taking turns.
+
+    Every size's store is built first; then each round folds one copy of each,
+    so that a host that speeds up or slows down during the run affects every
+    size alike and their ratio stays fair.
+    """
+    bases = {count: _base_store(count, seed, folder) for count in counts}
+    timings = {count: FoldTiming() for count in counts}
     for run in range(repeat):
-        copy = folder / f"fold-{count}-{run}.db"
-        shutil.copyfile(base, copy)
-        marks: list[tuple[str, float]] = []
-        with MemoryEngine(copy, clock=Clock(T0 + 3 * DAY)) as engine:
-            started = time.perf_counter()
-            report = engine.fold(progress=functools.partial(_mark, marks))
-            seconds.append(time.perf_counter() - started)
-        copy.unlink()
-        for (step, began), (_, ended) in itertools.pairwise(marks):
-            steps.setdefault(step.split()[0], []).append(ended - began)
-    base.unlink()
-    if phases is not None:
-        phases.update({step: statistics.median(times) for step, times in steps.items()})
-    return statistics.median(seconds), report
+        for count in counts:
+            _fold_copy(bases[count], run, timings[count])
+    for base in bases.values():
+        base.unlink()
+    return timings
+
+
+def time_fold(count: int, seed: int, folder: Path, repeat: int = 1) -> tuple[float, Any]:
+    """Median seconds of ``repeat`` default folds of one size, and the last report."""
+    timing = time_folds([count], seed, folder, repeat)[count]
+    return timing.median, timing.report
 
 
 def merge_quality(seed: int, folder: Path) -> tuple[float, float, int, int]:
@@ -315,16 +345,15 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         print(
             f"fold time ({DIM}-d vectors, families of near-duplicates; "
-            f"median of {args.repeat} folds of copies of one store)"
+            f"median of {args.repeat} folds of copies of one store, the two sizes taking turns)"
         )
-        times = {}
-        phases: dict[int, dict[str, float]] = {}
+        timings = time_folds([small, large], args.seed, folder, args.repeat)
+        times = {count: timing.median for count, timing in timings.items()}
+        phases = {count: timing.step_medians() for count, timing in timings.items()}
         for count in (small, large):
-            phases[count] = {}
-            seconds, report = time_fold(count, args.seed, folder, args.repeat, phases[count])
-            times[count] = seconds
+            report = timings[count].report
             print(
-                f"  {count:>7,} records: {seconds:6.2f} s  "
+                f"  {count:>7,} records: {times[count]:6.2f} s  "
                 f"(pruned {report.pruned:,}, folded {report.folded:,} into "
                 f"{report.created:,}, decayed {report.decayed:,}; "
                 f"{report.records_before:,} -> {report.records_after:,} records)"
