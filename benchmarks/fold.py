@@ -3,10 +3,10 @@
 1. Fold time at two sizes (default 10,000 and 100,000 records): seeded
    synthetic records with 256-dimensional vectors, in families of
    near-duplicates spread over 10 domains, 4 subdomains and Zipf-distributed
-   tags. Each size is stored once and folded ``--repeat`` times (default 3),
-   each time on a fresh copy of the store file, the sizes taking turns (so
-   that a host whose speed drifts during the run affects both alike); a
-   size's time is the median.
+   tags. Each size is stored once and folded ``--repeat`` times (default 5),
+   each time on a fresh copy of the store file and in a process of its own,
+   the sizes taking turns (so that a host whose speed drifts during the run
+   affects both alike); a size's time is the median.
    Prints each time, the ratio between them (target: at most 12x for 10x the
    records) and whether the larger fold took at most 30 s.
 2. Merge quality: a synthetic set with known families of near-duplicates and
@@ -31,14 +31,17 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import _shared  # noqa: F401  (puts the checkout on sys.path)
@@ -53,6 +56,8 @@ DOMAINS = tuple(f"domain{i:02d}" for i in range(10))
 SUBDOMAINS = ("notes", "code", "decisions", "incidents")
 TAGS = tuple(f"tag{i:03d}" for i in range(200))
 T0 = 1_700_000_000.0
+#: The FoldReport fields a timed fold passes back from its process.
+REPORTED = ("pruned", "folded", "created", "decayed", "records_before", "records_after")
 DAY = 86_400.0
 
 
@@ -180,18 +185,41 @@ def _base_store(count: int, seed: int, folder: Path) -> Path:
     return base
 
 
-def _fold_copy(base: Path, run: int, timing: FoldTiming) -> None:
-    """One default fold of a fresh copy of ``base``, added to ``timing``."""
+def fold_once(base: Path, run: int) -> dict[str, Any]:
+    """One default fold of a fresh copy of ``base``: its seconds, steps and counts."""
     copy = base.with_name(f"{base.stem}-{run}.db")
     shutil.copyfile(base, copy)
     marks: list[tuple[str, float]] = []
     with MemoryEngine(copy, clock=Clock(T0 + 3 * DAY)) as engine:
         started = time.perf_counter()
-        timing.report = engine.fold(progress=functools.partial(_mark, marks))
-        timing.seconds.append(time.perf_counter() - started)
+        report = engine.fold(progress=functools.partial(_mark, marks))
+        seconds = time.perf_counter() - started
     copy.unlink()
-    for (step, began), (_, ended) in itertools.pairwise(marks):
-        timing.steps.setdefault(step.split()[0], []).append(ended - began)
+    return {
+        "seconds": seconds,
+        "steps": {
+            step.split()[0]: ended - began
+            for (step, began), (_, ended) in itertools.pairwise(marks)
+        },
+        "report": {name: getattr(report, name) for name in REPORTED},
+    }
+
+
+def _fold_in_child(base: Path, run: int, timing: FoldTiming) -> None:
+    """:func:`fold_once` in a new Python process, so no fold inherits another's heap."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--fold-once", str(base), str(run)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"a timed fold failed:\n{done.stderr}")
+    result = json.loads(done.stdout)
+    timing.seconds.append(result["seconds"])
+    for step, seconds in result["steps"].items():
+        timing.steps.setdefault(step, []).append(seconds)
+    timing.report = SimpleNamespace(**result["report"])
 
 
 def time_folds(
@@ -201,13 +229,14 @@ def time_folds(
 
     Every size's store is built first; then each round folds one copy of each,
     so that a host that speeds up or slows down during the run affects every
-    size alike and their ratio stays fair.
+    size alike. Each fold runs in a process of its own, so that none runs in a
+    heap that an earlier, larger fold left behind.
     """
     bases = {count: _base_store(count, seed, folder) for count in counts}
     timings = {count: FoldTiming() for count in counts}
     for run in range(repeat):
         for count in counts:
-            _fold_copy(bases[count], run, timings[count])
+            _fold_in_child(bases[count], run, timings[count])
     for base in bases.values():
         base.unlink()
     return timings
@@ -328,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs=2, default=[10_000, 100_000])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
-        "--repeat", type=int, default=3, help="folds per size, of copies of one store (median)"
+        "--repeat", type=int, default=5, help="folds per size, of copies of one store (median)"
     )
     parser.add_argument("--quiet", action="store_true", help="accepted for the smoke tests")
     parser.add_argument(
@@ -338,14 +367,20 @@ def main(argv: list[str] | None = None) -> int:
         help="a LoCoMo-format JSON file for the fold-safety check",
     )
     parser.add_argument("--skip-locomo", action="store_true", help="skip the LoCoMo fold safety")
+    # Internal: one timed fold of a copy of a store, as JSON on stdout.
+    parser.add_argument("--fold-once", nargs=2, metavar=("STORE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.fold_once:
+        print(json.dumps(fold_once(Path(args.fold_once[0]), int(args.fold_once[1]))))
+        return 0
     small, large = args.sizes
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         print(
             f"fold time ({DIM}-d vectors, families of near-duplicates; "
-            f"median of {args.repeat} folds of copies of one store, the two sizes taking turns)"
+            f"median of {args.repeat} folds of copies of one store, each in its own process, "
+            "the two sizes taking turns)"
         )
         timings = time_folds([small, large], args.seed, folder, args.repeat)
         times = {count: timing.median for count, timing in timings.items()}

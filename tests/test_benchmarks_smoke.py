@@ -85,7 +85,9 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
 
 
 def test_fold_benchmark_folds_and_reports(tmp_path: Path) -> None:
-    result = run("fold.py", "--sizes", "100", "1000", "--skip-locomo", cwd=tmp_path)
+    result = run(
+        "fold.py", "--sizes", "100", "1000", "--repeat", "1", "--skip-locomo", cwd=tmp_path
+    )
     out = result.stdout
     assert result.returncode in (0, 1), out + result.stderr
     assert "      100 records:" in out
