@@ -13,6 +13,11 @@ answers each bad line itself, then keeps serving:
 - a blank line (nothing but spaces, tabs and carriage returns, the JSON
   whitespace): no answer, since it holds no message and so no id to answer.
 
+What counts as valid is what the SDK's own message model accepts. In
+particular ``"params": null`` reads as no params, in requests and in
+notifications alike, since some JSON encoders write absent members as null;
+refusing it would make such a client's ``notifications/initialized`` go unheard.
+
 While serving, file descriptors 0 and 1 point at the null device and at
 stderr, so a stray ``print`` from any library cannot corrupt the wire.
 

@@ -265,12 +265,13 @@ rpc_shaped = st.fixed_dictionaries(
 
 
 def is_notification(message: Any) -> bool:
+    # "params": null reads as no params, as the SDK's message model reads it.
     return (
         isinstance(message, dict)
         and message.get("jsonrpc") == "2.0"
         and isinstance(message.get("method"), str)
         and "id" not in message
-        and isinstance(message.get("params", {}), dict)
+        and (message.get("params") is None or isinstance(message["params"], dict))
     )
 
 

@@ -82,3 +82,20 @@ def test_other_invisible_lines_are_parse_errors(line: bytes) -> None:
     assert isinstance(answer, JSONRPCError)
     assert answer.error.code == -32700
     assert answer.id is None
+
+
+def test_null_params_read_as_no_params() -> None:
+    notification = classify_line(
+        b'{"jsonrpc":"2.0","method":"notifications/initialized","params":null}'
+    )
+    assert notification is not None and not isinstance(notification, JSONRPCError)
+    assert notification.message.method == "notifications/initialized"  # type: ignore[union-attr]
+    request = classify_line(b'{"jsonrpc":"2.0","id":7,"method":"ping","params":null}')
+    assert request is not None and not isinstance(request, JSONRPCError)
+    assert request.message.id == 7  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("params", [b"0", b'""', b"[]", b"false", b"[1]"])
+def test_params_that_are_not_an_object_are_invalid(params: bytes) -> None:
+    answer = classify_line(b'{"jsonrpc":"2.0","method":"ping","params":' + params + b"}")
+    assert isinstance(answer, JSONRPCError) and answer.error.code == -32600
