@@ -641,8 +641,10 @@ def _screened_within(
     right: list[npt.NDArray[np.int64]] = []
     for start in range(0, m, step):
         sims = block[start : start + step] @ block[start:].T
+        # Row-major positions, as np.nonzero gives them: its two-dimensional
+        # path is many times slower than the flat one on these sparse masks.
+        rows, cols = np.divmod(np.flatnonzero(sims >= threshold - _SCREEN_SLACK), sims.shape[1])
         # Keep each pair once: the column must lie after the row.
-        rows, cols = np.nonzero(sims >= threshold - _SCREEN_SLACK)
         later = cols > rows
         left.append(part[start + rows[later]])
         right.append(part[start + cols[later]])
