@@ -266,14 +266,15 @@ class MemoryEngine:
         if vector_rows:
             blobs = [table.vector_blobs[row] for row in vector_rows]
             sizes = {len(blob) for blob in blobs}  # type: ignore[arg-type]
-            if len(sizes) != 1 or min(sizes) == 0 or min(sizes) % 4:
+            size = sizes.pop() if len(sizes) == 1 else 0
+            if size == 0 or size % 4:
                 raise StoreError(
                     f"store {self.path} holds vectors of different or impossible lengths; "
                     "the store is damaged"
                 )
             # A bytearray, so that the index can take the matrix over without a copy.
             joined = bytearray().join(blobs)  # type: ignore[arg-type]
-            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), min(sizes) // 4)
+            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), size // 4)
         return IndexColumns(
             record_ids=table.record_ids,
             domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],

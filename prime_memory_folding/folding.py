@@ -282,8 +282,7 @@ def decay_columns(
         tier = tier_of(policy, float(weight[i]), tier_labels[i])
         half[i] = half_life(policy, tier, created_at[i], accessed_at[i], access_count[i])
     set_at = np.array([math.nan if s is None else s for s in strength_at], dtype=np.float64)
-    since = np.fmax(accessed, set_at) if len(set_at) else accessed.copy()
-    return since, half
+    return np.fmax(accessed, set_at), half
 
 
 def effective_strength(strength: float, reinforced_at: float, half: float, now: float) -> float:

@@ -67,7 +67,8 @@ class IndexColumns:
     """What :meth:`StructuralIndex.load` takes: one sequence per :class:`IndexEntry` field.
 
     ``vectors`` holds one row per position in ``vector_rows``, the rows that
-    have a vector. A writable float32 ``vectors`` with a row for every record
+    have a vector. A writable float32 ``vectors`` with a row for every record,
+    when there are at least as many records as the index's smallest capacity,
     becomes the index's own matrix, normalised in place, rather than a copy.
     """
 
