@@ -17,6 +17,10 @@ What counts as valid is what the SDK's own message model accepts. In
 particular ``"params": null`` reads as no params, in requests and in
 notifications alike, since some JSON encoders write absent members as null;
 refusing it would make such a client's ``notifications/initialized`` go unheard.
+A response gets no answer, but only a valid one (an object ``result``, or an
+``error`` object with a code and a message); one shaped like a response that is
+not valid, such as ``"error": null``, is answered ``-32600`` like any other
+invalid message.
 
 While serving, file descriptors 0 and 1 point at the null device and at
 stderr, so a stray ``print`` from any library cannot corrupt the wire.

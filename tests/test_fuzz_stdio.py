@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp_types import ErrorData
+from pydantic import ValidationError
 
 from prime_memory_folding.mcp_transport import MAX_LINE_BYTES
 from tests.stdio_client import StdioServer
@@ -222,6 +224,18 @@ def test_notifications_and_responses_get_no_answer(server: StdioServer, message:
     assert answers_to(server, encode(message)) == []
 
 
+NOT_RESPONSES = {
+    "null-error": {"jsonrpc": "2.0", "id": 99, "error": None},
+    "error-without-message": {"jsonrpc": "2.0", "id": 99, "error": {"code": 1}},
+    "result-not-an-object": {"jsonrpc": "2.0", "id": 99, "result": 5},
+}
+
+
+@pytest.mark.parametrize("message", NOT_RESPONSES.values(), ids=NOT_RESPONSES.keys())
+def test_invalid_responses_are_invalid_requests(server: StdioServer, message: Any) -> None:
+    assert one_answer(server, encode(message), 99)["error"]["code"] == -32600
+
+
 BATCHES = {
     "requests": [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(3)],
     "notifications": [{"jsonrpc": "2.0", "method": "notifications/initialized"}],
@@ -276,6 +290,8 @@ def is_notification(message: Any) -> bool:
 
 
 def is_response(message: Any) -> bool:
+    # MCP results are objects; an error is what the SDK's ErrorData model accepts.
+    # Anything else shaped like a response is invalid, and answered -32600.
     request_id = message.get("id") if isinstance(message, dict) else None
     return (
         isinstance(message, dict)
@@ -283,7 +299,20 @@ def is_response(message: Any) -> bool:
         and "method" not in message
         and (isinstance(request_id, str) or type(request_id) is int)
         and (("result" in message) != ("error" in message))
+        and (
+            isinstance(message["result"], dict)
+            if "result" in message
+            else is_error_object(message["error"])
+        )
     )
+
+
+def is_error_object(error: Any) -> bool:
+    try:
+        ErrorData.model_validate(error)
+    except ValidationError:
+        return False
+    return True
 
 
 @SETTINGS
