@@ -104,9 +104,75 @@ def test_reader_reloads_when_the_change_log_was_trimmed(store_path: Path) -> Non
     with MemoryEngine(store_path) as reader, MemoryEngine(store_path) as writer:
         reader.store("seed")
         writer.store_many([f"bulk {i}" for i in range(50)])
-        writer.storage.db.execute("DELETE FROM changes")  # as if trimmed long ago
+        with writer.storage.transaction():
+            writer.storage.trim_changes(0)  # keeps the newest entry all the same
+        assert writer.storage.db.execute("SELECT count(*) FROM changes").fetchone()[0] == 1
         writer.store("after trim")
         assert reader.stats().records == 52
+
+
+def test_reader_reloads_when_the_change_log_restarted_below_it(store_path: Path) -> None:
+    with MemoryEngine(store_path) as reader, MemoryEngine(store_path) as writer:
+        writer.store_many([f"bulk {i}" for i in range(50)])
+        assert reader.stats().records == 50
+        writer.storage.db.execute("DELETE FROM changes")  # emptied by hand
+        writer.forget(writer.query(limit=1)[0].record.record_id)
+        writer.store("after the restart")
+        assert reader.stats().records == 50
+        assert reader.query(text="restart", limit=1)[0].record.content == "after the restart"
+
+
+def _store_at_version(path: Path, version: int) -> sqlite3.Connection:
+    """A store migrated only up to ``version``, as an older release left it."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(
+        "CREATE TABLE schema_migrations ("
+        "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    for step in sorted(MIGRATIONS, key=lambda m: m.version):
+        if step.version > version:
+            break
+        db.execute("BEGIN")
+        step.apply(db)
+        db.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (step.version, step.name))
+        db.execute("COMMIT")
+    return db
+
+
+def _insert_raw(db: sqlite3.Connection, n: int) -> None:
+    for i in range(n):
+        db.execute(
+            "INSERT INTO records (record_id, dedupe_key, domain, subdomain, tags, tag_product, "
+            "content, importance, strength, created_at, updated_at, accessed_at) "
+            "VALUES (?, ?, 'memory', 'general', '[]', '1', ?, 0.5, 1.0, 0, 0, 0)",
+            (f"{i:032x}", f"key{i}", f"old record {i}"),
+        )
+
+
+@pytest.mark.parametrize("emptied", [False, True])
+def test_the_change_log_keeps_counting_across_its_migration(
+    store_path: Path, emptied: bool
+) -> None:
+    db = _store_at_version(store_path, 3)
+    _insert_raw(db, 5)
+    db.execute("DELETE FROM records WHERE record_id = ?", (f"{4:032x}",))
+    if emptied:
+        db.execute("DELETE FROM changes")
+    newest = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()[0]
+    assert newest == 6
+    db.close()
+    with MemoryEngine(store_path, embedder="none") as memory:
+        storage = memory.storage
+        assert storage.schema_version() == latest_version()
+        assert storage.newest_change() == newest
+        memory.store("after the migration")
+        assert storage.newest_change() == newest + 1
+        indexes = {row[0] for row in storage.db.execute("SELECT name FROM sqlite_master")}
+        assert "records_domain" not in indexes
+        assert sorted(hit.record.content for hit in memory.query(limit=10)) == [
+            "after the migration", *(f"old record {i}" for i in range(4))
+        ]
 
 
 def test_index_table_holds_what_index_rows_gives(store_path: Path) -> None:

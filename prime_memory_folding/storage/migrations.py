@@ -242,3 +242,47 @@ def create_fold_archive(db: sqlite3.Connection) -> None:
         CREATE INDEX archive_folded_into ON archive (folded_into);
         """,
     )
+
+
+# -- fewer pages per commit: migration 4 ------------------------------------------
+
+
+@migration(4)
+def lighten_commits(db: sqlite3.Connection) -> None:
+    """Two fewer pages written by every store's commit.
+
+    ``records_domain`` answered no query (the in-memory index serves domains),
+    yet each insert updated it. ``changes`` counted with ``AUTOINCREMENT``,
+    which rewrites ``sqlite_sequence`` on every insert; a plain integer key
+    also only grows here, because trimming always keeps the newest entries.
+    Existing sequence numbers are kept (an emptied log keeps its last number as
+    a placeholder entry), so readers catch up across the change.
+    """
+    run_script(
+        db,
+        """
+        DROP INDEX records_domain;
+        DROP TRIGGER records_change_insert;
+        DROP TRIGGER records_change_update;
+        DROP TRIGGER records_change_delete;
+        ALTER TABLE changes RENAME TO changes_old;
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY,
+            record_id TEXT NOT NULL
+        );
+        INSERT INTO changes (seq, record_id) SELECT seq, record_id FROM changes_old;
+        INSERT INTO changes (seq, record_id)
+            SELECT seq, '' FROM sqlite_sequence
+            WHERE name = 'changes_old' AND seq > 0 AND NOT EXISTS (SELECT 1 FROM changes);
+        DROP TABLE changes_old;
+        CREATE TRIGGER records_change_insert AFTER INSERT ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (new.record_id);
+        END;
+        CREATE TRIGGER records_change_update AFTER UPDATE ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (new.record_id);
+        END;
+        CREATE TRIGGER records_change_delete AFTER DELETE ON records BEGIN
+            INSERT INTO changes (record_id) VALUES (old.record_id);
+        END;
+        """,
+    )

@@ -376,9 +376,13 @@ class SQLiteStorage:
         )
 
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]:
-        """Record ids changed after ``seq``, the newest seq, and whether history has a gap."""
-        oldest = self.db.execute("SELECT min(seq) FROM changes").fetchone()[0]
-        gap = oldest is not None and oldest > seq + 1
+        """Record ids changed after ``seq``, the newest seq, and whether history has a gap.
+
+        A gap is a log trimmed past ``seq``, or one that restarted below it (its
+        rows deleted by hand): either way the caller must reload.
+        """
+        oldest, latest = self.db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+        gap = oldest is not None and (oldest > seq + 1 or latest < seq)
         ids: list[str] = []
         newest = seq
         for change_seq, record_id in self.db.execute(
@@ -389,9 +393,13 @@ class SQLiteStorage:
         return ids, newest, gap
 
     def trim_changes(self, keep: int) -> None:
-        """Drop all but the newest ``keep`` change-log entries. Call inside a transaction."""
+        """Drop all but the newest ``keep`` change-log entries. Call inside a transaction.
+
+        The newest entry always stays: its ``seq`` is what the next one counts
+        on from, so sequence numbers never repeat.
+        """
         self.db.execute(
-            "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?", (keep,)
+            "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?", (max(keep, 1),)
         )
 
     def newest_change(self) -> int:
