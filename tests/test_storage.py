@@ -171,7 +171,8 @@ def test_the_change_log_keeps_counting_across_its_migration(
         indexes = {row[0] for row in storage.db.execute("SELECT name FROM sqlite_master")}
         assert "records_domain" not in indexes
         assert sorted(hit.record.content for hit in memory.query(limit=10)) == [
-            "after the migration", *(f"old record {i}" for i in range(4))
+            "after the migration",
+            *(f"old record {i}" for i in range(4)),
         ]
 
 
