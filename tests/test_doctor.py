@@ -14,6 +14,7 @@ from prime_memory_folding import MemoryEngine
 from prime_memory_folding.doctor import SELF_TEST_DOMAIN, Check, check_store, self_test
 from prime_memory_folding.storage import SQLiteStorage
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
+from tests.old_stores import build_store
 
 
 def digest(path: Path) -> str:
@@ -47,28 +48,6 @@ def test_processes_zero_skips_the_self_test(tmp_path: Path) -> None:
     store = tmp_path / "memory.db"
     MemoryEngine(store, embedder="none").close()
     assert "concurrent writes" not in [c.name for c in check_store(store, processes=0)]
-
-
-def build_store(path: Path, version: int) -> None:
-    """A store migrated only up to ``version``, as an older release left it."""
-    db = sqlite3.connect(path, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute(
-            "CREATE TABLE schema_migrations ("
-            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-        )
-        for step in sorted(MIGRATIONS, key=lambda m: m.version):
-            if step.version > version:
-                break
-            db.execute("BEGIN")
-            step.apply(db)
-            db.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", (step.version, step.name, 0.0)
-            )
-            db.execute("COMMIT")
-    finally:
-        db.close()
 
 
 def schema_version(path: Path) -> int:

@@ -9,6 +9,7 @@ import pytest
 from prime_memory_folding import MemoryEngine, SchemaTooNew, StoreError
 from prime_memory_folding.storage import SQLiteStorage
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
+from tests.old_stores import build_store
 
 
 def test_migration_numbers_are_unique_and_increasing() -> None:
@@ -122,24 +123,6 @@ def test_reader_reloads_when_the_change_log_restarted_below_it(store_path: Path)
         assert reader.query(text="restart", limit=1)[0].record.content == "after the restart"
 
 
-def _store_at_version(path: Path, version: int) -> sqlite3.Connection:
-    """A store migrated only up to ``version``, as an older release left it."""
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute(
-        "CREATE TABLE schema_migrations ("
-        "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-    )
-    for step in sorted(MIGRATIONS, key=lambda m: m.version):
-        if step.version > version:
-            break
-        db.execute("BEGIN")
-        step.apply(db)
-        db.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (step.version, step.name))
-        db.execute("COMMIT")
-    return db
-
-
 def _insert_raw(db: sqlite3.Connection, n: int) -> None:
     for i in range(n):
         db.execute(
@@ -154,7 +137,8 @@ def _insert_raw(db: sqlite3.Connection, n: int) -> None:
 def test_the_change_log_keeps_counting_across_its_migration(
     store_path: Path, emptied: bool
 ) -> None:
-    db = _store_at_version(store_path, 3)
+    build_store(store_path, 3)
+    db = sqlite3.connect(store_path, isolation_level=None)
     _insert_raw(db, 5)
     db.execute("DELETE FROM records WHERE record_id = ?", (f"{4:032x}",))
     if emptied:
