@@ -204,3 +204,19 @@ def test_the_write_ahead_log_is_checkpointed_every_few_thousand_pages(store_path
         # Past SQLite's default of 1,000 pages the log is still growing, not restarted.
         busy, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert busy == 0 and 1_000 < frames < WAL_AUTOCHECKPOINT_PAGES
+
+
+def test_catching_up_reads_the_change_log_by_its_key(store_path: Path) -> None:
+    with MemoryEngine(store_path, embedder="none") as memory:
+        memory.store("one change")
+        plans: list[str] = []
+        memory.storage.db.set_trace_callback(plans.append)
+        memory.storage.changes_since(0)
+        memory.storage.db.set_trace_callback(None)
+        reads = [sql for sql in plans if "FROM changes" in sql]
+        assert len(reads) == 2
+        for sql in reads:
+            plan = memory.storage.db.execute(
+                "EXPLAIN QUERY PLAN " + sql.replace("?", "0")
+            ).fetchall()
+            assert not [row for row in plan if row[3].startswith("SCAN changes")], sql

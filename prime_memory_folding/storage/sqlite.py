@@ -381,7 +381,11 @@ class SQLiteStorage:
         A gap is a log trimmed past ``seq``, or one that restarted below it (its
         rows deleted by hand): either way the caller must reload.
         """
-        oldest, latest = self.db.execute("SELECT min(seq), max(seq) FROM changes").fetchone()
+        # Two subqueries: SQLite reads min() or max() from the key's ends only when
+        # each is alone in its SELECT; together they would scan the whole log.
+        oldest, latest = self.db.execute(
+            "SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)"
+        ).fetchone()
         gap = oldest is not None and (oldest > seq + 1 or latest < seq)
         ids: list[str] = []
         newest = seq
