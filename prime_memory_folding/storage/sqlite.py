@@ -33,9 +33,9 @@ BUSY_TIMEOUT_ENV = "PRIME_MEMORY_BUSY_TIMEOUT_MS"
 _CHUNK = 500
 #: Pages in the write-ahead log before a commit copies them into the database
 #: (SQLite's default is 1,000). Every store commits, and each commit rewrites
-#: the same few hot pages (the newest index leaves, the full-text structure
-#: record); a longer log lets one checkpoint copy each of them once for more
-#: commits.
+#: the same few hot pages (the newest leaves of the records table and the
+#: change log, the full-text structure record); a longer log lets one
+#: checkpoint copy each of them once for more commits.
 WAL_AUTOCHECKPOINT_PAGES = 4_000
 
 _RECORD_COLUMNS = (
