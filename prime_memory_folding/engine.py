@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -15,13 +14,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import recall
+from . import recall, writes
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
-from .errors import DimensionMismatch, InvalidInput, NotAvailable, NotFound, StoreError
+from .errors import InvalidInput, NotAvailable, NotFound, StoreError
 from .folding import FoldPolicy, FoldReport, decay_columns, decay_terms
 from .index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
-from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
+from .labels import LabelRegistry
+from .primes import Kind, next_prime, normalise_label, normalise_tags
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import TextEmbedding
 from .records import (
@@ -29,11 +29,7 @@ from .records import (
     Record,
     Stats,
     StoreResult,
-    Vector,
-    check_content,
-    check_metadata,
     check_unit_interval,
-    check_vector,
 )
 from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
 
@@ -41,28 +37,6 @@ __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
 #: The most hits one query may ask for.
 MAX_LIMIT = 10_000
-#: How far a repeated store moves strength towards 1.
-REINFORCE_RATE = 0.5
-#: Change-log entries kept for other processes to catch up from.
-CHANGE_LOG_KEEP = 50_000
-
-_STORE_FIELDS = frozenset(
-    {"content", "domain", "subdomain", "tags", "importance", "vector", "metadata", "instance_key"}
-)
-#: Distinct label gates remembered before the memo starts afresh.
-_GATE_CACHE_SIZE = 1024
-
-
-def _as_tuple(labels: object) -> tuple[object, ...] | None:
-    """A tuple or list of labels as a tuple (a memo key part); None for anything else."""
-    if type(labels) is tuple:
-        return labels
-    if type(labels) is list:
-        return tuple(labels)
-    return None
-
-
-_UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector"})
 
 
 def default_store_path() -> Path:
@@ -73,32 +47,6 @@ def default_store_path() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("prime-memory-folding", appauthor=False)) / "memory.db"
-
-
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """A validated store request."""
-
-    content: str
-    domain: str
-    subdomain: str
-    tags: tuple[str, ...]
-    importance: float
-    vector: npt.NDArray[np.float32] | None
-    metadata: dict[str, Any]
-    instance_key: str | None
-
-    @property
-    def dedupe_key(self) -> str:
-        identity = (
-            f"k:{self.instance_key}" if self.instance_key is not None else f"c:{self.content}"
-        )
-        text = "\x1f".join((self.domain, self.subdomain, *self.tags, identity))
-        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
-def _vector_blob(vector: npt.NDArray[np.float32] | None) -> bytes | None:
-    return None if vector is None else vector.astype("<f4").tobytes()
 
 
 class MemoryEngine:
@@ -153,13 +101,8 @@ class MemoryEngine:
         self._storage: Storage | None = storage
         self.path = storage.path
         self._index = StructuralIndex()
-        # A label's prime never changes, so tag-set lookups can be cached for good.
-        self._tag_prime_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
-        # Label gates already turned into primes; cleared whenever a label is added.
-        self._gate_cache: dict[tuple[object, ...], TagQuery | None] = {}
         self._writes = 0
-        self._primes: dict[Kind, dict[str, int]] = {}
-        self._labels: dict[Kind, dict[int, str]] = {}
+        self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
@@ -207,49 +150,13 @@ class MemoryEngine:
         # Read the change position first: anything committed after it is replayed later.
         self._data_version = storage.data_version()
         self._seq = storage.newest_change()
-        self._set_primes(storage.load_primes())
+        self._registry.reload()
         self._index.load(self._columns(storage.index_table()))
-
-    def _set_primes(self, primes: dict[Kind, dict[str, int]]) -> None:
-        self._primes = primes
-        self._gate_cache = {}
-        self._labels = {
-            kind: {p: label for label, p in table.items()} for kind, table in primes.items()
-        }
-
-    def _prime(self, kind: Kind, label: str) -> int | None:
-        """A label's prime, or None if it has none. Never assigns."""
-        prime = self._primes[kind].get(label)
-        if prime is None:
-            self._set_primes(self.storage.load_primes())
-            prime = self._primes[kind].get(label)
-        return prime
-
-    def _known_prime(self, kind: Kind, label: str) -> int:
-        """A stored record's label's prime; a label without one means a damaged store."""
-        prime = self._prime(kind, label)
-        if prime is None:
-            raise StoreError(
-                f"store {self.path} has a record labelled {label!r} that no "
-                f"{kind.value} registry entry explains; the store is damaged"
-            )
-        return prime
-
-    def _tag_primes(self, tags: tuple[str, ...]) -> tuple[int, ...]:
-        primes = self._tag_prime_cache.get(tags)
-        if primes is None:
-            registry = self._primes[Kind.TAG]
-            try:
-                primes = tuple([registry[tag] for tag in tags])
-            except KeyError:
-                primes = tuple(self._known_prime(Kind.TAG, tag) for tag in tags)
-            self._tag_prime_cache[tags] = primes
-        return primes
 
     def _columns(self, table: IndexTable) -> IndexColumns:
         """The index's columns for every stored record, from the store's columns."""
         primes = {
-            kind: {label: self._known_prime(kind, label) for label in set(labels)}
+            kind: {label: self._registry.known(kind, label) for label in set(labels)}
             for kind, labels in ((Kind.DOMAIN, table.domains), (Kind.SUBDOMAIN, table.subdomains))
         }
         since, half = decay_columns(
@@ -279,7 +186,7 @@ class MemoryEngine:
             record_ids=table.record_ids,
             domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],
             subdomain_primes=[primes[Kind.SUBDOMAIN][label] for label in table.subdomains],
-            tag_primes=[self._tag_primes(tags) for tags in table.tags],
+            tag_primes=[self._registry.tag_primes(tags) for tags in table.tags],
             tag_products=table.tag_products,
             importance=table.importance,
             strength=table.strength,
@@ -290,30 +197,32 @@ class MemoryEngine:
             vectors=vectors,
         )
 
-    def _entry(self, row: IndexRow) -> IndexEntry:
-        known = self._known_prime
-        tag_primes = self._tag_primes(row.tags)
-        vector = None
-        if row.vector_blob is not None:
-            vector = np.frombuffer(row.vector_blob, dtype="<f4").astype(np.float32)
+    def _entry(
+        self, rec: IndexRow | Record, tier: object, blob: bytes | None, strength_at: float | None
+    ) -> IndexEntry:
+        """The index's entry for one stored record."""
+        registry = self._registry
+        since, half = decay_terms(
+            self._fold_policy,
+            rec.importance,
+            tier,
+            rec.created_at,
+            rec.accessed_at,
+            rec.access_count,
+            strength_at,
+        )
         return IndexEntry(
-            record_id=row.record_id,
-            domain_prime=known(Kind.DOMAIN, row.domain),
-            subdomain_prime=known(Kind.SUBDOMAIN, row.subdomain),
-            tag_primes=tag_primes,
-            tag_product=row.tag_product,
-            importance=row.importance,
-            strength=row.strength,
-            updated_at=row.updated_at,
-            vector=vector,
-            **self._decay_fields(
-                row.importance,
-                row.tier,
-                row.created_at,
-                row.accessed_at,
-                row.access_count,
-                row.strength_at,
-            ),
+            record_id=rec.record_id,
+            domain_prime=registry.known(Kind.DOMAIN, rec.domain),
+            subdomain_prime=registry.known(Kind.SUBDOMAIN, rec.subdomain),
+            tag_primes=registry.tag_primes(rec.tags),
+            tag_product=rec.tag_product,
+            importance=rec.importance,
+            strength=rec.strength,
+            updated_at=rec.updated_at,
+            vector=None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32),
+            reinforced_at=since,
+            half_life=half,
         )
 
     def _refresh(self) -> None:
@@ -335,7 +244,7 @@ class MemoryEngine:
                 if row is None:
                     self._index.remove(rid)
                 else:
-                    self._index.upsert(self._entry(row))
+                    self._index.upsert(self._entry(row, row.tier, row.vector_blob, row.strength_at))
         self._seq = newest
 
     def _after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
@@ -343,100 +252,10 @@ class MemoryEngine:
             self._index.remove(rid)
         for stored in upserts:
             rec = stored.record
-            self._index.upsert(
-                IndexEntry(
-                    record_id=rec.record_id,
-                    domain_prime=self._primes[Kind.DOMAIN][rec.domain],
-                    subdomain_prime=self._primes[Kind.SUBDOMAIN][rec.subdomain],
-                    tag_primes=tuple(self._primes[Kind.TAG][t] for t in rec.tags),
-                    tag_product=rec.tag_product,
-                    importance=rec.importance,
-                    strength=rec.strength,
-                    updated_at=rec.updated_at,
-                    vector=None
-                    if stored.vector_blob is None
-                    else np.frombuffer(stored.vector_blob, dtype="<f4").astype(np.float32),
-                    **self._decay_fields(
-                        rec.importance,
-                        rec.metadata.get("tier"),
-                        rec.created_at,
-                        rec.accessed_at,
-                        rec.access_count,
-                        stored.strength_at,
-                    ),
-                )
-            )
+            tier = rec.metadata.get("tier")
+            self._index.upsert(self._entry(rec, tier, stored.vector_blob, stored.strength_at))
         if self._index.needs_compaction():
             self._load()
-
-    def _decay_fields(
-        self,
-        importance: float,
-        tier: object,
-        created_at: float,
-        accessed_at: float,
-        access_count: int,
-        strength_at: float | None,
-    ) -> dict[str, float]:
-        since, half = decay_terms(
-            self._fold_policy, importance, tier, created_at, accessed_at, access_count, strength_at
-        )
-        return {"reinforced_at": since, "half_life": half}
-
-    # -- validation -----------------------------------------------------------
-
-    def _item(self, raw: Mapping[str, Any]) -> _Item:
-        unknown = set(raw) - _STORE_FIELDS
-        if unknown:
-            raise InvalidInput(
-                f"unknown field(s) {sorted(unknown)}; a memory takes {sorted(_STORE_FIELDS)}"
-            )
-        if "content" not in raw:
-            raise InvalidInput("content is missing; give the text to remember")
-        metadata, _ = check_metadata(raw.get("metadata"))
-        key = raw.get("instance_key")
-        if key is not None and (not isinstance(key, str) or not key.strip()):
-            raise InvalidInput("instance_key must be a non-empty string when given")
-        vector = raw.get("vector")
-        return _Item(
-            content=check_content(raw["content"]),
-            domain=normalise_label(raw.get("domain", "memory"), Kind.DOMAIN),
-            subdomain=normalise_label(raw.get("subdomain", "general"), Kind.SUBDOMAIN),
-            tags=normalise_tags(raw.get("tags", ())),
-            importance=check_unit_interval("importance", raw.get("importance", 0.5)),
-            vector=None if vector is None else self._vector(vector),
-            metadata=metadata,
-            instance_key=key,
-        )
-
-    def _vector(self, vector: object) -> npt.NDArray[np.float32]:
-        values = np.asarray(check_vector(vector), dtype=np.float64)
-        if np.abs(values).max() > np.finfo(np.float32).max:
-            raise InvalidInput("vector has values too large for float32; scale it down")
-        array = values.astype(np.float32)
-        if not np.any(array):
-            raise InvalidInput("vector is all zeros and has no direction; give a non-zero vector")
-        return array
-
-    def _check_space(self, dim: int, *, claim: bool) -> None:
-        """Check a vector dimension against the store's embedding space.
-
-        With ``claim``, an empty space is set to ``custom:<dim>``; call it inside
-        the write transaction.
-        """
-        storage = self.storage
-        space = storage.get_meta("embedding_space")
-        if space is None:
-            if claim:
-                storage.set_meta("embedding_space", f"custom:{dim}")
-                storage.set_meta("embedding_dim", str(dim))
-            return
-        expected = int(storage.get_meta("embedding_dim") or 0)
-        if dim != expected:
-            raise DimensionMismatch(
-                f"vector has dimension {dim}, but this store's embedding space {space} "
-                f"uses dimension {expected}; give {expected}-dimensional vectors"
-            )
 
     # -- writes ---------------------------------------------------------------
 
@@ -486,7 +305,7 @@ class MemoryEngine:
         instance_key: str | None = None,
     ) -> StoreResult:
         """Like :meth:`store`, and also tells whether the record is new."""
-        item = self._item(
+        item = writes.prepare(
             {
                 "content": content,
                 "domain": domain,
@@ -499,7 +318,7 @@ class MemoryEngine:
             }
         )
         with self._lock:
-            return self._write([item])[0]
+            return writes.write(self, [item])[0]
 
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
@@ -510,7 +329,7 @@ class MemoryEngine:
         Raises:
             InvalidInput: an item is bad (its position is named); nothing was written.
         """
-        prepared: list[_Item] = []
+        prepared: list[writes.StoreItem] = []
         for position, raw in enumerate(items):
             mapping = {"content": raw} if isinstance(raw, str) else raw
             if not isinstance(mapping, Mapping):
@@ -518,195 +337,11 @@ class MemoryEngine:
                     f"item {position} must be a mapping or a string, got {type(raw).__name__}"
                 )
             try:
-                prepared.append(self._item(mapping))
+                prepared.append(writes.prepare(mapping))
             except InvalidInput as exc:
                 raise type(exc)(f"item {position}: {exc}") from None
         with self._lock:
-            return [result.record for result in self._write(prepared)]
-
-    def _write(self, items: Sequence[_Item]) -> list[StoreResult]:
-        if not items:
-            return []
-        storage = self.storage
-        now = float(self._clock())
-        dims = {len(item.vector) for item in items if item.vector is not None}
-        # -- recall: load the embedder before taking the write lock --
-        if (
-            self._text.enabled
-            and not self._text.loaded
-            and any(item.vector is None for item in items)
-            and not recall.is_custom(recall.store_space(storage))
-        ):
-            self._text.get()
-        # -- end recall --
-        with storage.transaction():
-            if len(dims) > 1:
-                raise DimensionMismatch(
-                    f"vectors in one batch have different dimensions {sorted(dims)}"
-                )
-            # -- recall: embed the contents that came without a vector --
-            if any(item.vector is None for item in items):
-                text = recall.texts_to_embed(storage, self._text, dims)
-                if text is not None:
-                    bare = [i for i, item in enumerate(items) if item.vector is None]
-                    vectors = text.embed([items[i].content for i in bare])
-                    embedded = list(items)
-                    for i, vec in zip(bare, vectors):
-                        embedded[i] = replace(items[i], vector=vec)
-                    items = embedded
-            # -- end recall --
-            for dim in dims:
-                self._check_space(dim, claim=True)
-            primes = self._assign_all(items)
-            keys = [item.dedupe_key for item in items]
-            known = storage.find_dedupe(list(dict.fromkeys(keys)))
-            first_new: dict[str, _Item] = {}
-            for item, key in zip(items, keys):
-                if key not in known and key not in first_new:
-                    first_new[key] = item
-            addresses = self._allocate(list(first_new.items()), primes)
-            rows: dict[str, StoredRow] = {
-                key: self._new_row(item, key, address, primes, now)
-                for (key, item), address in zip(first_new.items(), addresses)
-            }
-            created: list[bool] = []
-            inserted: set[str] = set()
-            for item, key in zip(items, keys):
-                if key in first_new and key not in inserted:
-                    inserted.add(key)
-                    created.append(True)
-                    continue
-                rows[key] = self._reinforce(rows.get(key) or known[key], item, now)
-                created.append(False)
-            storage.insert(rows[key] for key in first_new)
-            if len(rows) > len(first_new):
-                storage.replace(row for key, row in rows.items() if key not in first_new)
-            self._trim_changes()
-        self._set_primes_after_commit(primes)
-        self._after_write(rows.values())
-        self._maybe_auto_fold(len(items))  # folding: off unless the policy asks
-        return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
-
-    def _assign_all(self, items: Sequence[_Item]) -> dict[Kind, dict[str, int]]:
-        """Primes for every label in ``items``, assigning new ones (inside the transaction)."""
-        wanted: dict[Kind, dict[str, None]] = {kind: {} for kind in Kind}
-        for item in items:
-            wanted[Kind.DOMAIN][item.domain] = None
-            wanted[Kind.SUBDOMAIN][item.subdomain] = None
-            for tag in item.tags:
-                wanted[Kind.TAG][tag] = None
-        assigned: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
-        for kind, labels in wanted.items():
-            for label in labels:
-                prime = self._primes[kind].get(label)
-                assigned[kind][label] = (
-                    prime if prime is not None else self.storage.assign_prime(kind, label)
-                )
-        return assigned
-
-    def _set_primes_after_commit(self, assigned: dict[Kind, dict[str, int]]) -> None:
-        for kind, table in assigned.items():
-            for label, prime in table.items():
-                if label not in self._primes[kind]:
-                    self._primes[kind][label] = prime
-                    self._labels[kind][prime] = label
-                    self._gate_cache = {}
-
-    def _allocate(
-        self, planned: Sequence[tuple[str, _Item]], primes: dict[Kind, dict[str, int]]
-    ) -> list[int]:
-        """Addresses for new records.
-
-        An instance lane already taken by a different record moves to the next
-        stable alternative, so a collision never overwrites anything.
-        """
-        firsts: list[tuple[tuple[int, int, int], str, int]] = []
-        for _, item in planned:
-            bucket = concept_bucket(item.domain, item.subdomain, item.tags)
-            base = (
-                primes[Kind.DOMAIN][item.domain],
-                primes[Kind.SUBDOMAIN][item.subdomain],
-                bucket,
-            )
-            identity = item.instance_key if item.instance_key is not None else item.content
-            firsts.append((base, identity, pack(*base, instance_id(identity))))
-        taken = self.storage.existing_ids([record_id(address) for _, _, address in firsts])
-        used: set[str] = set()
-        chosen: list[int] = []
-        for base, identity, address in firsts:
-            attempt = 0
-            while True:
-                rid = record_id(address)
-                if (
-                    rid not in used
-                    and rid not in taken
-                    and (attempt == 0 or not self.storage.existing_ids([rid]))
-                ):
-                    break
-                attempt += 1
-                address = pack(*base, instance_id(identity, attempt))
-            used.add(rid)
-            chosen.append(address)
-        return chosen
-
-    def _new_row(
-        self,
-        item: _Item,
-        key: str,
-        address: int,
-        primes: dict[Kind, dict[str, int]],
-        now: float,
-    ) -> StoredRow:
-        record = Record(
-            record_id=record_id(address),
-            address=address,
-            domain=item.domain,
-            subdomain=item.subdomain,
-            tags=item.tags,
-            tag_product=prime_product(primes[Kind.TAG][t] for t in item.tags),
-            content=item.content,
-            importance=item.importance,
-            strength=1.0,
-            created_at=now,
-            updated_at=now,
-            accessed_at=now,
-            access_count=0,
-            metadata=item.metadata,
-            vector=None if item.vector is None else Vector(item.vector),
-        )
-        return StoredRow(
-            record=record,
-            dedupe_key=key,
-            vector_blob=_vector_blob(item.vector),
-            instance_key=item.instance_key,
-        )
-
-    @staticmethod
-    def _reinforce(current: StoredRow, item: _Item, now: float) -> StoredRow:
-        rec = current.record
-        blob = current.vector_blob
-        vector = rec.vector
-        if item.vector is not None:
-            blob = _vector_blob(item.vector)
-            vector = Vector(item.vector)
-        record = replace(
-            rec,
-            content=item.content,
-            importance=max(rec.importance, item.importance),
-            strength=min(1.0, rec.strength + (1.0 - rec.strength) * REINFORCE_RATE),
-            updated_at=now,
-            accessed_at=now,
-            access_count=rec.access_count + 1,
-            metadata={**rec.metadata, **item.metadata},
-            vector=vector,
-        )
-        return replace(current, record=record, vector_blob=blob)
-
-    def _trim_changes(self) -> None:
-        """Now and then, drop change-log entries too old for any reader to need."""
-        self._writes += 1
-        if self._writes % 1000 == 0:
-            self.storage.trim_changes(CHANGE_LOG_KEEP)
+            return [result.record for result in writes.write(self, prepared)]
 
     # -- reads ----------------------------------------------------------------
 
@@ -725,62 +360,11 @@ class MemoryEngine:
         label is added, so a repeated query skips normalising and resolving.
         """
         strength = check_unit_interval("min_strength", min_strength)
-        frozen = (_as_tuple(tags), _as_tuple(any_tags), _as_tuple(exclude_tags))
-        labels: TagQuery | None
-        if None in frozen:  # a set, a generator or a bad value: resolve it uncached
-            labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
-        else:
-            key = (domain, subdomain, *frozen)
-            try:
-                labels = self._gate_cache[key]
-            except KeyError:
-                labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
-                if len(self._gate_cache) >= _GATE_CACHE_SIZE:
-                    self._gate_cache.clear()
-                self._gate_cache[key] = labels
-            except TypeError:  # an unhashable label: validation names it
-                labels = self._label_gates(domain, subdomain, tags, any_tags, exclude_tags)
+        labels = self._registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
         if labels is None or strength == 0.0:
             return labels
         # Gate on the strength decayed to now (folding), without writing anything.
         return replace(labels, min_strength=strength, now=float(self._clock()))
-
-    def _label_gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-    ) -> TagQuery | None:
-        domain_prime = subdomain_prime = None
-        if domain is not None:
-            domain_prime = self._prime(Kind.DOMAIN, normalise_label(domain, Kind.DOMAIN))
-            if domain_prime is None:
-                return None
-        if subdomain is not None:
-            subdomain_prime = self._prime(
-                Kind.SUBDOMAIN, normalise_label(subdomain, Kind.SUBDOMAIN)
-            )
-            if subdomain_prime is None:
-                return None
-        required = [self._prime(Kind.TAG, t) for t in normalise_tags(tags)]
-        if any(p is None for p in required):
-            return None
-        wanted_labels = normalise_tags(any_tags)
-        wanted = [p for p in (self._prime(Kind.TAG, t) for t in wanted_labels) if p is not None]
-        if wanted_labels and not wanted:
-            return None
-        excluded = [
-            p for p in (self._prime(Kind.TAG, t) for t in normalise_tags(exclude_tags)) if p
-        ]
-        return TagQuery(
-            domain_prime=domain_prime,
-            subdomain_prime=subdomain_prime,
-            all_of=tuple(p for p in required if p is not None),
-            any_of=tuple(wanted),
-            none_of=tuple(excluded),
-        )
 
     def query(
         self,
@@ -810,7 +394,7 @@ class MemoryEngine:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
-        query_vector = None if vector is None else self._vector(vector)
+        query_vector = None if vector is None else writes.as_vector(vector)
         # -- recall: text queries rank hybrid (see recall.py) --
         if text is not None:
             return self._text_query(
@@ -823,7 +407,7 @@ class MemoryEngine:
         with self._lock:
             self._refresh()
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
-                self._check_space(len(query_vector), claim=False)
+                writes.check_space(self.storage, len(query_vector), claim=False)
             gates = self._gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength)
             if gates is None or limit == 0:
                 return []
@@ -859,7 +443,7 @@ class MemoryEngine:
             storage = self.storage
             space = recall.store_space(storage)
             if query_vector is not None and space is not None:
-                self._check_space(len(query_vector), claim=False)
+                writes.check_space(self.storage, len(query_vector), claim=False)
             gates = self._gates(*gate_args)
             if gates is None or limit == 0:
                 return []
@@ -999,94 +583,7 @@ class MemoryEngine:
                 record identical to another one.
             NotFound: no record has this id.
         """
-        rid = parse_record_id(record_id)
-        unknown = set(changes) - _UPDATABLE
-        if unknown:
-            hint = ""
-            if unknown & {"domain", "subdomain"}:
-                hint = "; the domain and subdomain are part of the address, so store a new record"
-            raise InvalidInput(
-                f"cannot update {sorted(unknown)}; updatable fields are {sorted(_UPDATABLE)}{hint}"
-            )
-        content = check_content(changes["content"]) if "content" in changes else None
-        tags = normalise_tags(changes["tags"]) if "tags" in changes else None
-        importance = (
-            check_unit_interval("importance", changes["importance"])
-            if "importance" in changes
-            else None
-        )
-        strength = (
-            check_unit_interval("strength", changes["strength"]) if "strength" in changes else None
-        )
-        metadata = check_metadata(changes["metadata"])[0] if "metadata" in changes else None
-        new_vector = None
-        if changes.get("vector") is not None:
-            new_vector = self._vector(changes["vector"])
-        storage = self.storage
-        with self._lock:
-            with storage.transaction():
-                current = storage.fetch([rid]).get(rid)
-                if current is None:
-                    raise NotFound(f"no record {rid} in {self.path}")
-                rec = current.record
-                if new_vector is not None:
-                    self._check_space(len(new_vector), claim=True)
-                assigned = (
-                    {kind: {} for kind in Kind}
-                    if tags is None
-                    else self._assign_all(
-                        [_Item("x", rec.domain, rec.subdomain, tags, 0.5, None, {}, None)]
-                    )
-                )
-                new_tags = rec.tags if tags is None else tags
-                item = _Item(
-                    content=rec.content if content is None else content,
-                    domain=rec.domain,
-                    subdomain=rec.subdomain,
-                    tags=new_tags,
-                    importance=rec.importance,
-                    vector=None,
-                    metadata={},
-                    instance_key=current.instance_key,
-                )
-                key = current.dedupe_key
-                if content is not None or tags is not None:
-                    key = item.dedupe_key
-                    clash = storage.find_dedupe([key]).get(key)
-                    if clash is not None and clash.record.record_id != rid:
-                        raise InvalidInput(
-                            f"record {clash.record.record_id} already holds this content with "
-                            "these labels; forget one of them instead"
-                        )
-                tag_table = {**self._primes[Kind.TAG], **assigned[Kind.TAG]}
-                vector_blob = current.vector_blob
-                vector = rec.vector
-                if "vector" in changes:
-                    vector_blob = _vector_blob(new_vector)
-                    vector = None if new_vector is None else Vector(new_vector)
-                record = replace(
-                    rec,
-                    content=item.content,
-                    tags=new_tags,
-                    tag_product=prime_product(tag_table[t] for t in new_tags),
-                    importance=rec.importance if importance is None else importance,
-                    strength=rec.strength if strength is None else strength,
-                    metadata=rec.metadata if metadata is None else metadata,
-                    updated_at=float(self._clock()),
-                    vector=vector,
-                )
-                row = replace(
-                    current,
-                    record=record,
-                    dedupe_key=key,
-                    vector_blob=vector_blob,
-                    # A strength set now decays from now (folding).
-                    strength_at=current.strength_at if strength is None else record.updated_at,
-                )
-                storage.replace([row])
-            self._set_primes_after_commit(assigned)
-            self._after_write([row])
-        return record
+        return writes.update(self, record_id, changes)
 
     def encode(
         self,
@@ -1107,15 +604,16 @@ class MemoryEngine:
         if instance_key is not None and (not isinstance(instance_key, str) or not instance_key):
             raise InvalidInput("instance_key must be a non-empty string when given")
         with self._lock:
-            self._set_primes(self.storage.load_primes())
+            self._registry.reload()
             predicted: dict[Kind, int] = {
-                kind: max(table.values(), default=1) for kind, table in self._primes.items()
+                kind: max(table.values(), default=1)
+                for kind, table in self._registry.primes.items()
             }
             provisional = False
 
             def prime_for(kind: Kind, label: str) -> int:
                 nonlocal provisional
-                prime = self._primes[kind].get(label)
+                prime = self._registry.primes[kind].get(label)
                 if prime is None:
                     provisional = True
                     predicted[kind] = prime = next_prime(predicted[kind])
@@ -1142,7 +640,7 @@ class MemoryEngine:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
         with self._lock:
             self._refresh()
-            self._set_primes(self.storage.load_primes())
+            self._registry.reload()
             domains, subdomains, tags = self._index.counts()
             archived = (
                 archive.count_by_reason(self.storage)
@@ -1151,7 +649,7 @@ class MemoryEngine:
             )
 
             def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
-                labels = self._labels[kind]
+                labels = self._registry.labels[kind]
                 return dict(sorted((labels[p], n) for p, n in counts.items()))
 
             return Stats(
@@ -1162,7 +660,7 @@ class MemoryEngine:
                 tags=named(Kind.TAG, tags),
                 registries={
                     kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
-                    for kind, table in self._primes.items()
+                    for kind, table in self._registry.primes.items()
                 },
                 store_bytes=self.storage.size_bytes(),
                 embedding_space=self.storage.get_meta("embedding_space"),
@@ -1252,7 +750,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.reinforce(self, record_id, REINFORCE_RATE)
+        return maintenance.reinforce(self, record_id, writes.REINFORCE_RATE)
 
     def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
         """Delete archived records for good and reclaim their space; returns how many.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import writes
 from .address import parse_record_id
 from .errors import InvalidInput, NotAvailable, NotFound
 from .folding import (
@@ -34,7 +35,7 @@ from .records import Record
 from .storage import SQLiteStorage, StoredRow, archive
 
 if TYPE_CHECKING:
-    from .engine import MemoryEngine, _Item
+    from .engine import MemoryEngine
 
 __all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unfold"]
 
@@ -94,14 +95,14 @@ def fold(
         primes: dict[Kind, dict[str, int]] = {}
         new_rows: list[StoredRow] = []
         if dry_run:
-            engine._set_primes(storage.load_primes())
-            new_rows = _folded_rows(engine, plan.merges, engine._primes, when)
+            engine._registry.reload()
+            new_rows = _folded_rows(engine, plan.merges, engine._registry.primes, when)
         else:
             with storage.transaction():
                 engine._refresh()
                 if storage.newest_change() != seen:
                     plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
-                primes = engine._assign_all(_items(plan.merges))
+                primes = writes.assign_primes(engine._registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
                     (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
@@ -114,10 +115,10 @@ def fold(
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
                 storage.insert(new_rows)
-                engine._trim_changes()
+                writes.trim_changes(engine)
                 newest = storage.newest_change()
             engine._seq = newest
-            engine._set_primes_after_commit(primes)
+            engine._registry.add(primes)
             index = engine._index
             for rid, strength in plan.decayed:
                 index.restamp(rid, strength, when)
@@ -151,12 +152,12 @@ def fold(
         )
 
 
-def _items(merges: Sequence[Merge]) -> list[_Item]:
-    from .engine import _Item
-
+def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
     return [
-        _Item(m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
-              m.instance_key)
+        writes.StoreItem(
+            m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
+            m.instance_key,
+        )
         for m in merges
     ]  # fmt: skip
 
@@ -170,13 +171,13 @@ def _folded_rows(
     """Rows for the folded records; allocating addresses only reads the store."""
     table = {kind: dict(primes.get(kind, {})) for kind in Kind}
     for kind in Kind:
-        for label, prime in engine._primes[kind].items():
+        for label, prime in engine._registry.primes[kind].items():
             table[kind].setdefault(label, prime)
     keyed = [(item.dedupe_key, item) for item in _items(merges)]
-    addresses = engine._allocate(keyed, table)
+    addresses = writes.allocate(engine.storage, keyed, table)
     rows = []
     for merge, (key, item), address in zip(merges, keyed, addresses):
-        row = engine._new_row(item, key, address, table, now)
+        row = writes.new_row(item, key, address, table, now)
         record = replace(row.record, strength=merge.strength, access_count=merge.access_count)
         rows.append(replace(row, record=record))
     return rows
@@ -200,7 +201,7 @@ def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
     rid = parse_record_id(record_id)
     storage = sqlite_storage(engine)
     with engine._lock:
-        engine._set_primes(storage.load_primes())
+        engine._registry.reload()
         with storage.transaction():
             if storage.fetch([rid]).get(rid) is None:
                 if archive.archived(storage, rid) is not None:
@@ -226,7 +227,7 @@ def restore(engine: MemoryEngine, record_id: str) -> Record:
     rid = parse_record_id(record_id)
     storage = sqlite_storage(engine)
     with engine._lock:
-        engine._set_primes(storage.load_primes())
+        engine._registry.reload()
         with storage.transaction():
             entry = archive.archived(storage, rid)
             if entry is None:

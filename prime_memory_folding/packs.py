@@ -612,11 +612,9 @@ class _Writer:
         self.relabelled: list[Relabel] = []
 
     def run(self) -> None:
-        from .engine import _Item, _vector_blob
-
         self._claim_space()
         primes = self._primes()
-        keys = [_dedupe_key(_Item, rec) for rec in self.records]
+        keys = [_dedupe_key(rec) for rec in self.records]
         known = set(self.storage.find_dedupe(list(dict.fromkeys(keys))))
         planned = [self._address(rec, primes) for rec in self.records]
         taken = self.storage.existing_ids([record_id(a) for a in planned])
@@ -633,7 +631,7 @@ class _Writer:
                 final = self._free_address(rec, address, taken, used)
                 if rec.address is not None and final != rec.address:
                     self.readdressed.append((record_id(rec.address), record_id(final)))
-                batch.append(self._row(rec, key, final, primes, _vector_blob))
+                batch.append(self._row(rec, key, final, primes))
                 self.per_domain[rec.domain] = self.per_domain.get(rec.domain, 0) + 1
                 used_labels.update(
                     {(Kind.DOMAIN.value, rec.domain), (Kind.SUBDOMAIN.value, rec.subdomain)}
@@ -760,11 +758,11 @@ class _Writer:
         key: str,
         address: int,
         primes: dict[Kind, dict[str, int]],
-        vector_blob: Callable[[Any], bytes | None],
     ) -> StoredRow:
         import numpy as np
 
         from .storage import StoredRow
+        from .writes import vector_blob
 
         created = self.now if rec.created_at is None else rec.created_at
         updated = created if rec.updated_at is None else rec.updated_at
@@ -799,16 +797,12 @@ class _Writer:
         )
 
 
-def _dedupe_key(item_type: Any, rec: PortableRecord) -> str:
+def _dedupe_key(rec: PortableRecord) -> str:
     """The engine's dedupe key for ``rec``: the same labels and content are the same memory."""
-    item = item_type(
-        rec.content,
-        rec.domain,
-        rec.subdomain,
-        rec.tags,
-        rec.importance,
-        None,
-        {},
+    from .writes import StoreItem
+
+    item = StoreItem(
+        rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, {},
         rec.instance_key,
-    )
-    return str(item.dedupe_key)
+    )  # fmt: skip
+    return item.dedupe_key

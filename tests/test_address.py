@@ -78,11 +78,11 @@ def test_encode_matches_the_address_store_gives_and_stores_nothing(engine: Memor
 def test_instance_collision_never_overwrites(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import prime_memory_folding.engine as engine_module
+    import prime_memory_folding.writes as writes_module
 
-    real = engine_module.instance_id
+    real = writes_module.instance_id
     monkeypatch.setattr(
-        engine_module,
+        writes_module,
         "instance_id",
         lambda key, attempt=0: 7 if attempt == 0 else real(key, attempt),
     )

@@ -1,0 +1,459 @@
+"""The write path: validate, embed, assign primes and addresses, insert or reinforce.
+
+:class:`~prime_memory_folding.engine.MemoryEngine` exposes these as ``store``,
+``store_many`` and ``update``; folding and imports build their rows with the
+same helpers, so every record enters a store the same way. The functions that
+take an engine run under its lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import recall
+from .address import concept_bucket, instance_id, pack, parse_record_id, record_id
+from .errors import DimensionMismatch, InvalidInput, NotFound
+from .labels import LabelRegistry
+from .primes import Kind, normalise_label, normalise_tags, prime_product
+from .records import (
+    Record,
+    StoreResult,
+    Vector,
+    check_content,
+    check_metadata,
+    check_unit_interval,
+    check_vector,
+)
+from .storage import Storage, StoredRow
+
+if TYPE_CHECKING:
+    from .engine import MemoryEngine
+
+__all__ = [
+    "CHANGE_LOG_KEEP",
+    "REINFORCE_RATE",
+    "StoreItem",
+    "allocate",
+    "as_vector",
+    "assign_primes",
+    "check_space",
+    "new_row",
+    "prepare",
+    "reinforced",
+    "trim_changes",
+    "update",
+    "vector_blob",
+    "write",
+]
+
+#: How far a repeated store moves strength towards 1.
+REINFORCE_RATE = 0.5
+#: Change-log entries kept for other processes to catch up from.
+CHANGE_LOG_KEEP = 50_000
+
+STORE_FIELDS = frozenset(
+    {"content", "domain", "subdomain", "tags", "importance", "vector", "metadata", "instance_key"}
+)
+UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector"})
+
+
+@dataclass(frozen=True, slots=True)
+class StoreItem:
+    """A validated store request."""
+
+    content: str
+    domain: str
+    subdomain: str
+    tags: tuple[str, ...]
+    importance: float
+    vector: npt.NDArray[np.float32] | None
+    metadata: dict[str, Any]
+    instance_key: str | None
+
+    @property
+    def dedupe_key(self) -> str:
+        """Equal for requests with the same labels and content (or instance key)."""
+        identity = (
+            f"k:{self.instance_key}" if self.instance_key is not None else f"c:{self.content}"
+        )
+        text = "\x1f".join((self.domain, self.subdomain, *self.tags, identity))
+        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def vector_blob(vector: npt.NDArray[np.float32] | None) -> bytes | None:
+    """A vector as the store keeps it: little-endian float32 bytes."""
+    return None if vector is None else vector.astype("<f4").tobytes()
+
+
+# -- validation -------------------------------------------------------------------
+
+
+def prepare(raw: Mapping[str, Any]) -> StoreItem:
+    """A store request checked and normalised.
+
+    Raises:
+        InvalidInput: a field is unknown, missing or bad.
+    """
+    unknown = set(raw) - STORE_FIELDS
+    if unknown:
+        raise InvalidInput(
+            f"unknown field(s) {sorted(unknown)}; a memory takes {sorted(STORE_FIELDS)}"
+        )
+    if "content" not in raw:
+        raise InvalidInput("content is missing; give the text to remember")
+    metadata, _ = check_metadata(raw.get("metadata"))
+    key = raw.get("instance_key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise InvalidInput("instance_key must be a non-empty string when given")
+    vector = raw.get("vector")
+    return StoreItem(
+        content=check_content(raw["content"]),
+        domain=normalise_label(raw.get("domain", "memory"), Kind.DOMAIN),
+        subdomain=normalise_label(raw.get("subdomain", "general"), Kind.SUBDOMAIN),
+        tags=normalise_tags(raw.get("tags", ())),
+        importance=check_unit_interval("importance", raw.get("importance", 0.5)),
+        vector=None if vector is None else as_vector(vector),
+        metadata=metadata,
+        instance_key=key,
+    )
+
+
+def as_vector(vector: object) -> npt.NDArray[np.float32]:
+    """A caller's vector as float32, checked.
+
+    Raises:
+        InvalidInput: it is not a finite, non-zero vector that fits float32.
+    """
+    values = np.asarray(check_vector(vector), dtype=np.float64)
+    if np.abs(values).max() > np.finfo(np.float32).max:
+        raise InvalidInput("vector has values too large for float32; scale it down")
+    array = values.astype(np.float32)
+    if not np.any(array):
+        raise InvalidInput("vector is all zeros and has no direction; give a non-zero vector")
+    return array
+
+
+def check_space(storage: Storage, dim: int, *, claim: bool) -> None:
+    """Check a vector dimension against the store's embedding space.
+
+    With ``claim``, an empty space is set to ``custom:<dim>``; call it inside
+    the write transaction.
+
+    Raises:
+        DimensionMismatch: the store's space has another dimension.
+    """
+    space = storage.get_meta("embedding_space")
+    if space is None:
+        if claim:
+            storage.set_meta("embedding_space", f"custom:{dim}")
+            storage.set_meta("embedding_dim", str(dim))
+        return
+    expected = int(storage.get_meta("embedding_dim") or 0)
+    if dim != expected:
+        raise DimensionMismatch(
+            f"vector has dimension {dim}, but this store's embedding space {space} "
+            f"uses dimension {expected}; give {expected}-dimensional vectors"
+        )
+
+
+# -- store ------------------------------------------------------------------------
+
+
+def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]:
+    """Store or reinforce ``items`` in one transaction; results in input order."""
+    if not items:
+        return []
+    storage = engine.storage
+    now = float(engine._clock())
+    dims = {len(item.vector) for item in items if item.vector is not None}
+    text = engine._text
+    # Load the embedder before taking the write lock.
+    if (
+        text.enabled
+        and not text.loaded
+        and any(item.vector is None for item in items)
+        and not recall.is_custom(recall.store_space(storage))
+    ):
+        text.get()
+    with storage.transaction():
+        if len(dims) > 1:
+            raise DimensionMismatch(
+                f"vectors in one batch have different dimensions {sorted(dims)}"
+            )
+        if any(item.vector is None for item in items):
+            items = _embedded(storage, engine, items, dims)
+        for dim in dims:
+            check_space(storage, dim, claim=True)
+        primes = assign_primes(engine._registry, storage, items)
+        keys = [item.dedupe_key for item in items]
+        known = storage.find_dedupe(list(dict.fromkeys(keys)))
+        first_new: dict[str, StoreItem] = {}
+        for item, key in zip(items, keys):
+            if key not in known and key not in first_new:
+                first_new[key] = item
+        addresses = allocate(storage, list(first_new.items()), primes)
+        rows: dict[str, StoredRow] = {
+            key: new_row(item, key, address, primes, now)
+            for (key, item), address in zip(first_new.items(), addresses)
+        }
+        created: list[bool] = []
+        inserted: set[str] = set()
+        for item, key in zip(items, keys):
+            if key in first_new and key not in inserted:
+                inserted.add(key)
+                created.append(True)
+                continue
+            rows[key] = reinforced(rows.get(key) or known[key], item, now)
+            created.append(False)
+        storage.insert(rows[key] for key in first_new)
+        if len(rows) > len(first_new):
+            storage.replace(row for key, row in rows.items() if key not in first_new)
+        trim_changes(engine)
+    engine._registry.add(primes)
+    engine._after_write(rows.values())
+    engine._maybe_auto_fold(len(items))  # off unless the fold policy asks
+    return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
+
+
+def _embedded(
+    storage: Storage, engine: MemoryEngine, items: Sequence[StoreItem], dims: set[int]
+) -> Sequence[StoreItem]:
+    """``items`` with the contents that came without a vector embedded (see recall.py)."""
+    text = recall.texts_to_embed(storage, engine._text, dims)
+    if text is None:
+        return items
+    bare = [i for i, item in enumerate(items) if item.vector is None]
+    vectors = text.embed([items[i].content for i in bare])
+    embedded = list(items)
+    for i, vec in zip(bare, vectors):
+        embedded[i] = replace(items[i], vector=vec)
+    return embedded
+
+
+def assign_primes(
+    registry: LabelRegistry, storage: Storage, items: Sequence[StoreItem]
+) -> dict[Kind, dict[str, int]]:
+    """Primes for every label in ``items``, assigning new ones (inside the transaction).
+
+    The registry learns the new ones only after the commit: ``registry.add``.
+    """
+    wanted: dict[Kind, dict[str, None]] = {kind: {} for kind in Kind}
+    for item in items:
+        wanted[Kind.DOMAIN][item.domain] = None
+        wanted[Kind.SUBDOMAIN][item.subdomain] = None
+        for tag in item.tags:
+            wanted[Kind.TAG][tag] = None
+    assigned: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
+    for kind, labels in wanted.items():
+        for label in labels:
+            prime = registry.primes[kind].get(label)
+            assigned[kind][label] = (
+                prime if prime is not None else storage.assign_prime(kind, label)
+            )
+    return assigned
+
+
+def allocate(
+    storage: Storage,
+    planned: Sequence[tuple[str, StoreItem]],
+    primes: Mapping[Kind, Mapping[str, int]],
+) -> list[int]:
+    """Addresses for new records.
+
+    An instance lane already taken by a different record moves to the next
+    stable alternative, so a collision never overwrites anything.
+    """
+    firsts: list[tuple[tuple[int, int, int], str, int]] = []
+    for _, item in planned:
+        bucket = concept_bucket(item.domain, item.subdomain, item.tags)
+        base = (
+            primes[Kind.DOMAIN][item.domain],
+            primes[Kind.SUBDOMAIN][item.subdomain],
+            bucket,
+        )
+        identity = item.instance_key if item.instance_key is not None else item.content
+        firsts.append((base, identity, pack(*base, instance_id(identity))))
+    taken = storage.existing_ids([record_id(address) for _, _, address in firsts])
+    used: set[str] = set()
+    chosen: list[int] = []
+    for base, identity, address in firsts:
+        attempt = 0
+        while True:
+            rid = record_id(address)
+            if (
+                rid not in used
+                and rid not in taken
+                and (attempt == 0 or not storage.existing_ids([rid]))
+            ):
+                break
+            attempt += 1
+            address = pack(*base, instance_id(identity, attempt))
+        used.add(rid)
+        chosen.append(address)
+    return chosen
+
+
+def new_row(
+    item: StoreItem,
+    key: str,
+    address: int,
+    primes: Mapping[Kind, Mapping[str, int]],
+    now: float,
+) -> StoredRow:
+    """The row for a new record at ``address``, stored at ``now``."""
+    record = Record(
+        record_id=record_id(address),
+        address=address,
+        domain=item.domain,
+        subdomain=item.subdomain,
+        tags=item.tags,
+        tag_product=prime_product(primes[Kind.TAG][t] for t in item.tags),
+        content=item.content,
+        importance=item.importance,
+        strength=1.0,
+        created_at=now,
+        updated_at=now,
+        accessed_at=now,
+        access_count=0,
+        metadata=item.metadata,
+        vector=None if item.vector is None else Vector(item.vector),
+    )
+    return StoredRow(
+        record=record,
+        dedupe_key=key,
+        vector_blob=vector_blob(item.vector),
+        instance_key=item.instance_key,
+    )
+
+
+def reinforced(current: StoredRow, item: StoreItem, now: float) -> StoredRow:
+    """``current`` stored again as ``item``: stronger, and with the newer content."""
+    rec = current.record
+    blob = current.vector_blob
+    vector = rec.vector
+    if item.vector is not None:
+        blob = vector_blob(item.vector)
+        vector = Vector(item.vector)
+    record = replace(
+        rec,
+        content=item.content,
+        importance=max(rec.importance, item.importance),
+        strength=min(1.0, rec.strength + (1.0 - rec.strength) * REINFORCE_RATE),
+        updated_at=now,
+        accessed_at=now,
+        access_count=rec.access_count + 1,
+        metadata={**rec.metadata, **item.metadata},
+        vector=vector,
+    )
+    return replace(current, record=record, vector_blob=blob)
+
+
+def trim_changes(engine: MemoryEngine) -> None:
+    """Now and then, drop change-log entries too old for any reader to need."""
+    engine._writes += 1
+    if engine._writes % 1000 == 0:
+        engine.storage.trim_changes(CHANGE_LOG_KEEP)
+
+
+# -- update -----------------------------------------------------------------------
+
+
+def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> Record:
+    """See :meth:`.MemoryEngine.update`."""
+    rid = parse_record_id(record_id)
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        hint = ""
+        if unknown & {"domain", "subdomain"}:
+            hint = "; the domain and subdomain are part of the address, so store a new record"
+        raise InvalidInput(
+            f"cannot update {sorted(unknown)}; updatable fields are {sorted(UPDATABLE)}{hint}"
+        )
+    content = check_content(changes["content"]) if "content" in changes else None
+    tags = normalise_tags(changes["tags"]) if "tags" in changes else None
+    importance = (
+        check_unit_interval("importance", changes["importance"])
+        if "importance" in changes
+        else None
+    )
+    strength = (
+        check_unit_interval("strength", changes["strength"]) if "strength" in changes else None
+    )
+    metadata = check_metadata(changes["metadata"])[0] if "metadata" in changes else None
+    new_vector = None
+    if changes.get("vector") is not None:
+        new_vector = as_vector(changes["vector"])
+    storage = engine.storage
+    registry = engine._registry
+    with engine._lock:
+        with storage.transaction():
+            current = storage.fetch([rid]).get(rid)
+            if current is None:
+                raise NotFound(f"no record {rid} in {engine.path}")
+            rec = current.record
+            if new_vector is not None:
+                check_space(storage, len(new_vector), claim=True)
+            assigned: dict[Kind, dict[str, int]] = (
+                {kind: {} for kind in Kind}
+                if tags is None
+                else assign_primes(
+                    registry,
+                    storage,
+                    [StoreItem("x", rec.domain, rec.subdomain, tags, 0.5, None, {}, None)],
+                )
+            )
+            new_tags = rec.tags if tags is None else tags
+            item = StoreItem(
+                content=rec.content if content is None else content,
+                domain=rec.domain,
+                subdomain=rec.subdomain,
+                tags=new_tags,
+                importance=rec.importance,
+                vector=None,
+                metadata={},
+                instance_key=current.instance_key,
+            )
+            key = current.dedupe_key
+            if content is not None or tags is not None:
+                key = item.dedupe_key
+                clash = storage.find_dedupe([key]).get(key)
+                if clash is not None and clash.record.record_id != rid:
+                    raise InvalidInput(
+                        f"record {clash.record.record_id} already holds this content with "
+                        "these labels; forget one of them instead"
+                    )
+            tag_table = {**registry.primes[Kind.TAG], **assigned[Kind.TAG]}
+            blob = current.vector_blob
+            vector = rec.vector
+            if "vector" in changes:
+                blob = vector_blob(new_vector)
+                vector = None if new_vector is None else Vector(new_vector)
+            record = replace(
+                rec,
+                content=item.content,
+                tags=new_tags,
+                tag_product=prime_product(tag_table[t] for t in new_tags),
+                importance=rec.importance if importance is None else importance,
+                strength=rec.strength if strength is None else strength,
+                metadata=rec.metadata if metadata is None else metadata,
+                updated_at=float(engine._clock()),
+                vector=vector,
+            )
+            row = replace(
+                current,
+                record=record,
+                dedupe_key=key,
+                vector_blob=blob,
+                # A strength set now decays from now (folding).
+                strength_at=current.strength_at if strength is None else record.updated_at,
+            )
+            storage.replace([row])
+        registry.add(assigned)
+        engine._after_write([row])
+    return record
