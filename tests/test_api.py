@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import prime_memory_folding
 
@@ -34,3 +37,51 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     code = "import sys, prime_memory_folding; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+ADAPTERS = ("cli", "mcp_server", "mcp_transport")
+ADAPTER_LIBRARIES = ("mcp", "click", "typer", "rich")
+
+
+def imported_names(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, relative ones resolved within the package."""
+    import ast
+
+    package = path.parent.relative_to(PACKAGE.parent).parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if node.module is None:
+                found.extend((node.lineno, f"{module}.{alias.name}") for alias in node.names)
+            else:
+                found.append((node.lineno, module))
+    return found
+
+
+PACKAGE = Path(prime_memory_folding.__file__).parent
+CORE = sorted(
+    path
+    for path in PACKAGE.rglob("*.py")
+    if path.relative_to(PACKAGE).parts[0].removesuffix(".py") not in ADAPTERS
+)
+
+
+def test_the_layering_check_sees_the_adapters_imports() -> None:
+    names = {name for _, name in imported_names(PACKAGE / "mcp_server.py")}
+    assert "prime_memory_folding.mcp_transport" in names
+    assert any(name.split(".")[0] == "mcp" for name in names)
+
+
+@pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_core_never_imports_an_adapter(path: Path) -> None:
+    wrong = [
+        f"line {line}: {name}"
+        for line, name in imported_names(path)
+        if name.split(".")[0] in ADAPTER_LIBRARIES
+        or (name.startswith("prime_memory_folding.") and name.split(".")[1] in ADAPTERS)
+    ]
+    assert wrong == []
