@@ -239,6 +239,7 @@ def markdown(results: dict[str, Any]) -> str:
         "fold": "5. Folding and start-up",
         "ingest": "6. Writes",
         "soak": "7. Soaks (checks, not timings)",
+        "warmth": "8. Warm and cold calls",
     }
     render = {
         "structure": _structure,
@@ -248,6 +249,7 @@ def markdown(results: dict[str, Any]) -> str:
         "fold": _fold,
         "ingest": _ingest,
         "soak": _soak,
+        "warmth": _warmth,
     }
     for name, section in results["sections"].items():
         parts.append(f"\n## {titles[name]}\n")
@@ -508,6 +510,22 @@ def _soak(s: dict[str, Any]) -> str:
         verdict = "FAILED: " + r["failed"] if "failed" in r else "OK" if r.get("ok") else "FAILED"
         rows.append([f"`{name} {r['args']}`", verdict, f"{r['wall_seconds']:.1f} s"])
     return table(["run", "check", "wall time"], rows)
+
+
+def _warmth(w: dict[str, Any]) -> str:
+    medians: dict[str, dict[str, float]] = w["median_seconds"]
+    modes = list(next(iter(medians.values())))
+    rows = []
+    for call, by_mode in medians.items():
+        warm = by_mode[modes[0]]
+        rows.append(
+            [call, ms(warm)] + [f"{ms(by_mode[m])} ({by_mode[m] / warm:.1f}x)" for m in modes[1:]]
+        )
+    return (
+        table(["call", *modes], rows)
+        + f"\n{w['rounds']} rounds over {w['records']:,} records; (Nx) = that median over "
+        "the warm one.\n"
+    )
 
 
 # -- charts -----------------------------------------------------------------------------

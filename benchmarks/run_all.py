@@ -19,7 +19,9 @@ Sections, each measured side by side in this one run:
 6. ingest: ``ingest.py``;
 7. soak: ``soak.py`` (concurrent MCP writers), ``crash_soak.py`` (kill -9
    during stores and folds) and ``http_load.py`` (concurrent HTTP clients),
-   for their checks only.
+   for their checks only;
+8. warmth: ``warmth.py`` (the same calls warm and after a 2 ms pause, which
+   tells how much this machine's caches forget between calls).
 
 Every script checks that the systems it compares agree before it times them;
 a section whose check fails is reported as failed, without its timings.
@@ -46,7 +48,7 @@ from typing import Any
 from _shared import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
-SECTIONS = ("structure", "vector", "mcp", "recall", "fold", "ingest", "soak")
+SECTIONS = ("structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth")
 
 PROFILES: dict[str, dict[str, Any]] = {
     "full": {
@@ -69,6 +71,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "soak": ["--processes", "8", "--writes", "5000"],
         "crash_soak": ["--kills", "1000"],
         "http_load": ["--clients", "4", "--calls", "2000"],
+        "warmth": ["--records", "20000", "--rounds", "300"],
     },
     "quick": {
         "structure": [1_000, 10_000, 100_000],
@@ -90,6 +93,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "soak": ["--processes", "2", "--writes", "50"],
         "crash_soak": ["--kills", "5"],
         "http_load": ["--clients", "4", "--calls", "100"],
+        "warmth": ["--records", "5000", "--rounds", "100"],
     },
     # For the test suite: everything tiny, nothing timed that matters.
     "smoke": {
@@ -112,6 +116,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "soak": ["--processes", "2", "--writes", "10"],
         "crash_soak": ["--kills", "2"],
         "http_load": ["--clients", "2", "--calls", "10"],
+        "warmth": ["--records", "300", "--rounds", "3"],
     },
 }
 
@@ -311,6 +316,11 @@ def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     return out
 
 
+def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    log(f"warmth: {' '.join(p['warmth'])}")
+    return script("warmth.py", p["warmth"], tmp / "warmth.json")
+
+
 # -- the run --------------------------------------------------------------------------
 
 
@@ -358,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         "fold": fold_and_startup,
         "ingest": ingest,
         "soak": soak,
+        "warmth": warmth,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
     started = time.perf_counter()

@@ -75,8 +75,9 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## Targets" in report
     assert "## 1. Structural queries" in report
     assert "## 2. Exact vector top-10" in report
+    assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
-    assert set(results["sections"]) == {"structure", "vector", "recall"}
+    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth"}
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
     assert {t["target"] for t in results["targets"]} >= {
         "tag intersection >= 10x faster than SQLite SQL",
@@ -101,3 +102,16 @@ def test_fold_benchmark_folds_and_reports(tmp_path: Path) -> None:
     timings = out.split("merge quality")[0]
     assert result.returncode == (1 if "MISS" in timings else 0), out
     assert "fold safety on LoCoMo" in out
+
+
+def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "warmth.json"
+    result = run("warmth.py", "--records", "300", "--rounds", "2", "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK" in result.stdout
+    report = json.loads(out.read_text())
+    medians = report["median_seconds"]
+    assert "engine tag query (3 tags)" in medians and "sqlite sql, the same query" in medians
+    for by_mode in medians.values():
+        assert set(by_mode) == {"warm", "after a 2 ms spin", "after a 2 ms sleep"}
+        assert all(seconds > 0 for seconds in by_mode.values())

@@ -1,0 +1,201 @@
+"""Warm and cold calls: the same work, run back to back and after a short pause.
+
+A hot loop keeps a call's code and data in the CPU caches. A real call, an
+agent's query or a store that arrives over MCP, finds them after other work
+has run. On a shared virtual machine, two milliseconds of anything, even a
+loop that touches almost no memory, can leave a call much slower. This script
+measures by how much, for a few of the engine's paths and, for comparison,
+for SQLite's own C path over a normalised tag table and a plain Python loop.
+
+Each call is timed three ways, in interleaved rounds:
+
+- warm: the third of three calls in a row;
+- after a 2 ms spin: right after a busy loop that only reads the clock;
+- after a 2 ms sleep: right after the thread slept.
+
+Before timing, it checks that every call gives the same answer in every mode
+(and exits with status 1 if not). It prints the median of each, and the
+ratio of each pause to warm.
+
+Run from the repository root::
+
+    python3 benchmarks/warmth.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from _shared import fmt_ms, generate
+from structure import choose_queries, sqlite_system
+
+from prime_memory_folding import MemoryEngine
+from prime_memory_folding.embeddings import load_embedder
+
+PAUSE_S = 0.002
+MODES = ("warm", "after a 2 ms spin", "after a 2 ms sleep")
+EXIT_MISMATCH = 1
+
+Call = Callable[[int], Any]
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def python_loop(_: int) -> int:
+    total = 0
+    for i in range(2_000):
+        total += i * i % 7
+    return total
+
+
+def build_calls(
+    engine: MemoryEngine, writer: MemoryEngine, records: int, seed: int
+) -> dict[str, Call]:
+    """The calls to time; each takes a round number (stores use it for new content)."""
+    synthetic = generate(records, seed)
+    stored = engine.store_many(rec.as_item() for rec in synthetic)
+    sql, _ = sqlite_system(stored)
+    queries = [q for q in choose_queries(synthetic, 20, seed) if q.kind == "tags (3)"]
+    embedder = load_embedder("builtin")
+
+    def tag_query(n: int) -> list[str]:
+        return sorted(engine.match_ids(tags=queries[n % len(queries)].tags))
+
+    def sql_tag_query(n: int) -> list[str]:
+        return sorted(sql(queries[n % len(queries)]))
+
+    def embed(n: int) -> list[float]:
+        [vector] = embedder.embed([f"decided to keep the {n % 7} retries in the webhook client"])
+        return [float(x) for x in vector]
+
+    def store(n: int) -> bool:
+        return writer.store_result(f"note {n}: the retry budget of service {n}").created
+
+    return {
+        "engine tag query (3 tags)": tag_query,
+        "sqlite sql, the same query": sql_tag_query,
+        "embed one sentence (built-in)": embed,
+        "engine: single store (commit)": store,
+        "python loop (2,000 steps)": python_loop,
+    }
+
+
+def answers_agree(calls: dict[str, Call]) -> list[str]:
+    """Problems found when each call runs warm, after a spin and after a sleep."""
+    problems = []
+    for name, call in calls.items():
+        if name.startswith("engine: single store"):
+            continue  # each store writes a new record; checked by its result below
+        for n in range(3):
+            warm = call(n)
+            spin(PAUSE_S)
+            spun = call(n)
+            time.sleep(PAUSE_S)
+            slept = call(n)
+            if not warm == spun == slept:
+                problems.append(f"{name} answered differently after a pause (call {n})")
+    return problems
+
+
+def time_calls(calls: dict[str, Call], rounds: int) -> dict[str, dict[str, list[float]]]:
+    samples: dict[str, dict[str, list[float]]] = {n: {m: [] for m in MODES} for n in calls}
+    store_ok = True
+    counter = 1_000
+    for rnd in range(rounds):
+        modes = MODES[rnd % 3 :] + MODES[: rnd % 3]
+        for name, call in calls.items():
+            for mode in modes:
+                counter += 3
+                if mode == "warm":
+                    call(counter - 2)
+                    call(counter - 1)
+                elif mode == "after a 2 ms spin":
+                    spin(PAUSE_S)
+                else:
+                    time.sleep(PAUSE_S)
+                started = time.perf_counter()
+                result = call(counter)
+                samples[name][mode].append(time.perf_counter() - started)
+                if name.startswith("engine: single store") and result is not True:
+                    store_ok = False
+    if not store_ok:
+        raise SystemExit("error: a single store did not create its record")
+    return samples
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=20_000, help="records queried (20,000)")
+    parser.add_argument("--rounds", type=int, default=300, help="timed rounds (300)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(
+        f"warmth benchmark: {args.records:,} records, {args.rounds} rounds; each call "
+        f"warm (third in a row), after a {PAUSE_S * 1e3:.0f} ms spin, after a "
+        f"{PAUSE_S * 1e3:.0f} ms sleep"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="pmf-warmth-") as tmp,
+        MemoryEngine(Path(tmp) / "query.db", embedder="none") as engine,
+        MemoryEngine(Path(tmp) / "write.db", embedder="none") as writer,
+    ):
+        calls = build_calls(engine, writer, args.records, args.seed)
+        problems = answers_agree(calls)
+        if problems:
+            print("agreement: FAILED")
+            for problem in problems:
+                print(f"  {problem}")
+            return EXIT_MISMATCH
+        print("agreement: OK - every call answered the same warm and after each pause")
+        samples = time_calls(calls, args.rounds)
+    summary: dict[str, dict[str, float]] = {}
+    print()
+    header = f"{'call':32} " + " ".join(f"{m:>20}" for m in MODES)
+    print(header)
+    print("-" * len(header))
+    for name, by_mode in samples.items():
+        medians = {mode: statistics.median(times) for mode, times in by_mode.items()}
+        summary[name] = medians
+        warm = medians["warm"]
+        cells = [f"{fmt_ms(warm):>20}"]
+        for mode in MODES[1:]:
+            cells.append(f"{fmt_ms(medians[mode]) + f' ({medians[mode] / warm:.1f}x)':>20}")
+        print(f"{name:32} " + " ".join(cells))
+    print("median per call; (Nx) = that median / the warm median")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "benchmark": "warmth",
+                    "records": args.records,
+                    "rounds": args.rounds,
+                    "pause_s": PAUSE_S,
+                    "python": sys.version.split()[0],
+                    "median_seconds": summary,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
