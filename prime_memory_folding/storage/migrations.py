@@ -286,3 +286,17 @@ def lighten_commits(db: sqlite3.Connection) -> None:
         END;
         """,
     )
+
+
+# -- archive counts by reason: migration 5 ------------------------------------------
+
+
+@migration(5)
+def index_archive_reasons(db: sqlite3.Connection) -> None:
+    """Count the archive per reason from a small index, not by reading every entry.
+
+    ``stats()`` counts archived records per reason on every call; without an
+    index that read the whole archive, vectors and contents included, and the
+    archive grows with every fold.
+    """
+    run_script(db, "CREATE INDEX archive_reason ON archive (reason);")
