@@ -203,7 +203,8 @@ def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
     with engine._lock:
         engine._registry.reload()
         with storage.transaction():
-            if storage.fetch([rid]).get(rid) is None:
+            folded = storage.fetch([rid]).get(rid)
+            if folded is None:
                 if archive.archived(storage, rid) is not None:
                     raise InvalidInput(
                         f"record {rid} is in the archive; restore it first, then unfold it"
@@ -215,6 +216,11 @@ def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
                     f"record {rid} is not a folded record (the archive holds no members "
                     "folded into it); there is nothing to unfold"
                 )
+            # Give the members back in the fold's order: most representative first.
+            listed = folded.record.metadata.get("folded_from")
+            if isinstance(listed, list):
+                position = {member: i for i, member in enumerate(listed)}
+                members.sort(key=lambda m: position.get(m.stored.record.record_id, len(position)))
             storage.delete([rid])
             _check_restorable(storage, [m.stored for m in members])
             archive.restore_entries(storage, [m.seq for m in members])

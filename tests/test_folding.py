@@ -337,6 +337,8 @@ def test_unfold_restores_members_exactly(engine: MemoryEngine) -> None:
     report = engine.fold()
     restored = engine.unfold(report.created_ids[0])
     assert sorted(restored, key=lambda r: r.record_id) == sorted(members, key=lambda r: r.record_id)
+    # In the fold's order, most representative first.
+    assert [r.record_id for r in restored] == list(report.folded_from[report.created_ids[0]])
     for m in members:
         assert engine.get(m.record_id) == m
     assert live_ids(engine) == {m.record_id for m in members}

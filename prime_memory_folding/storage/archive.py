@@ -142,14 +142,17 @@ def archive_records(
 ) -> None:
     """Move records ``(record_id, reason, detail, folded_into)`` to the archive.
 
-    Call inside a transaction.
+    Call inside a transaction. Entries are moved in record id order, so that
+    a large fold walks the id indexes of both tables in order instead of
+    jumping around them at random.
     """
+    ordered = sorted(entries)
     storage.db.executemany(
         f"INSERT INTO archive (reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}) "
         f"SELECT ?, ?, ?, ?, {_RECORD_COLUMNS} FROM records WHERE record_id = ?",
-        ((reason, detail, into, now, rid) for rid, reason, detail, into in entries),
+        ((reason, detail, into, now, rid) for rid, reason, detail, into in ordered),
     )
-    storage.delete([rid for rid, _, _, _ in entries])
+    storage.delete([rid for rid, _, _, _ in ordered])
 
 
 def set_strengths(
@@ -158,7 +161,7 @@ def set_strengths(
     """Persist decayed strengths as of ``now``. Call inside a transaction."""
     storage.db.executemany(
         "UPDATE records SET strength = ?, strength_at = ? WHERE record_id = ?",
-        ((strength, now, rid) for rid, strength in strengths),
+        ((strength, now, rid) for rid, strength in sorted(strengths)),
     )
 
 
@@ -180,7 +183,7 @@ def archived(storage: SQLiteStorage, record_id: str) -> ArchiveEntry | None:
 
 
 def members_of(storage: SQLiteStorage, folded_id: str) -> list[ArchiveEntry]:
-    """The archived members of a folded record, oldest entry first."""
+    """The archived members of a folded record, oldest entry first (by id within a fold)."""
     return _entries(storage, "reason = 'folded' AND folded_into = ?", (folded_id,))
 
 
