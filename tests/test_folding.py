@@ -332,6 +332,28 @@ def test_clusters_need_shared_words_when_given_contents() -> None:
     assert [sorted(group) for group in cluster(*labels)] == [list(range(n))]
 
 
+def test_unfold_and_restore_read_only_their_own_archive_entries(engine: MemoryEngine) -> None:
+    family(engine, 2, 3)
+    [folded] = engine.fold().created_ids
+    statements: list[str] = []
+    db = engine.storage.db  # type: ignore[attr-defined]
+    db.set_trace_callback(statements.append)
+    members = engine.unfold(folded)
+    db.set_trace_callback(None)
+    engine.fold()
+    db.set_trace_callback(statements.append)
+    engine.restore(members[0].record_id)
+    db.set_trace_callback(None)
+    reads = [sql for sql in statements if "FROM archive WHERE" in sql and "seq IN" not in sql]
+    assert any("folded_into = " in sql for sql in reads)
+    assert any("record_id = " in sql for sql in reads)
+    for sql in reads:
+        plan = " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "SCAN" not in plan, (sql, plan)
+        if "folded_into = " in sql:
+            assert "folded_into=?" in plan, (sql, plan)
+
+
 def test_unfold_restores_members_exactly(engine: MemoryEngine) -> None:
     members = family(engine, 2, 4, metadata={"source": "chat"})
     report = engine.fold()
