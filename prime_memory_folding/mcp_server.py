@@ -29,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
@@ -478,6 +479,7 @@ def build_server(engine: EngineSource) -> MCPServer:
 
     @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_fold(
+        ctx: Context,
         dry_run: Annotated[
             bool, Field(description="Report what would change, and change nothing.")
         ] = True,
@@ -487,7 +489,15 @@ def build_server(engine: EngineSource) -> MCPServer:
         It runs as a dry run by default; call it with dry_run false to change the store.
         """
 
-        report = await call(lambda e: e.fold(dry_run=dry_run), slow=True)
+        def progress(step: str, done: int, total: int) -> None:
+            # Runs in the fold's worker thread; a client that asked for progress
+            # hears of each step. Best effort: a lost notification must not fail a fold.
+            try:
+                anyio.from_thread.run(ctx.report_progress, done, total, step)
+            except Exception:
+                logger.debug("could not report fold progress", exc_info=True)
+
+        report = await call(lambda e: e.fold(dry_run=dry_run, progress=progress), slow=True)
         return FoldOutput(
             dry_run=report.dry_run,
             records_before=report.records_before,

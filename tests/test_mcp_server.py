@@ -291,6 +291,23 @@ async def test_fold_reports_what_it_did(client: Client) -> None:
     )
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+async def test_fold_reports_each_step_to_a_client_that_asks(client: Client, dry_run: bool) -> None:
+    await call(client, "prime_memory_store", content="a")
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    result = await client.call_tool(
+        "prime_memory_fold", {"dry_run": dry_run}, progress_callback=on_progress
+    )
+    assert result.is_error is False
+    assert [progress for progress, _, _ in heard] == [0, 1, 2, 3]
+    assert {total for _, total, _ in heard} == {3}
+    assert heard[0][2] == "reading records" and heard[-1][2] == "done"
+
+
 async def test_stats_counts_domains_and_tags(client: Client, engine: MemoryEngine) -> None:
     await call(client, "prime_memory_store", content="a", domain="decision", tags=["db", "api"])
     await call(client, "prime_memory_store", content="b", domain="decision", tags=["db"])

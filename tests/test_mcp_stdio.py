@@ -288,6 +288,24 @@ def test_tools_call_round_trip_gives_structured_content(session: ServerProcess) 
     assert [hit["content"] for hit in found["result"]["structuredContent"]["hits"]] == ["hello"]
 
 
+def test_a_fold_sends_progress_to_a_client_that_asks(server: ServerProcess) -> None:
+    server.handshake()
+    call = tools_call(30, "prime_memory_fold", {})
+    call["params"]["_meta"] = {"progressToken": "fold-1"}
+    server.send(call)
+    frames = [server.recv()]
+    while "id" not in frames[-1]:
+        frames.append(server.recv())
+    *notes, reply = frames
+    assert reply["id"] == 30 and reply["result"]["isError"] is False
+    assert [n["method"] for n in notes] == ["notifications/progress"] * 4
+    assert [n["params"]["progressToken"] for n in notes] == ["fold-1"] * 4
+    assert [n["params"]["progress"] for n in notes] == [0, 1, 2, 3]
+    # Without a token, the reply comes alone.
+    assert "result" in server.request(tools_call(31, "prime_memory_fold", {}))
+    assert_still_serving(server)
+
+
 @pytest.fixture(scope="module")
 def vector_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
     """A server over a store bound to 4-dimensional vectors."""
