@@ -350,13 +350,25 @@ def build_server(engine: EngineSource) -> MCPServer:
 
         return register
 
+    slow_calls = 0  # slow calls under way; counted on the event loop only
+
     async def call(fn: Callable[[MemoryEngine], Any], *, slow: bool = False) -> Any:
         # Quick engine calls run on the event loop: a worker-thread hop per call
         # costs more than the call itself. Opening the store and folding can
-        # take seconds, so those run in a worker thread.
+        # take seconds, so those run in a worker thread. While one does, it may
+        # hold the engine's lock: quick calls then wait for it in worker threads
+        # too, so that the loop keeps serving (and a fold can report progress
+        # through it) instead of blocking on the lock.
+        nonlocal slow_calls
         try:
             engine = holder.ready() or await anyio.to_thread.run_sync(holder.get)
-            return await anyio.to_thread.run_sync(fn, engine) if slow else fn(engine)
+            if not slow and not slow_calls:
+                return fn(engine)
+            slow_calls += 1 if slow else 0
+            try:
+                return await anyio.to_thread.run_sync(fn, engine)
+            finally:
+                slow_calls -= 1 if slow else 0
         except PrimeMemoryError as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -387,3 +387,47 @@ async def test_a_lazy_engine_opens_in_the_background_after_the_handshake(
     finally:
         for engine in engines:
             engine.close()
+
+
+async def test_quick_calls_wait_off_the_event_loop_while_a_fold_holds_the_engine(
+    engine: MemoryEngine, client: Client
+) -> None:
+    # A fold holds the engine's lock while it reports progress through the event
+    # loop; a store arriving then must wait in a worker thread, not on the loop.
+    loop_thread = threading.get_ident()
+    fold_running = anyio.Event()
+    store_arrived = threading.Event()
+    store_threads: list[int] = []
+    real_fold, real_store = engine.fold, engine.store_result
+
+    def holding_fold(**kwargs: Any) -> Any:
+        with engine._lock:
+            kwargs["progress"]("holding the engine", 0, 1)
+            # Were the store on the loop, it would now block the loop on this lock.
+            assert store_arrived.wait(timeout=60), "the store never reached the engine"
+        return real_fold(dry_run=kwargs["dry_run"])
+
+    def noting_store(*args: Any, **kwargs: Any) -> Any:
+        store_threads.append(threading.get_ident())
+        store_arrived.set()
+        return real_store(*args, **kwargs)
+
+    engine.fold = holding_fold  # type: ignore[method-assign]
+    engine.store_result = noting_store  # type: ignore[method-assign]
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        fold_running.set()
+
+    async def fold() -> None:
+        await client.call_tool("prime_memory_fold", {}, progress_callback=on_progress)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fold)
+            await fold_running.wait()
+            stored = await call(client, "prime_memory_store", content="during a fold")
+    assert stored["created"] is True
+    assert store_threads and loop_thread not in store_threads
+    # Afterwards, quick calls run on the loop again.
+    await call(client, "prime_memory_store", content="after the fold")
+    assert store_threads[-1] == loop_thread
