@@ -501,6 +501,20 @@ def _ingest(g: dict[str, Any]) -> str:
             ],
         )
         + f"\nSingle store latency: p50 {ms(s['median_seconds'])}, p99 {ms(s['p99_seconds'])}.\n"
+        + _commit_floor(s, g.get("commit_floor"))
+    )
+
+
+def _commit_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
+    if not f:
+        return ""
+    return (
+        f"\nA single store writes {s['pages_per_store']:.1f} pages. Bare SQLite commits of "
+        f"{f['pages_per_commit']:.1f} pages, taking turns with the stores: p50 "
+        f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: p50 "
+        f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s. "
+        f"Single store over the commit of as many pages: "
+        f"{s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
     )
 
 

@@ -4,9 +4,20 @@ Every phase writes to a store file in a fresh temporary folder (the store runs
 in WAL mode with ``synchronous = FULL``, so every commit is flushed to disk):
 
 1. bulk: one ``store_many`` call with N short records and no vectors;
-2. single: M ``store`` calls, one transaction each, into the store from phase 1;
+2. single: M ``store`` calls, one transaction each, into the store from phase 1,
+   in blocks that take turns with blocks of the commit floor (below);
 3. vectors (for context, no target): one ``store_many`` call with V records,
    each with a random 256-dimensional vector, into a new store.
+
+The commit floor puts the single stores' cost in context. Each store is its own
+transaction, and a commit under ``synchronous = FULL`` waits for the disk to
+flush the write-ahead log, so its cost grows with the pages it writes. Before
+phase 2, the script counts the log frames (pages) that one store writes (200
+untimed stores), then times bare SQLite commits in other files with the same
+settings that each write exactly that many pages (one row updated on each of
+that many one-page tables), and commits of one page, for the disk's own flush.
+The two kinds of commit take turns in blocks with the single stores, so all
+three see the same disk.
 
 Records are generated before the clock starts. Run from the repository root::
 
@@ -17,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -28,6 +40,7 @@ from typing import Any
 from _shared import Progress, fmt_ms, generate, verdict
 
 from prime_memory_folding import MemoryEngine
+from prime_memory_folding.storage.sqlite import WAL_AUTOCHECKPOINT_PAGES
 
 TARGET_RECORDS = 100_000
 TARGET_BULK_SECONDS = 20.0
@@ -35,6 +48,10 @@ TARGET_BULK_SECONDS = 20.0
 TARGET_BULK_RATE = TARGET_RECORDS / TARGET_BULK_SECONDS
 TARGET_SINGLE_RATE = 2_000.0
 EXIT_CHECK_FAILED = 1
+#: Single stores and floor commits take turns in blocks of this many.
+BLOCK = 500
+#: Stores whose log frames are counted (after timing; fewer than fill the log).
+PROBE_STORES = 200
 
 
 def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
@@ -47,18 +64,96 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
         return time.perf_counter() - started
 
 
-def singles(path: Path, items: list[dict[str, Any]], quiet: bool) -> list[float]:
-    """Seconds for each of ``len(items)`` single ``store`` calls into the store at ``path``."""
-    latencies = []
+class CommitFloor:
+    """Bare SQLite transactions that each write exactly ``pages`` pages.
+
+    Each updates the one row of each of ``pages`` one-page tables, so a commit
+    appends ``pages`` frames to the write-ahead log and flushes it, with almost
+    no other work: the disk's cost of committing as much as one store writes.
+    The file has the store's settings.
+    """
+
+    def __init__(self, path: Path, pages: int) -> None:
+        self.path = path
+        self.pages = pages
+        self.db = sqlite3.connect(path, isolation_level=None)
+        for pragma in (
+            "journal_mode = WAL",
+            "synchronous = FULL",
+            f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
+        ):
+            self.db.execute(f"PRAGMA {pragma}")
+        self.db.execute("BEGIN")
+        for i in range(pages):
+            self.db.execute(f"CREATE TABLE t{i} (n INTEGER NOT NULL)")
+            self.db.execute(f"INSERT INTO t{i} VALUES (0)")
+        self.db.execute("COMMIT")
+
+    def commit(self) -> float:
+        """Seconds for one transaction that changes one row on each of the pages."""
+        started = time.perf_counter()
+        self.db.execute("BEGIN IMMEDIATE")
+        for i in range(self.pages):
+            self.db.execute(f"UPDATE t{i} SET n = n + 1")
+        self.db.execute("COMMIT")
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def wal_frames(path: Path) -> int:
+    """Frames in the write-ahead log of ``path`` (a passive checkpoint reports them)."""
+    with sqlite3.connect(path) as db:
+        return int(db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+
+
+def empty_wal(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    if busy:
+        raise RuntimeError(f"could not empty the write-ahead log of {path}")
+
+
+def frames_per_store(path: Path, items: list[dict[str, Any]]) -> float:
+    """Log frames that each of ``items``' single stores writes, on average."""
     with MemoryEngine(path, embedder="none") as engine:
-        progress = Progress("single stores", len(items), enabled=not quiet and len(items) >= 2_000)
-        for done, item in enumerate(items, 1):
-            started = time.perf_counter()
+        empty_wal(path)
+        for item in items:
             engine.store(**item)
-            latencies.append(time.perf_counter() - started)
-            if done % 500 == 0 or done == len(items):
-                progress.update(done)
-    return latencies
+        return wal_frames(path) / len(items)
+
+
+def frames_per_commit(floor: CommitFloor, commits: int) -> float:
+    empty_wal(floor.path)
+    for _ in range(commits):
+        floor.commit()
+    return wal_frames(floor.path) / commits
+
+
+def singles(
+    path: Path, items: list[dict[str, Any]], floors: Sequence[CommitFloor], quiet: bool
+) -> tuple[list[float], list[list[float]]]:
+    """Seconds for each single ``store`` of ``items`` into the store at ``path``,
+    and for as many commits of each floor, in blocks that take turns."""
+    latencies: list[float] = []
+    floor_latencies: list[list[float]] = [[] for _ in floors]
+    with MemoryEngine(path, embedder="none") as engine:
+        progress = Progress(
+            "single stores (floor commits between blocks)",
+            len(items),
+            enabled=not quiet and len(items) >= 2_000,
+        )
+        for start in range(0, len(items), BLOCK):
+            block = items[start : start + BLOCK]
+            for item in block:
+                started = time.perf_counter()
+                engine.store(**item)
+                latencies.append(time.perf_counter() - started)
+            for floor, timings in zip(floors, floor_latencies):
+                timings.extend(floor.commit() for _ in block)
+            progress.update(len(latencies))
+    return latencies, floor_latencies
 
 
 def count(path: Path) -> tuple[int, float]:
@@ -111,13 +206,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     bulk_items = [rec.as_item() for rec in generate(args.records, args.seed)]
     single_items = [rec.as_item() for rec in generate(args.single, args.seed + 1)]
+    probe_items = [rec.as_item() for rec in generate(PROBE_STORES, args.seed + 3)]
     vector_items = with_vectors(args.vector_records, args.dim, args.seed)
 
     with tempfile.TemporaryDirectory(prefix="pmf-ingest-", dir=args.dir) as tmp:
         print(f"ingest benchmark: file stores in {tmp} (WAL, synchronous=FULL), no vectors")
         store = Path(tmp) / "ingest.db"
         bulk_seconds = bulk(store, bulk_items, args.quiet)
-        latencies = singles(store, single_items, args.quiet)
+        store_frames = frames_per_store(store, probe_items)
+        pages = max(1, round(store_frames))
+        floors = [
+            CommitFloor(Path(tmp) / "floor.db", pages),
+            CommitFloor(Path(tmp) / "floor1.db", 1),
+        ]
+        try:
+            latencies, floor_latencies = singles(store, single_items, floors, args.quiet)
+            floor_frames = frames_per_commit(floors[0], PROBE_STORES)
+        finally:
+            for floor in floors:
+                floor.close()
         stored, open_seconds = count(store)
         vector_seconds = 0.0
         vector_stored = 0
@@ -127,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             vector_seconds = bulk(vector_store, vector_items, args.quiet)
             vector_stored, vector_open_seconds = count(vector_store)
 
-    expected = args.records + args.single
+    expected = args.records + len(probe_items) + args.single
     if stored != expected or vector_stored != args.vector_records:
         print(
             f"check: FAILED - expected {expected:,} and {args.vector_records:,} records, "
@@ -180,6 +287,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, seconds, rate, target, result in rows:
         print(f"{name:<40}{seconds:>9.2f}{rate:>12,.0f}  {target:<34}{result}".rstrip())
     print(f"single store latency: median {fmt_ms(p50)}, 99th percentile {fmt_ms(p99)}")
+    floor_p50 = statistics.median(floor_latencies[0])
+    floor_rate = len(floor_latencies[0]) / sum(floor_latencies[0])
+    disk_p50 = statistics.median(floor_latencies[1])
+    disk_rate = len(floor_latencies[1]) / sum(floor_latencies[1])
+    print(
+        f"commit floor, taking turns with the single stores: a bare SQLite commit of "
+        f"{floor_frames:.1f} pages (a store writes {store_frames:.1f}): median "
+        f"{fmt_ms(floor_p50)}, {floor_rate:,.0f}/s; of 1 page: median {fmt_ms(disk_p50)}, "
+        f"{disk_rate:,.0f}/s"
+    )
+    print(
+        f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
+        f"{floor_rate / single_rate:.2f}x (rate)"
+    )
     print(f"opening the store of {stored:,} records (loads its index): {open_seconds:.2f} s")
     if vector_stored:
         print(
@@ -204,6 +325,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "median_seconds": p50,
                 "p99_seconds": p99,
                 "pass": single_ok,
+                "pages_per_store": store_frames,
+            },
+            "commit_floor": {
+                "pages_per_commit": floor_frames,
+                "median_seconds": floor_p50,
+                "per_second": floor_rate,
+                "one_page_median_seconds": disk_p50,
+                "one_page_per_second": disk_rate,
             },
             "vectors": {
                 "records": args.vector_records,
