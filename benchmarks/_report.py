@@ -257,6 +257,8 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("charts"):
         parts.append("\n## Charts\n")
         parts += [f"![{Path(c).stem}]({Path(c).name})" for c in results["charts"]]
+    elif results.get("charts_skipped"):
+        parts.append(f"\n## Charts\n\nNone: {results['charts_skipped']}.")
     return "\n".join(parts) + "\n"
 
 
@@ -553,7 +555,9 @@ def charts(results: dict[str, Any], folders: list[Path]) -> list[str]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        results["charts_skipped"] = "matplotlib is not installed (the bench extra)"
+        results["charts_skipped"] = (
+            "matplotlib is not installed (pip install -e '.[bench]' installs it)"
+        )
         return []
     footer = machine_line(results)
     made: list[str] = []

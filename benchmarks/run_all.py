@@ -324,6 +324,14 @@ def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
 # -- the run --------------------------------------------------------------------------
 
 
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes; under 5 minutes")
@@ -342,7 +350,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.charts_dir is not None and not _has_matplotlib():
+        # Say so now, not after an hour of benchmarks.
+        parser.error(
+            "--charts-dir needs matplotlib, which is not installed; "
+            "install the bench extra: pip install -e '.[bench]'"
+        )
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     (args.out / "report.md").write_text(_report.markdown(results))
+    if results.get("charts_skipped"):
+        print(f"no charts: {results['charts_skipped']}", file=sys.stderr)  # even with --quiet
     log(f"done in {results['seconds']:.0f} s: {args.out / 'report.md'}")
     failed = [n for n, s in results["sections"].items() if _report.section_failed(s)]
     soaks = results["sections"].get("soak", {})

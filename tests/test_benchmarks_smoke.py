@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,38 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
         "tag intersection >= 10x faster than SQLite SQL",
         "exact vector top-10 <= 1.5x the numpy floor",
     }
+    if results.get("charts_skipped"):
+        assert "None: matplotlib is not installed" in report
+        assert "no charts: matplotlib is not installed" in result.stderr
+    else:
+        assert results["charts"] and all(Path(c).is_file() for c in results["charts"])
+        assert "## Charts" in report
+
+
+def without_matplotlib(tmp_path: Path) -> dict[str, str]:
+    """An environment in which ``import matplotlib`` fails, installed or not."""
+    fake = tmp_path / "no-matplotlib" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('matplotlib hidden for this test')\n")
+    return {**os.environ, "PYTHONPATH": str(fake.parent)}
+
+
+def test_run_all_refuses_a_charts_folder_without_matplotlib_before_running(
+    tmp_path: Path,
+) -> None:
+    charts = tmp_path / "charts"
+    result = subprocess.run(
+        [
+            sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
+            "--charts-dir", str(charts), "--out", str(tmp_path / "results"),
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+        env=without_matplotlib(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--charts-dir needs matplotlib" in result.stderr
+    assert "pip install -e '.[bench]'" in result.stderr
+    assert not (tmp_path / "results").exists() and not charts.exists()
 
 
 def test_fold_benchmark_folds_and_reports(tmp_path: Path) -> None:
