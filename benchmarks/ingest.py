@@ -50,7 +50,8 @@ TARGET_SINGLE_RATE = 2_000.0
 EXIT_CHECK_FAILED = 1
 #: Single stores and floor commits take turns in blocks of this many.
 BLOCK = 500
-#: Stores whose log frames are counted (after timing; fewer than fill the log).
+#: Untimed stores whose log frames are counted, before the single stores; few
+#: enough that the log does not reach its checkpoint size while they run.
 PROBE_STORES = 200
 
 
