@@ -33,10 +33,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .address import concept_bucket, instance_id, pack, record_id, unpack
 from .errors import DimensionMismatch, InvalidInput
-from .primes import MAX_PRIME, Kind, is_prime, normalise_label, normalise_tags, prime_product
+from .primes import MAX_PRIME, Kind, is_prime, normalise_label, normalise_tags
 from .records import (
-    Record,
-    Vector,
     check_content,
     check_metadata,
     check_unit_interval,
@@ -46,6 +44,7 @@ from .records import (
 if TYPE_CHECKING:
     from .engine import MemoryEngine
     from .storage import Storage, StoredRow
+    from .writes import StoreItem
 
 __all__ = [
     "PACK_FORMAT",
@@ -759,50 +758,36 @@ class _Writer:
         address: int,
         primes: dict[Kind, dict[str, int]],
     ) -> StoredRow:
+        """The row for ``rec`` as the engine builds it, with the pack's history kept."""
         import numpy as np
 
-        from .storage import StoredRow
-        from .writes import vector_blob
+        from .writes import new_row
 
         created = self.now if rec.created_at is None else rec.created_at
         updated = created if rec.updated_at is None else rec.updated_at
         accessed = updated if rec.accessed_at is None else rec.accessed_at
         array = None if rec.vector is None else np.asarray(rec.vector, dtype=np.float32)
-        record = Record(
-            record_id=record_id(address),
-            address=address,
-            domain=rec.domain,
-            subdomain=rec.subdomain,
-            tags=rec.tags,
-            tag_product=prime_product(primes[Kind.TAG][t] for t in rec.tags),
-            content=rec.content,
-            importance=rec.importance,
+        row = new_row(replace(_item(rec), vector=array), key, address, primes, created)
+        record = replace(
+            row.record,
             strength=rec.strength,
-            created_at=created,
             updated_at=updated,
             accessed_at=accessed,
             access_count=rec.access_count,
-            metadata=rec.metadata,
-            vector=None if array is None else Vector(array),
         )
-        extra: dict[str, Any] = {}
-        if rec.strength_at is not None and "strength_at" in StoredRow.__dataclass_fields__:
-            extra["strength_at"] = rec.strength_at
-        return StoredRow(
-            record=record,
-            dedupe_key=key,
-            vector_blob=vector_blob(array),
-            instance_key=rec.instance_key,
-            **extra,
-        )
+        return replace(row, record=record, strength_at=rec.strength_at)
+
+
+def _item(rec: PortableRecord) -> StoreItem:
+    """``rec`` as a store request, without its vector."""
+    from .writes import StoreItem
+
+    return StoreItem(
+        rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, rec.metadata,
+        rec.instance_key,
+    )  # fmt: skip
 
 
 def _dedupe_key(rec: PortableRecord) -> str:
     """The engine's dedupe key for ``rec``: the same labels and content are the same memory."""
-    from .writes import StoreItem
-
-    item = StoreItem(
-        rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, {},
-        rec.instance_key,
-    )  # fmt: skip
-    return item.dedupe_key
+    return _item(rec).dedupe_key

@@ -399,15 +399,6 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
             rec = current.record
             if new_vector is not None:
                 check_space(storage, len(new_vector), claim=True)
-            assigned: dict[Kind, dict[str, int]] = (
-                {kind: {} for kind in Kind}
-                if tags is None
-                else assign_primes(
-                    registry,
-                    storage,
-                    [StoreItem("x", rec.domain, rec.subdomain, tags, 0.5, None, {}, None)],
-                )
-            )
             new_tags = rec.tags if tags is None else tags
             item = StoreItem(
                 content=rec.content if content is None else content,
@@ -418,6 +409,11 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 vector=None,
                 metadata={},
                 instance_key=current.instance_key,
+            )
+            assigned: dict[Kind, dict[str, int]] = (
+                {kind: {} for kind in Kind}
+                if tags is None
+                else assign_primes(registry, storage, [item])
             )
             key = current.dedupe_key
             if content is not None or tags is not None:
