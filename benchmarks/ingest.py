@@ -76,7 +76,6 @@ class CommitFloor:
 
     def __init__(self, path: Path, pages: int) -> None:
         self.path = path
-        self.pages = pages
         self.db = sqlite3.connect(path, isolation_level=None)
         for pragma in (
             "journal_mode = WAL",
@@ -89,13 +88,14 @@ class CommitFloor:
             self.db.execute(f"CREATE TABLE t{i} (n INTEGER NOT NULL)")
             self.db.execute(f"INSERT INTO t{i} VALUES (0)")
         self.db.execute("COMMIT")
+        self.updates = [f"UPDATE t{i} SET n = n + 1" for i in range(pages)]
 
     def commit(self) -> float:
         """Seconds for one transaction that changes one row on each of the pages."""
         started = time.perf_counter()
         self.db.execute("BEGIN IMMEDIATE")
-        for i in range(self.pages):
-            self.db.execute(f"UPDATE t{i} SET n = n + 1")
+        for update in self.updates:
+            self.db.execute(update)
         self.db.execute("COMMIT")
         return time.perf_counter() - started
 
