@@ -45,6 +45,14 @@ _RECORD_COLUMNS = (
 )
 
 
+#: Writes of at least this many rows go through a staging table (see
+#: :meth:`SQLiteStorage.staged`); fewer go one statement per row.
+STAGED_MIN = 32
+#: Rows per staged statement: enough to share its fixed costs, few enough that
+#: the staging table stays in the connection's page cache.
+STAGED_CHUNK = 5_000
+
+
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -302,11 +310,44 @@ class SQLiteStorage:
         return taken
 
     def insert(self, rows: Iterable[StoredRow]) -> None:
-        """Insert new rows. Call inside a transaction."""
-        self.db.executemany(
-            f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({','.join('?' * 17)})",
-            (_row_values(row) for row in rows),
-        )
+        """Insert new rows, in order. Call inside a transaction."""
+        values = [_row_values(row) for row in rows]
+        if not self.stages(len(values)):
+            marks = ",".join("?" * 17)
+            self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
+            return
+        for staged in self.staged("staged_records", _RECORD_COLUMNS, values):
+            self.db.execute(
+                f"INSERT INTO records ({_RECORD_COLUMNS}) "
+                f"SELECT {_RECORD_COLUMNS} FROM {staged} ORDER BY rowid"
+            )
+
+    def stages(self, count: int) -> bool:
+        """Whether a write of ``count`` rows should go through :meth:`staged`."""
+        return count >= STAGED_MIN
+
+    def staged(self, name: str, columns: str, values: Sequence[Sequence[Any]]) -> Iterator[str]:
+        """Load ``values`` into a staging table in chunks; yields its name once per chunk.
+
+        For writes of many rows into ``records`` or the archive: the caller
+        writes each chunk with one ``INSERT ... SELECT`` (or ``UPDATE``) from
+        the staging table. Each statement that writes ``records`` opens a
+        statement journal (its triggers write several tables, and a unique key
+        may abort it), copies every page it changes into that journal, and
+        makes the full-text index flush its pending terms: one statement per
+        chunk pays for that once, where one statement per row pays it for
+        every row. The staging table is this connection's own (``temp``), rows
+        keep their order in ``rowid``, and it is emptied before each chunk.
+        Call inside a transaction, so that a failure leaves nothing behind.
+        """
+        table = f"temp.{name}"
+        self.db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns})")
+        marks = ",".join("?" * (columns.count(",") + 1))
+        for chunk in _chunks(values, STAGED_CHUNK):
+            self.db.execute(f"DELETE FROM {table}")
+            self.db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", chunk)
+            yield table
+        self.db.execute(f"DELETE FROM {table}")
 
     def replace(self, rows: Iterable[StoredRow]) -> None:
         """Overwrite existing rows (matched by record id). Call inside a transaction."""
