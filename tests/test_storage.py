@@ -371,3 +371,27 @@ def test_a_staged_insert_that_fails_in_a_later_chunk_leaves_nothing(store_path: 
             "SELECT count(*) FROM records_fts WHERE records_fts MATCH 'n1 OR n2 OR n3 OR n4 OR n5'"
         )
         assert matched == 4
+
+
+def test_a_bulk_insert_that_makes_most_of_the_store_leaves_its_text_index_merged(
+    store_path: Path,
+) -> None:
+    from prime_memory_folding.storage import sqlite as sqlite_storage
+
+    def segments(memory: MemoryEngine) -> int:
+        [[count]] = memory.storage.db.execute("SELECT count(DISTINCT segid) FROM records_fts_idx")
+        return int(count)
+
+    with (
+        patch.object(sqlite_storage, "STAGED_CHUNK", 4),
+        MemoryEngine(store_path, embedder="none") as memory,
+    ):
+        memory.store_many([f"first batch note {i}" for i in range(100)])
+        assert segments(memory) == 1
+        # A smaller batch into a larger store leaves merging to the index itself.
+        memory.store_many([f"second batch note {i}" for i in range(40)])
+        assert segments(memory) > 1
+        [[matched]] = memory.storage.db.execute(
+            "SELECT count(*) FROM records_fts WHERE records_fts MATCH 'batch'"
+        )
+        assert matched == 140

@@ -316,11 +316,18 @@ class SQLiteStorage:
             marks = ",".join("?" * 17)
             self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
             return
+        [[last_id]] = self.db.execute("SELECT coalesce(max(id), 0) FROM records")
         for staged in self.staged("staged_records", _RECORD_COLUMNS, values):
             self.db.execute(
                 f"INSERT INTO records ({_RECORD_COLUMNS}) "
                 f"SELECT {_RECORD_COLUMNS} FROM {staged} ORDER BY rowid"
             )
+        if len(values) >= last_id:
+            # Most of the text index is new: merge it into one segment while
+            # that is cheap. Left to itself, the full-text index would go on
+            # merging its many new segments a little in every later commit.
+            for table in ("records_fts", "records_grams"):
+                self.db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def stages(self, count: int) -> bool:
         """Whether a write of ``count`` rows should go through :meth:`staged`."""
@@ -330,8 +337,8 @@ class SQLiteStorage:
         """Load ``values`` into a staging table in chunks; yields its name once per chunk.
 
         For writes of many rows into ``records`` or the archive: the caller
-        writes each chunk with one ``INSERT ... SELECT`` (or ``UPDATE``) from
-        the staging table. Each statement that writes ``records`` opens a
+        writes each chunk with one ``INSERT ... SELECT`` from the staging
+        table. Each statement that writes ``records`` opens a
         statement journal (its triggers write several tables, and a unique key
         may abort it), copies every page it changes into that journal, and
         makes the full-text index flush its pending terms: one statement per
