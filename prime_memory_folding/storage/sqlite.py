@@ -48,8 +48,8 @@ _RECORD_COLUMNS = (
 #: Writes of at least this many rows go through a staging table (see
 #: :meth:`SQLiteStorage.staged`); fewer go one statement per row.
 STAGED_MIN = 32
-#: Rows per staged statement: enough to share its fixed costs, few enough that
-#: the staging table stays in the connection's page cache.
+#: Rows per staged statement: enough to share its fixed costs over many rows,
+#: while the staging table stays small (1,000 to 100,000 timed alike here).
 STAGED_CHUNK = 5_000
 
 
