@@ -434,7 +434,10 @@ def lexical_scores(
 
     ``shares`` remembers the sampled shares between queries (see
     :class:`WordShares`); without it every planned query samples afresh.
-    ``exhaustive`` is False for a planned query.
+    ``exhaustive`` is False for a planned query, except when the rare words
+    were all its words but those left out, and every record that holds one fit
+    the budget: a deeper look could then add only records whose score is the
+    left-out words' few millionths.
     """
     db = _sqlite_db(storage, "text queries")
     scores: dict[str, float] = {}
@@ -444,11 +447,11 @@ def lexical_scores(
     if words is not None and depth is not None and store_size > EXACT_STORE:
         plan = _plan_words(db, query.terms, store_size, shares)
         if plan is not None:
-            _planned_scores(db, plan, scores)
+            scored = _planned_scores(db, plan, scores)
             if len(scores) > depth:
                 scores = dict(sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:depth])
             words = None
-            exhaustive = False
+            exhaustive = not plan.other and scored < LEXICAL_BUDGET and len(scores) < depth
     tables = (("records_fts", words), ("records_grams", query.grams))
     for table, expression in tables:
         if expression is None:
@@ -562,8 +565,8 @@ def _plan_words(
     )
 
 
-def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float]) -> None:
-    """Score the plan's candidates, newest first, up to the budget."""
+def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float]) -> int:
+    """Score the plan's candidates, newest first, up to the budget; returns how many."""
     rare = " OR ".join(plan.rare)
     select = (
         "SELECT m.rowid, r.record_id, max(-m.score, 1e-9) FROM (SELECT rowid, "
@@ -581,6 +584,7 @@ def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, f
         excluding = "AND rowid NOT IN (SELECT value FROM json_each(?))"
         rows += db.execute(select.format(excluding), (rare, seen, room)).fetchall()
     scores.update((rid, score) for _, rid, score in rows)
+    return len(rows)
 
 
 # -- fusion -------------------------------------------------------------------------

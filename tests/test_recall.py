@@ -231,21 +231,36 @@ def test_large_store_scores_the_rare_words_records_with_every_words_bm25(
 
 
 @pytest.mark.parametrize(
-    ("text", "store_size", "planned"),
+    ("text", "store_size", "planned", "exhaustive"),
     [
-        ("zebra common", 50, False),  # a small store is always exact
-        ("zebra", LARGE_STORE_SIZE, False),  # few matches expected: exact
-        ("zebra filler", LARGE_STORE_SIZE, True),  # a broad query in a large store
-        ("common", LARGE_STORE_SIZE, True),
+        ("zebra common", 50, False, True),  # a small store is always exact
+        ("zebra", LARGE_STORE_SIZE, False, True),  # few matches expected: exact
+        # Planned, but a deeper look could add only records that hold "filler"
+        # alone, a word in most records (and worth a few millionths).
+        ("zebra filler", LARGE_STORE_SIZE, True, True),
+        ("zebra common", LARGE_STORE_SIZE, True, False),  # "common" alone goes unscored
+        ("common", LARGE_STORE_SIZE, True, False),  # more matches than the budget
     ],
 )
 def test_only_broad_queries_in_large_stores_are_planned(
-    large_store: MemoryEngine, text: str, store_size: int, planned: bool
+    large_store: MemoryEngine, text: str, store_size: int, planned: bool, exhaustive: bool
 ) -> None:
     found = lexical(large_store, text, store_size)
-    assert found.exhaustive is not planned
-    if not planned:
-        assert found.scores == lexical(large_store, text, store_size, depth=None).scores
+    exact = lexical(large_store, text, store_size, depth=None)
+    assert found.exhaustive is exhaustive
+    assert (found.scores != exact.scores) is planned
+
+
+def test_a_planned_query_looks_deeper_only_for_words_it_left_unscored(
+    large_store: MemoryEngine,
+) -> None:
+    # "everywhere" is in every record: the rare word's records are the answer.
+    found = contents(large_store.query(text="zebra everywhere", limit=10))
+    assert len(found) == 6 and all(text.startswith("zebra") for text in found)
+    # "common" is in 40 % of them: records that hold it alone are found too.
+    found = contents(large_store.query(text="zebra common", limit=10))
+    assert len(found) == 10
+    assert {text.split()[0] for text in found} == {"zebra", "common"}
 
 
 def test_budget_keeps_the_newest_records_of_a_common_rarest_word(
