@@ -266,10 +266,10 @@ def _tables(memory: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
 
 def _text_matches(memory: MemoryEngine) -> dict[str, list[int]]:
     db = memory.storage.db
+    sql = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid"
     return {
         word: [row[0] for row in db.execute(sql, (word,))]
         for word in ("alpha", "beta", "gamma", "family", "memory")
-        for sql in ["SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid"]
     }
 
 

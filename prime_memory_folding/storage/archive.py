@@ -147,24 +147,16 @@ def archive_records(
     jumping around them at random.
     """
     ordered = sorted(entries)
-    if not storage.stages(len(ordered)):
-        storage.db.executemany(
+    columns = ", ".join(f"r.{name.strip()}" for name in _RECORD_COLUMNS.split(","))
+    entry_columns = "record_id, reason, detail, folded_into"
+    for staged in storage.staged("staged_archive", entry_columns, ordered):
+        storage.db.execute(
             f"INSERT INTO archive (reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}) "
-            f"SELECT ?, ?, ?, ?, {_RECORD_COLUMNS} FROM records WHERE record_id = ?",
-            ((reason, detail, into, now, rid) for rid, reason, detail, into in ordered),
+            f"SELECT s.reason, s.detail, s.folded_into, ?, {columns} "
+            f"FROM {staged} AS s CROSS JOIN records AS r ON r.record_id = s.record_id "
+            f"ORDER BY s.rowid",
+            (now,),
         )
-    else:
-        columns = ", ".join(f"r.{name.strip()}" for name in _RECORD_COLUMNS.split(","))
-        for staged in storage.staged(
-            "staged_archive", "record_id, reason, detail, folded_into", ordered
-        ):
-            storage.db.execute(
-                f"INSERT INTO archive (reason, detail, folded_into, archived_at, "
-                f"{_RECORD_COLUMNS}) SELECT s.reason, s.detail, s.folded_into, ?, {columns} "
-                f"FROM {staged} AS s CROSS JOIN records AS r ON r.record_id = s.record_id "
-                f"ORDER BY s.rowid",
-                (now,),
-            )
     storage.delete([rid for rid, _, _, _ in ordered])
 
 

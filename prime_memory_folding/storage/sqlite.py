@@ -45,11 +45,11 @@ _RECORD_COLUMNS = (
 )
 
 
-#: Writes of at least this many rows go through a staging table (see
+#: Inserts of at least this many rows go through a staging table (see
 #: :meth:`SQLiteStorage.staged`); fewer go one statement per row.
 STAGED_MIN = 32
 #: Rows per staged statement: enough to share its fixed costs over many rows,
-#: while the staging table stays small (1,000 to 100,000 timed alike here).
+#: while the staging table stays small.
 STAGED_CHUNK = 5_000
 
 
@@ -312,7 +312,7 @@ class SQLiteStorage:
     def insert(self, rows: Iterable[StoredRow]) -> None:
         """Insert new rows, in order. Call inside a transaction."""
         values = [_row_values(row) for row in rows]
-        if not self.stages(len(values)):
+        if len(values) < STAGED_MIN:
             marks = ",".join("?" * 17)
             self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
             return
@@ -329,16 +329,11 @@ class SQLiteStorage:
             for table in ("records_fts", "records_grams"):
                 self.db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
-    def stages(self, count: int) -> bool:
-        """Whether a write of ``count`` rows should go through :meth:`staged`."""
-        return count >= STAGED_MIN
-
     def staged(self, name: str, columns: str, values: Sequence[Sequence[Any]]) -> Iterator[str]:
         """Load ``values`` into a staging table in chunks; yields its name once per chunk.
 
-        For writes of many rows into ``records`` or the archive: the caller
-        writes each chunk with one ``INSERT ... SELECT`` from the staging
-        table. Each statement that writes ``records`` opens a
+        For writes into ``records`` or the archive: the caller writes each
+        chunk with one ``INSERT ... SELECT`` from the staging table. Each statement that writes ``records`` opens a
         statement journal (its triggers write several tables, and a unique key
         may abort it), copies every page it changes into that journal, and
         makes the full-text index flush its pending terms: one statement per
