@@ -333,13 +333,14 @@ class SQLiteStorage:
         """Load ``values`` into a staging table in chunks; yields its name once per chunk.
 
         For writes into ``records`` or the archive: the caller writes each
-        chunk with one ``INSERT ... SELECT`` from the staging table. Each statement that writes ``records`` opens a
-        statement journal (its triggers write several tables, and a unique key
-        may abort it), copies every page it changes into that journal, and
-        makes the full-text index flush its pending terms: one statement per
-        chunk pays for that once, where one statement per row pays it for
-        every row. The staging table is this connection's own (``temp``), rows
-        keep their order in ``rowid``, and it is emptied before each chunk.
+        chunk with one ``INSERT ... SELECT`` from the staging table. Each
+        statement that writes ``records`` opens a statement journal (its
+        triggers write several tables, and a unique key may abort it), copies
+        every page it changes into that journal, and makes the full-text index
+        flush its pending terms: one statement per chunk pays for that once,
+        where one statement per row pays it for every row. The staging table
+        is this connection's own (``temp``), rows keep their order in
+        ``rowid``, and it is emptied before each chunk.
         Call inside a transaction, so that a failure leaves nothing behind.
         """
         table = f"temp.{name}"
