@@ -4,11 +4,13 @@ It answers the structural gates without touching SQLite: a domain index
 (domain prime -> rows), subdomain and tag posting lists, every record's tag
 product, and numpy columns for importance, strength, recency and normalised
 vectors. Rows are positions in these columns; a forgotten record leaves a dead
-row until the index compacts.
+row until the index compacts. Posting lists are compressed (Roaring) bitmaps,
+so intersecting them is one call into C over compact memory.
 """
 
 from __future__ import annotations
 
+import array
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -16,17 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from pyroaring import BitMap, FrozenBitMap
 
 __all__ = ["IndexEntry", "StructuralIndex", "TagQuery"]
 
 Rows = npt.NDArray[np.int64]
-_EMPTY: frozenset[int] = frozenset()
+Posting = BitMap | FrozenBitMap
+_EMPTY = FrozenBitMap()
 _UINT64_LIMIT = 2**64
-#: Below this many candidates, Python set intersection is faster than arrays.
-#: Posting lists at least this long (and 1/64 of all rows) get a membership bitmap.
-_BITMAP_MIN_ROWS = 1024
-#: At most this many posting bitmaps (one byte per row each) are kept.
-_BITMAP_CAP = 64
+#: The array typecode of an unsigned 32-bit int, the width of a bitmap's values.
+_UINT32 = next(code for code in "IL" if array.array(code).itemsize == 4)
 #: Up to this many candidates, exact tests run on Python ints instead of numpy.
 _PYTHON_TEST_MAX = 256
 #: The per-row numpy columns, all grown and compacted together.
@@ -111,9 +112,9 @@ class StructuralIndex:
     def __init__(self) -> None:
         self._ids: list[str | None] = []
         self._row_of: dict[str, int] = {}
-        self._domain_rows: dict[int, set[int]] = {}
-        self._subdomain_rows: dict[int, set[int]] = {}
-        self._tag_rows: dict[int, set[int]] = {}
+        self._domain_rows: dict[int, BitMap] = {}
+        self._subdomain_rows: dict[int, BitMap] = {}
+        self._tag_rows: dict[int, BitMap] = {}
         self._entry_keys: list[tuple[int, int, tuple[int, ...]]] = []
         self._tag_product: list[int] = []
         self._capacity = 0
@@ -129,8 +130,6 @@ class StructuralIndex:
         self._product64 = np.zeros(0, dtype=np.uint64)
         self._product_fits = np.zeros(0, dtype=bool)
         self._id_column = np.zeros(0, dtype=object)
-        self._sorted_postings: dict[tuple[str, int], Rows] = {}
-        self._bitmaps: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}
         self._vectors: npt.NDArray[np.float32] | None = None
         self._dead = 0
 
@@ -174,10 +173,6 @@ class StructuralIndex:
             new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
-        for key, bitmap in self._bitmaps.items():
-            grown = np.zeros(capacity, dtype=bool)
-            grown[: len(bitmap)] = bitmap
-            self._bitmaps[key] = grown
         if self._vectors is not None:
             vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
             vectors[: len(self._vectors)] = self._vectors
@@ -197,14 +192,12 @@ class StructuralIndex:
             self._row_of[entry.record_id] = row
         else:
             self._unlink(row)
-        key = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
-        self._entry_keys[row] = key
-        self._forget_sorted(*key)
-        self._mark(row, key, True)
-        self._domain_rows.setdefault(entry.domain_prime, set()).add(row)
-        self._subdomain_rows.setdefault(entry.subdomain_prime, set()).add(row)
+        self._entry_keys[row] = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
+        _posting(self._domain_rows, entry.domain_prime).add(row)
+        _posting(self._subdomain_rows, entry.subdomain_prime).add(row)
+        tag_rows = self._tag_rows
         for prime in entry.tag_primes:
-            self._tag_rows.setdefault(prime, set()).add(row)
+            _posting(tag_rows, prime).add(row)
         self._tag_product[row] = entry.tag_product
         fits = entry.tag_product < _UINT64_LIMIT
         self._product_fits[row] = fits
@@ -228,31 +221,11 @@ class StructuralIndex:
 
     def _unlink(self, row: int) -> None:
         domain, subdomain, tags = self._entry_keys[row]
-        self._domain_rows.get(domain, set()).discard(row)
-        self._subdomain_rows.get(subdomain, set()).discard(row)
+        self._domain_rows[domain].discard(row)
+        self._subdomain_rows[subdomain].discard(row)
+        tag_rows = self._tag_rows
         for prime in tags:
-            self._tag_rows.get(prime, set()).discard(row)
-        self._forget_sorted(domain, subdomain, tags)
-        self._mark(row, (domain, subdomain, tags), False)
-
-    def _forget_sorted(self, domain: int, subdomain: int, tags: tuple[int, ...]) -> None:
-        cache = self._sorted_postings
-        if cache:
-            cache.pop(("d", domain), None)
-            cache.pop(("s", subdomain), None)
-            for prime in tags:
-                cache.pop(("t", prime), None)
-
-    def _mark(self, row: int, key: tuple[int, int, tuple[int, ...]], present: bool) -> None:
-        """Keep the bitmaps of a row's postings in step with the posting sets."""
-        bitmaps = self._bitmaps
-        if not bitmaps:
-            return
-        domain, subdomain, tags = key
-        for posting_key in (("d", domain), ("s", subdomain), *(("t", p) for p in tags)):
-            bitmap = bitmaps.get(posting_key)
-            if bitmap is not None:
-                bitmap[row] = present
+            tag_rows[prime].discard(row)
 
     def remove(self, record_id: str) -> None:
         """Drop a record; unknown ids are ignored."""
@@ -303,11 +276,9 @@ class StructuralIndex:
         self._tag_product = products
         for name, values in columns.items():
             getattr(self, name)[:n] = values
-        for row, (domain, subdomain, tags) in enumerate(keys):
-            self._domain_rows.setdefault(domain, set()).add(row)
-            self._subdomain_rows.setdefault(subdomain, set()).add(row)
-            for prime in tags:
-                self._tag_rows.setdefault(prime, set()).add(row)
+        self._index_postings(
+            [key[0] for key in keys], [key[1] for key in keys], [key[2] for key in keys]
+        )
         if vectors is not None:
             self._vectors = np.zeros((self._capacity, vectors.shape[1]), dtype=np.float32)
             self._vectors[:n] = vectors
@@ -317,7 +288,7 @@ class StructuralIndex:
     def select(self, gates: TagQuery) -> Rows:
         """Rows that pass every structural gate, in row order.
 
-        The cheapest posting list is intersected first; every candidate of a
+        The posting lists are intersected rarest first; every candidate of a
         tag gate then passes the exact divisibility test on its tag product.
         """
         rows = self._select(gates, as_ids=False)
@@ -331,58 +302,46 @@ class StructuralIndex:
         return ids
 
     def _select(self, gates: TagQuery, *, as_ids: bool) -> Rows | list[str]:
-        n = len(self._ids)
-        postings: list[tuple[tuple[str, int] | None, set[int] | frozenset[int]]] = []
+        postings: list[Posting] = []
         if gates.domain_prime is not None:
-            key = ("d", gates.domain_prime)
-            postings.append((key, self._domain_rows.get(gates.domain_prime, _EMPTY)))
+            postings.append(self._domain_rows.get(gates.domain_prime, _EMPTY))
         if gates.subdomain_prime is not None:
-            key = ("s", gates.subdomain_prime)
-            postings.append((key, self._subdomain_rows.get(gates.subdomain_prime, _EMPTY)))
+            postings.append(self._subdomain_rows.get(gates.subdomain_prime, _EMPTY))
+        tag_rows = self._tag_rows
         for prime in gates.all_of:
-            postings.append((("t", prime), self._tag_rows.get(prime, _EMPTY)))
+            postings.append(tag_rows.get(prime, _EMPTY))
         if gates.any_of:
-            union: set[int] = set()
-            for prime in gates.any_of:
-                union.update(self._tag_rows.get(prime, _EMPTY))
-            postings.append((None, union))
-
+            postings.append(BitMap.union(*(tag_rows.get(p, _EMPTY) for p in gates.any_of)))
+        found: Posting | None = None
+        if len(postings) > 1:
+            postings.sort(key=len)  # rarest first: every later one filters less
+            found = BitMap.intersection(*postings)
+        elif postings:
+            found = postings[0]
+        if gates.none_of:
+            excluded = BitMap.union(*(tag_rows.get(p, _EMPTY) for p in gates.none_of))
+            if found is None:
+                found = _bitmap(self.alive_rows())
+            found = found - excluded
+        exact_only = not (gates.any_of or gates.min_strength > 0.0)
+        if found is not None and as_ids and exact_only and len(found) <= _PYTHON_TEST_MAX:
+            # A few candidates and only the exact test left: plain Python ints
+            # touch far less than a chain of small numpy calls.
+            ids = self._ids
+            if not gates.all_of:
+                return [ids[r] for r in found]  # type: ignore[misc]
+            products = self._tag_product
+            required = math.prod(gates.all_of)
+            return [ids[r] for r in found if products[r] % required == 0]  # type: ignore[misc]
         rows: Rows
-        if not postings:
-            rows = np.flatnonzero(self._alive[:n]).astype(np.int64)
+        if found is None:
+            rows = self.alive_rows()
         else:
-            # Rarest first: every later posting only filters what is left.
-            postings.sort(key=lambda kv: len(kv[1]))
-            rows = self._sorted(*postings[0])
-            for posting_key, posting in postings[1:]:
-                if not len(rows):
-                    break
-                bitmap = None if posting_key is None else self._bitmap(posting_key, posting)
-                if bitmap is not None:
-                    rows = rows[bitmap[rows]]
-                else:
-                    kept = [r for r in rows.tolist() if r in posting]
-                    rows = np.array(kept, dtype=np.int64)
-            if (
-                as_ids
-                and len(rows) <= _PYTHON_TEST_MAX
-                and not (gates.any_of or gates.none_of or gates.min_strength > 0.0)
-            ):
-                # A few candidates and only the exact test left: plain Python ints
-                # touch far less than a chain of small numpy calls.
-                ids, products = self._ids, self._tag_product
-                required = math.prod(gates.all_of)
-                return [ids[r] for r in rows.tolist() if products[r] % required == 0]
-            if gates.all_of and len(rows):
-                rows = rows[self._divisible(rows, math.prod(gates.all_of))]
-            if gates.any_of and len(rows):
-                rows = rows[self._shares_prime(rows, math.prod(gates.any_of))]
-        if gates.none_of and len(rows):
-            excluded: set[int] = set()
-            for prime in gates.none_of:
-                excluded.update(self._tag_rows.get(prime, _EMPTY))
-            if excluded:
-                rows = rows[~np.isin(rows, np.fromiter(excluded, dtype=np.int64))]
+            rows = np.frombuffer(found.to_array(), dtype=np.uint32).astype(np.int64)
+        if gates.all_of and len(rows):
+            rows = rows[self._divisible(rows, math.prod(gates.all_of))]
+        if gates.any_of and len(rows):
+            rows = rows[self._shares_prime(rows, math.prod(gates.any_of))]
         if gates.min_strength > 0.0 and len(rows):
             strength = (
                 self._strength[rows]
@@ -391,40 +350,6 @@ class StructuralIndex:
             )
             rows = rows[strength >= gates.min_strength]
         return self.record_ids(rows) if as_ids else rows
-
-    def _sorted(self, key: tuple[str, int] | None, posting: set[int] | frozenset[int]) -> Rows:
-        """A posting list as a sorted array, cached until one of its rows changes."""
-        if key is not None:
-            cached = self._sorted_postings.get(key)
-            if cached is not None:
-                return cached
-        rows = np.fromiter(posting, dtype=np.int64, count=len(posting))
-        rows.sort()
-        if key is not None:
-            rows.flags.writeable = False
-            self._sorted_postings[key] = rows
-        return rows
-
-    def _bitmap(
-        self, key: tuple[str, int], posting: set[int] | frozenset[int]
-    ) -> npt.NDArray[np.bool_] | None:
-        """A membership bitmap for a large posting list, kept up to date in place.
-
-        Probing a compact bitmap with a short sorted list of rows is far cheaper
-        than hashing each row into a large set. Small postings, and postings
-        beyond the cap, get no bitmap (None).
-        """
-        bitmap = self._bitmaps.get(key)
-        if bitmap is not None:
-            return bitmap
-        if len(posting) < max(_BITMAP_MIN_ROWS, len(self._ids) // 64):
-            return None
-        if len(self._bitmaps) >= _BITMAP_CAP:
-            return None
-        bitmap = np.zeros(self._capacity, dtype=bool)
-        bitmap[np.fromiter(posting, dtype=np.int64, count=len(posting))] = True
-        self._bitmaps[key] = bitmap
-        return bitmap
 
     def _divisible(self, rows: Rows, required: int) -> npt.NDArray[np.bool_]:
         """Exact test: does each row's tag product divide by ``required``?"""
@@ -512,7 +437,7 @@ class StructuralIndex:
     def counts(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         """Live records per domain prime, subdomain prime and tag prime."""
 
-        def sizes(postings: dict[int, set[int]]) -> dict[int, int]:
+        def sizes(postings: dict[int, BitMap]) -> dict[int, int]:
             return {prime: len(rows) for prime, rows in postings.items() if rows}
 
         return sizes(self._domain_rows), sizes(self._subdomain_rows), sizes(self._tag_rows)
@@ -543,6 +468,23 @@ class StructuralIndex:
             )
         )
 
+    def _index_postings(
+        self,
+        domain_primes: Sequence[int],
+        subdomain_primes: Sequence[int],
+        tag_primes: Sequence[tuple[int, ...]],
+    ) -> None:
+        """Build every posting list for rows ``0..n-1``, whose keys these are."""
+        n = len(domain_primes)
+        rows = np.arange(n, dtype=np.int64)
+        self._domain_rows = _postings(np.asarray(domain_primes, dtype=np.int64), rows)
+        self._subdomain_rows = _postings(np.asarray(subdomain_primes, dtype=np.int64), rows)
+        lengths = np.fromiter((len(t) for t in tag_primes), dtype=np.int64, count=n)
+        flat = np.fromiter(
+            itertools.chain.from_iterable(tag_primes), dtype=np.int64, count=int(lengths.sum())
+        )
+        self._tag_rows = _postings(flat, np.repeat(rows, lengths))
+
     def load(self, columns: IndexColumns) -> None:
         """Replace everything with ``columns``, filling whole columns at once."""
         self.__init__()  # type: ignore[misc]
@@ -555,16 +497,7 @@ class StructuralIndex:
         self._entry_keys = list(
             zip(columns.domain_primes, columns.subdomain_primes, columns.tag_primes)
         )
-        rows = np.arange(n, dtype=np.int64)
-        self._domain_rows = _postings(np.asarray(columns.domain_primes, dtype=np.int64), rows)
-        self._subdomain_rows = _postings(np.asarray(columns.subdomain_primes, dtype=np.int64), rows)
-        lengths = np.fromiter((len(t) for t in columns.tag_primes), dtype=np.int64, count=n)
-        flat = np.fromiter(
-            itertools.chain.from_iterable(columns.tag_primes),
-            dtype=np.int64,
-            count=int(lengths.sum()),
-        )
-        self._tag_rows = _postings(flat, np.repeat(rows, lengths))
+        self._index_postings(columns.domain_primes, columns.subdomain_primes, columns.tag_primes)
         products = list(columns.tag_products)
         self._tag_product = products
         fits = [p < _UINT64_LIMIT for p in products]
@@ -604,8 +537,16 @@ class StructuralIndex:
             self._has_vector[with_vector] = True
 
 
-def _postings(keys: npt.NDArray[np.int64], rows: Rows) -> dict[int, set[int]]:
-    """``{key: set of rows}``, grouping ``rows`` by ``keys`` (which pair up)."""
+def _posting(postings: dict[int, BitMap], key: int) -> BitMap:
+    """The posting list under ``key``, created empty when missing."""
+    found = postings.get(key)
+    if found is None:
+        found = postings[key] = BitMap()
+    return found
+
+
+def _postings(keys: npt.NDArray[np.int64], rows: Rows) -> dict[int, BitMap]:
+    """``{key: bitmap of rows}``, grouping ``rows`` by ``keys`` (which pair up)."""
     if not len(keys):
         return {}
     order = np.argsort(keys, kind="stable")
@@ -613,6 +554,10 @@ def _postings(keys: npt.NDArray[np.int64], rows: Rows) -> dict[int, set[int]]:
     cuts = np.flatnonzero(np.diff(keys)) + 1
     starts = np.concatenate([[0], cuts]).astype(np.int64)
     return {
-        int(key): set(part.tolist())
-        for key, part in zip(keys[starts].tolist(), np.split(rows, cuts))
+        int(key): _bitmap(part) for key, part in zip(keys[starts].tolist(), np.split(rows, cuts))
     }
+
+
+def _bitmap(rows: Rows) -> BitMap:
+    """A bitmap of ``rows``, handed over as a 32-bit array (far faster than one by one)."""
+    return BitMap(array.array(_UINT32, rows.astype(np.uint32).tobytes()))

@@ -74,43 +74,51 @@ operations = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(operations, st.sets(st.sampled_from(PRIMES), min_size=1, max_size=2))
-def test_posting_bitmaps_stay_exact_through_updates(
-    ops: list[tuple[str, int, int, set[int]]], wanted: set[int]
+@given(
+    operations,
+    st.sets(st.sampled_from(PRIMES), min_size=1, max_size=2),
+    st.sets(st.sampled_from(PRIMES), max_size=2),
+    st.sets(st.sampled_from(PRIMES), max_size=2),
+)
+def test_posting_lists_stay_exact_through_updates(
+    ops: list[tuple[str, int, int, set[int]]],
+    wanted: set[int],
+    any_of: set[int],
+    none_of: set[int],
 ) -> None:
-    import prime_memory_folding.index as index_module
-
-    saved = index_module._BITMAP_MIN_ROWS
-    index_module._BITMAP_MIN_ROWS = 0  # every posting gets a bitmap
-    try:
-        index = StructuralIndex()
-        truth: dict[str, tuple[int, set[int]]] = {}
-        for op, number, domain, tags in ops:
-            rid = f"{number:032x}"
-            if op == "upsert":
-                (entry,) = _entries([(domain, tags, 1.0, False)])
-                index.upsert(IndexEntry(**{**_fields(entry), "record_id": rid}))
-                truth[rid] = (domain, tags)
-            elif op == "remove":
-                index.remove(rid)
-                truth.pop(rid, None)
-            gates = TagQuery(domain_prime=domain, all_of=tuple(sorted(wanted)))
-            got = set(index.record_ids(index.select(gates)))
-            assert got == {r for r, (d, t) in truth.items() if d == domain and wanted <= t}
-    finally:
-        index_module._BITMAP_MIN_ROWS = saved
+    index = StructuralIndex()
+    truth: dict[str, tuple[int, set[int]]] = {}
+    for op, number, domain, tags in ops:
+        rid = f"{number:032x}"
+        if op == "upsert":
+            (entry,) = _entries([(domain, tags, 1.0, False)])
+            index.upsert(IndexEntry(**{**_fields(entry), "record_id": rid}))
+            truth[rid] = (domain, tags)
+        elif op == "remove":
+            index.remove(rid)
+            truth.pop(rid, None)
+        gates = TagQuery(domain_prime=domain, all_of=tuple(sorted(wanted)))
+        got = set(index.record_ids(index.select(gates)))
+        assert got == {r for r, (d, t) in truth.items() if d == domain and wanted <= t}
+        gates = TagQuery(all_of=tuple(sorted(wanted)), none_of=tuple(sorted(none_of)))
+        assert set(index.select_ids(gates)) == {
+            r for r, (_, t) in truth.items() if wanted <= t and not t & none_of
+        }
+        gates = TagQuery(any_of=tuple(sorted(any_of)), none_of=tuple(sorted(none_of)))
+        assert set(index.select_ids(gates)) == {
+            r for r, (_, t) in truth.items() if (t & any_of or not any_of) and not t & none_of
+        }
 
 
 def _fields(entry: IndexEntry) -> dict[str, object]:
     return {name: getattr(entry, name) for name in entry.__slots__}  # type: ignore[attr-defined]
 
 
-def test_large_postings_get_a_bitmap_that_follows_writes() -> None:
+def test_a_large_posting_follows_writes() -> None:
     index = StructuralIndex()
     index.rebuild(_entries([(2, {3, 5}, 1.0, False)] * 1 + [(2, {3}, 1.0, False)] * 3000))
     gates = TagQuery(domain_prime=2, all_of=(3, 5))
     assert index.record_ids(index.select(gates)) == [f"{0:032x}"]
-    assert index._bitmaps, "a 3,001-row posting should get a bitmap"
     index.remove(f"{0:032x}")
     assert index.select(gates).tolist() == []
     (late,) = _entries([(2, {3, 5}, 1.0, False)])
