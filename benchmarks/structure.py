@@ -21,6 +21,18 @@ query and exits with status 1 if not. Only then does it time them, rotating
 the order of the systems for every query and round, and reports the median
 time per query kind with each system's ratio to the engine.
 
+Unless ``--warm`` is given, a second pass then splits the engine's time with
+cold caches into its two largest parts, timed alone:
+
+- index alone: the in-memory index answering, without the lock, the check for
+  other processes' commits or argument checks (its answers are checked too);
+- coherence check: the ``PRAGMA data_version`` statement with which every
+  query first looks for other processes' commits.
+
+In that pass each call (the engine, its parts and SQLite SQL) runs right after
+a scan of every record, and the pass prints SQLite SQL's time over each part's:
+the ratio an engine could reach if that part were all it did.
+
 Run from the repository root::
 
     python3 benchmarks/structure.py --records 100000
@@ -51,11 +63,15 @@ from prime_memory_folding import MemoryEngine, Record
 
 #: Tag-intersection targets at TARGET_RECORDS: the engine must be this many times faster.
 TARGET_RECORDS = 100_000
-TARGETS = {"sqlite sql": 10.0, "modulo scan": 20.0}
+SQL = "sqlite sql"
+TARGETS = {SQL: 10.0, "modulo scan": 20.0}
 TARGET_KINDS = ("tags (2)", "tags (3)")
 KINDS = ("domain", "tags (2)", "tags (3)", "domain+tags (2)")
 ENGINE = "engine"
-SYSTEMS = (ENGINE, "naive scan", "modulo scan", "sqlite sql")
+SYSTEMS = (ENGINE, "naive scan", "modulo scan", SQL)
+INDEX_ALONE = "index alone"
+CHECK = "coherence check"
+PARTS = (ENGINE, INDEX_ALONE, CHECK)
 #: Tag frequency tiers by rank: common, mid and rare. Queries mix them.
 TIERS = (("common", range(0, 10)), ("mid", range(10, 60)), ("rare", range(60, 10_000)))
 INGEST_BATCH = 10_000
@@ -136,6 +152,30 @@ def choose_queries(records: Sequence[Synthetic], per_kind: int, seed: int) -> li
 def engine_system(engine: MemoryEngine) -> System:
     def run(q: Query) -> Sequence[str]:
         return engine.match_ids(domain=q.domain, tags=q.tags)
+
+    return run
+
+
+def index_alone_system(engine: MemoryEngine) -> System:
+    """The engine's in-memory index answering on its own: no lock, no check for
+    other processes' commits and no argument checks. Not a system a caller can
+    use; it shows how much of the engine's time the index itself takes."""
+    registry, index = engine._registry, engine._index  # a benchmark may look inside
+
+    def run(q: Query) -> Sequence[str]:
+        gates = registry.gates(q.domain, None, q.tags, (), ())
+        return [] if gates is None else index.select_ids(gates)
+
+    return run
+
+
+def coherence_check_system(engine: MemoryEngine) -> System:
+    """The statement each query runs first to see other processes' commits, alone."""
+    storage = engine.storage
+
+    def run(q: Query) -> Sequence[str]:
+        storage.data_version()
+        return ()
 
     return run
 
@@ -294,6 +334,39 @@ def time_systems(
     return {name: [statistics.median(s) for s in per_query] for name, per_query in samples.items()}
 
 
+def time_parts(
+    queries: Sequence[Query], subjects: dict[str, System], sweeps: Sequence[System], rounds: int
+) -> dict[str, list[float]]:
+    """Median seconds per query for each subject, every call timed right after a sweep.
+
+    A sweep (a scan of every record) runs untimed before each timed call, so
+    every subject starts with the caches that the scan left, as the engine
+    does in :func:`time_systems`. The order of the subjects rotates with every
+    query and round, and so does the choice of sweep.
+    """
+    names = list(subjects)
+    samples: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in names}
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        calls = 0
+        for rnd in range(rounds):
+            for qi, q in enumerate(queries):
+                shift = (rnd + qi) % len(names)
+                for name in names[shift:] + names[:shift]:
+                    sweeps[calls % len(sweeps)](q)
+                    calls += 1
+                    run = subjects[name]
+                    started = time.perf_counter()
+                    run(q)
+                    samples[name][qi].append(time.perf_counter() - started)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {name: [statistics.median(s) for s in per_query] for name, per_query in samples.items()}
+
+
 # -- the run ------------------------------------------------------------------------
 
 
@@ -368,6 +441,48 @@ def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict
     return results
 
 
+def summarise_parts(
+    queries: Sequence[Query], medians: dict[str, list[float]]
+) -> dict[str, dict[str, float]]:
+    """Median seconds per query kind for the engine, its parts and SQLite SQL."""
+    summary = {}
+    for kind in KINDS:
+        positions = [i for i, q in enumerate(queries) if q.kind == kind]
+        if positions:
+            summary[kind] = {
+                name: statistics.median(medians[name][i] for i in positions)
+                for name in (*PARTS, SQL)
+            }
+    return summary
+
+
+def print_parts(summary: dict[str, dict[str, float]]) -> None:
+    print()
+    print(
+        "where the engine's time goes: a second pass, each call timed right after "
+        "a scan of every record"
+    )
+    columns = (*PARTS, SQL, f"{SQL} / {INDEX_ALONE}", f"{SQL} / check")
+    header = f"{'query kind':<17}" + "".join(f"{name:>17}" for name in columns[:4])
+    header += "".join(f"{name:>26}" for name in columns[4:])
+    print(header)
+    print("-" * len(header))
+    for kind, row in summary.items():
+        line = f"{kind:<17}" + "".join(f"{fmt_ms(row[name]):>17}" for name in (*PARTS, SQL))
+        for part in (INDEX_ALONE, CHECK):
+            ratio = row[SQL] / row[part] if row[part] > 0 else math.inf
+            line += f"{ratio:>25.1f}x"
+        print(line)
+    print(
+        f"{INDEX_ALONE}: the in-memory index's answer without the lock, the check for other "
+        "processes' commits or argument checks"
+    )
+    print(
+        f"{CHECK}: the PRAGMA data_version statement every query runs first; "
+        f"{SQL} / check bounds the ratio of any engine that runs it"
+    )
+
+
 def print_detail(
     queries: Sequence[Query], medians: dict[str, list[float]], hits: list[int]
 ) -> None:
@@ -436,14 +551,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ENGINE: engine_system(engine),
                 "naive scan": naive_system(stored),
                 "modulo scan": modulo_system(stored, tag_primes),
-                "sqlite sql": sql,
+                SQL: sql,
             }
             if args.inject_mismatch:
                 honest = systems["modulo scan"]
                 systems["modulo scan"] = lambda q: list(honest(q))[1:]
             queries = choose_queries(records, args.queries, args.seed)
 
-            problems = find_disagreements(queries, systems)
+            problems = find_disagreements(
+                queries, {**systems, INDEX_ALONE: index_alone_system(engine)}
+            )
             if problems:
                 print(f"agreement: FAILED - {len(problems)} disagreement(s):")
                 for problem in problems[:20]:
@@ -453,14 +570,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             hits = [len(systems[ENGINE](q)) for q in queries]
             print(
                 f"agreement: OK - all {len(systems)} systems returned identical id sets "
-                f"for all {len(queries)} queries ({sum(hits):,} ids per system)"
+                f"for all {len(queries)} queries ({sum(hits):,} ids per system), "
+                f"as did the engine's {INDEX_ALONE}"
             )
             print()
             medians = time_systems(queries, systems, args.rounds, 3 if args.warm else 1)
+            parts_medians = None
+            if not args.warm:
+                subjects = {
+                    ENGINE: systems[ENGINE],
+                    INDEX_ALONE: index_alone_system(engine),
+                    CHECK: coherence_check_system(engine),
+                    SQL: systems[SQL],
+                }
+                sweeps = [systems["naive scan"], systems["modulo scan"]]
+                parts_medians = time_parts(queries, subjects, sweeps, args.rounds)
             db.close()
     summary = summarise(queries, medians, hits)
     print_table(summary)
     targets = check_targets(summary, args.records)
+    parts_summary = None if parts_medians is None else summarise_parts(queries, parts_medians)
+    if parts_summary is not None:
+        print_parts(parts_summary)
     if args.detail:
         print_detail(queries, medians, hits)
     if args.json:
@@ -478,6 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "agreement": True,
                     "kinds": summary,
                     "targets": targets,
+                    "parts_median_seconds": parts_summary,
                     "queries": [
                         {
                             "kind": q.kind,

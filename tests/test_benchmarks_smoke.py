@@ -34,6 +34,12 @@ def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
     assert report["agreement"] is True
     assert set(report["kinds"]) == {"domain", "tags (2)", "tags (3)", "domain+tags (2)"}
     assert all(query["hits"] > 0 for query in report["queries"])
+    assert "where the engine's time goes" in result.stdout
+    parts = report["parts_median_seconds"]
+    assert set(parts) == set(report["kinds"])
+    for row in parts.values():
+        assert set(row) == {"engine", "index alone", "coherence check", "sqlite sql"}
+        assert all(seconds > 0 for seconds in row.values())
 
 
 def test_structure_benchmark_fails_when_a_system_disagrees(tmp_path: Path) -> None:
@@ -80,6 +86,7 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     assert "## Targets" in report
     assert "## 1. Structural queries" in report
+    assert "Where the engine's time goes" in report
     assert "## 2. Exact vector top-10" in report
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
