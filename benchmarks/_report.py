@@ -532,6 +532,18 @@ def _ingest(g: dict[str, Any]) -> str:
         )
         + f"\nSingle store latency: p50 {ms(s['median_seconds'])}, p99 {ms(s['p99_seconds'])}.\n"
         + _commit_floor(s, g.get("commit_floor"))
+        + _sql_floor(s, g.get("sql_floor"))
+    )
+
+
+def _sql_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
+    if not f:
+        return ""
+    return (
+        f"\nThe same rows inserted with plain SQL, one `INSERT` per transaction, into a copy "
+        f"of the store (no engine code; {f['pages_per_commit']:.1f} pages each), taking turns "
+        f"too: p50 {ms(f['median_seconds'])}, {f['per_second']:,.0f}/s. Single store over "
+        f"that: {s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
     )
 
 

@@ -16,8 +16,11 @@ phase 2, the script counts the log frames (pages) that one store writes (200
 untimed stores), then times bare SQLite commits in other files with the same
 settings that each write exactly that many pages (one row updated on each of
 that many one-page tables), and commits of one page, for the disk's own flush.
-The two kinds of commit take turns in blocks with the single stores, so all
-three see the same disk.
+A third floor inserts the very rows that single stores write (every column as
+the engine wrote it, prepared in another store) with plain SQL, one ``INSERT``
+per transaction, into a copy of the store: the same schema, indexes, triggers
+and full-text index, and no engine code. The three kinds of commit take turns
+in blocks with the single stores, so all four see the same disk.
 
 Records are generated before the clock starts. Run from the repository root::
 
@@ -103,6 +106,58 @@ class CommitFloor:
         self.db.close()
 
 
+class SqlStoreFloor:
+    """The rows that single stores write, inserted with plain SQL: no engine code.
+
+    The store at ``source`` is copied to ``path``, with its schema, indexes,
+    triggers, full-text index and records; each commit then inserts one ready
+    row (every column as the engine wrote it in another store) with one
+    ``INSERT`` in its own transaction. What is left of a single store's time
+    above this is the engine's own work: checks, hashing, the duplicate lookup
+    and the in-memory index.
+    """
+
+    def __init__(self, path: Path, source: Path, rows: Sequence[Sequence[Any]], columns: str):
+        self.path = path
+        with sqlite3.connect(source) as src, sqlite3.connect(path) as dst:
+            src.backup(dst)
+        self.db = sqlite3.connect(path, isolation_level=None)
+        for pragma in (
+            "journal_mode = WAL",
+            "synchronous = FULL",
+            f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
+            "foreign_keys = ON",
+        ):
+            self.db.execute(f"PRAGMA {pragma}")
+        self.rows = iter(rows)
+        marks = ",".join("?" * (columns.count(",") + 1))
+        self.insert = f"INSERT INTO records ({columns}) VALUES ({marks})"
+
+    def commit(self) -> float:
+        """Seconds for one transaction that inserts the next row."""
+        row = next(self.rows)
+        started = time.perf_counter()
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute(self.insert, row)
+        self.db.execute("COMMIT")
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def ready_rows(path: Path, items: list[dict[str, Any]]) -> tuple[list[tuple[Any, ...]], str]:
+    """The rows the engine writes for ``items`` (stored into a new store at ``path``),
+    every column but the row number, and the names of those columns."""
+    with MemoryEngine(path, embedder="none") as engine:
+        engine.store_many(items)
+    with sqlite3.connect(path) as db:
+        names = [row[1] for row in db.execute("PRAGMA table_info(records)") if row[1] != "id"]
+        columns = ", ".join(names)
+        rows = list(db.execute(f"SELECT {columns} FROM records ORDER BY id"))
+    return rows, columns
+
+
 def wal_frames(path: Path) -> int:
     """Frames in the write-ahead log of ``path`` (a passive checkpoint reports them)."""
     with sqlite3.connect(path) as db:
@@ -133,7 +188,10 @@ def frames_per_commit(floor: CommitFloor, commits: int) -> float:
 
 
 def singles(
-    path: Path, items: list[dict[str, Any]], floors: Sequence[CommitFloor], quiet: bool
+    path: Path,
+    items: list[dict[str, Any]],
+    floors: Sequence[CommitFloor | SqlStoreFloor],
+    quiet: bool,
 ) -> tuple[list[float], list[list[float]]]:
     """Seconds for each single ``store`` of ``items`` into the store at ``path``,
     and for as many commits of each floor, in blocks that take turns."""
@@ -208,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bulk_items = [rec.as_item() for rec in generate(args.records, args.seed)]
     single_items = [rec.as_item() for rec in generate(args.single, args.seed + 1)]
     probe_items = [rec.as_item() for rec in generate(PROBE_STORES, args.seed + 3)]
+    # As many rows as the plain-SQL floor commits: the frame count, then one per single store.
+    sql_items = [rec.as_item() for rec in generate(args.single + PROBE_STORES, args.seed + 4)]
     vector_items = with_vectors(args.vector_records, args.dim, args.seed)
 
     with tempfile.TemporaryDirectory(prefix="pmf-ingest-", dir=args.dir) as tmp:
@@ -216,11 +276,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         bulk_seconds = bulk(store, bulk_items, args.quiet)
         store_frames = frames_per_store(store, probe_items)
         pages = max(1, round(store_frames))
-        floors = [
+        rows, columns = ready_rows(Path(tmp) / "rows.db", sql_items)
+        floors: list[CommitFloor | SqlStoreFloor] = [
             CommitFloor(Path(tmp) / "floor.db", pages),
             CommitFloor(Path(tmp) / "floor1.db", 1),
+            SqlStoreFloor(Path(tmp) / "sql.db", store, rows, columns),
         ]
         try:
+            # Counted before the single stores, as the store's own pages are.
+            sql_frames = frames_per_commit(floors[2], PROBE_STORES)
             latencies, floor_latencies = singles(store, single_items, floors, args.quiet)
             floor_frames = frames_per_commit(floors[0], PROBE_STORES)
         finally:
@@ -302,6 +366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
         f"{floor_rate / single_rate:.2f}x (rate)"
     )
+    sql_p50 = statistics.median(floor_latencies[2])
+    sql_rate = len(floor_latencies[2]) / sum(floor_latencies[2])
+    print(
+        f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
+        f"the store (no engine code; {sql_frames:.1f} pages each), taking turns too: median "
+        f"{fmt_ms(sql_p50)}, {sql_rate:,.0f}/s ({verdict(sql_rate >= TARGET_SINGLE_RATE)} "
+        f"against the single-store target); single store / that: {p50 / sql_p50:.2f}x (median)"
+    )
     print(f"opening the store of {stored:,} records (loads its index): {open_seconds:.2f} s")
     if vector_stored:
         print(
@@ -334,6 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "per_second": floor_rate,
                 "one_page_median_seconds": disk_p50,
                 "one_page_per_second": disk_rate,
+            },
+            "sql_floor": {
+                "pages_per_commit": sql_frames,
+                "median_seconds": sql_p50,
+                "per_second": sql_rate,
             },
             "vectors": {
                 "records": args.vector_records,

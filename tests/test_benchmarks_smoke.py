@@ -70,6 +70,9 @@ def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     assert report["single"]["pages_per_store"] >= 1
     assert floor["pages_per_commit"] == round(report["single"]["pages_per_store"])
     assert "single store / bare commit of as many pages" in result.stdout
+    sql_floor = report["sql_floor"]
+    assert sql_floor["pages_per_commit"] >= 1 and sql_floor["per_second"] > 0
+    assert "the same rows inserted with plain SQL" in result.stdout
     assert report["open_seconds"] > 0 and report["vectors"]["open_seconds"] > 0
 
 
