@@ -352,10 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, seconds, rate, target, result in rows:
         print(f"{name:<40}{seconds:>9.2f}{rate:>12,.0f}  {target:<34}{result}".rstrip())
     print(f"single store latency: median {fmt_ms(p50)}, 99th percentile {fmt_ms(p99)}")
-    floor_p50 = statistics.median(floor_latencies[0])
-    floor_rate = len(floor_latencies[0]) / sum(floor_latencies[0])
-    disk_p50 = statistics.median(floor_latencies[1])
-    disk_rate = len(floor_latencies[1]) / sum(floor_latencies[1])
+    (floor_p50, floor_rate), (disk_p50, disk_rate), (sql_p50, sql_rate) = (
+        (statistics.median(timings), len(timings) / sum(timings)) for timings in floor_latencies
+    )
     print(
         f"commit floor, taking turns with the single stores: a bare SQLite commit of "
         f"{floor_frames:.1f} pages (a store writes {store_frames:.1f}): median "
@@ -366,8 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
         f"{floor_rate / single_rate:.2f}x (rate)"
     )
-    sql_p50 = statistics.median(floor_latencies[2])
-    sql_rate = len(floor_latencies[2]) / sum(floor_latencies[2])
     print(
         f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
         f"the store (no engine code; {sql_frames:.1f} pages each), taking turns too: median "

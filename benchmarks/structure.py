@@ -301,7 +301,11 @@ def find_disagreements(queries: Sequence[Query], systems: dict[str, System]) -> 
 
 
 def time_systems(
-    queries: Sequence[Query], systems: dict[str, System], rounds: int, calls: int = 1
+    queries: Sequence[Query],
+    systems: dict[str, System],
+    rounds: int,
+    calls: int = 1,
+    sweeps: Sequence[System] = (),
 ) -> dict[str, list[float]]:
     """Median seconds per query, per system.
 
@@ -309,7 +313,9 @@ def time_systems(
     them always runs first or right after the slowest one. With ``calls`` > 1
     a sample is the fastest of that many back-to-back calls, so the system
     runs with its own data in the CPU caches; with 1 it runs right after
-    other systems have swept 100,000 records through them.
+    other systems have swept 100,000 records through them. With ``sweeps``,
+    one of them (in turn) runs untimed before every system's sample, so each
+    sample starts with the caches a scan of every record left.
     """
     names = list(systems)
     samples: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in names}
@@ -317,10 +323,14 @@ def time_systems(
     gc.collect()
     gc.disable()
     try:
+        swept = 0
         for rnd in range(rounds):
             for qi, q in enumerate(queries):
                 shift = (rnd + qi) % len(names)
                 for name in names[shift:] + names[:shift]:
+                    if sweeps:
+                        sweeps[swept % len(sweeps)](q)
+                        swept += 1
                     run = systems[name]
                     best = math.inf
                     for _ in range(calls):
@@ -328,39 +338,6 @@ def time_systems(
                         run(q)
                         best = min(best, time.perf_counter() - started)
                     samples[name][qi].append(best)
-    finally:
-        if was_enabled:
-            gc.enable()
-    return {name: [statistics.median(s) for s in per_query] for name, per_query in samples.items()}
-
-
-def time_parts(
-    queries: Sequence[Query], subjects: dict[str, System], sweeps: Sequence[System], rounds: int
-) -> dict[str, list[float]]:
-    """Median seconds per query for each subject, every call timed right after a sweep.
-
-    A sweep (a scan of every record) runs untimed before each timed call, so
-    every subject starts with the caches that the scan left, as the engine
-    does in :func:`time_systems`. The order of the subjects rotates with every
-    query and round, and so does the choice of sweep.
-    """
-    names = list(subjects)
-    samples: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in names}
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        calls = 0
-        for rnd in range(rounds):
-            for qi, q in enumerate(queries):
-                shift = (rnd + qi) % len(names)
-                for name in names[shift:] + names[:shift]:
-                    sweeps[calls % len(sweeps)](q)
-                    calls += 1
-                    run = subjects[name]
-                    started = time.perf_counter()
-                    run(q)
-                    samples[name][qi].append(time.perf_counter() - started)
     finally:
         if was_enabled:
             gc.enable()
@@ -584,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     SQL: systems[SQL],
                 }
                 sweeps = [systems["naive scan"], systems["modulo scan"]]
-                parts_medians = time_parts(queries, subjects, sweeps, args.rounds)
+                parts_medians = time_systems(queries, subjects, args.rounds, sweeps=sweeps)
             db.close()
     summary = summarise(queries, medians, hits)
     print_table(summary)
