@@ -551,7 +551,13 @@ def _commit_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
     if not f:
         return ""
     return (
-        f"\nA single store writes {s['pages_per_store']:.1f} pages. Bare SQLite commits of "
+        f"\nA single store writes {s['pages_per_store']:.1f} pages"
+        + (
+            f" ({s['pages_per_store_after']:.1f} after the single stores)"
+            if "pages_per_store_after" in s
+            else ""
+        )
+        + f". Bare SQLite commits of "
         f"{f['pages_per_commit']:.1f} pages, taking turns with the stores: p50 "
         f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: p50 "
         f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s. "

@@ -64,12 +64,14 @@ def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["bulk"]["records"] == 2000
     assert report["single"]["calls"] == 50
-    # 200 untimed stores count the pages a store writes; the floor writes as many.
-    assert "opening the store of 2,250 records" in result.stdout
+    # 200 untimed stores count the pages a store writes before the single stores,
+    # and 200 more after them; the floor writes as many as the first count.
+    assert "opening the store of 2,450 records" in result.stdout
     floor = report["commit_floor"]
     assert report["single"]["pages_per_store"] >= 1
     assert floor["pages_per_commit"] == round(report["single"]["pages_per_store"])
     assert "single store / bare commit of as many pages" in result.stdout
+    assert report["single"]["pages_per_store_after"] >= 1
     sql_floor = report["sql_floor"]
     assert sql_floor["pages_per_commit"] >= 1 and sql_floor["per_second"] > 0
     assert "the same rows inserted with plain SQL" in result.stdout
