@@ -182,7 +182,7 @@ def frames_per_store(path: Path, items: list[dict[str, Any]]) -> float:
         return wal_frames(path) / len(items)
 
 
-def frames_per_commit(floor: CommitFloor, commits: int) -> float:
+def frames_per_commit(floor: CommitFloor | SqlStoreFloor, commits: int) -> float:
     empty_wal(floor.path)
     for _ in range(commits):
         floor.commit()
