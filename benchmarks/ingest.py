@@ -70,6 +70,18 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
         return time.perf_counter() - started
 
 
+def connect_like_store(path: Path) -> sqlite3.Connection:
+    """A connection to ``path`` with the store's durability and log settings."""
+    db = sqlite3.connect(path, isolation_level=None)
+    for pragma in (
+        "journal_mode = WAL",
+        "synchronous = FULL",
+        f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
+    ):
+        db.execute(f"PRAGMA {pragma}")
+    return db
+
+
 class CommitFloor:
     """Bare SQLite transactions that each write exactly ``pages`` pages.
 
@@ -81,13 +93,7 @@ class CommitFloor:
 
     def __init__(self, path: Path, pages: int) -> None:
         self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None)
-        for pragma in (
-            "journal_mode = WAL",
-            "synchronous = FULL",
-            f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
-        ):
-            self.db.execute(f"PRAGMA {pragma}")
+        self.db = connect_like_store(path)
         self.db.execute("BEGIN")
         for i in range(pages):
             self.db.execute(f"CREATE TABLE t{i} (n INTEGER NOT NULL)")
@@ -123,14 +129,7 @@ class SqlStoreFloor:
         self.path = path
         with sqlite3.connect(source) as src, sqlite3.connect(path) as dst:
             src.backup(dst)
-        self.db = sqlite3.connect(path, isolation_level=None)
-        for pragma in (
-            "journal_mode = WAL",
-            "synchronous = FULL",
-            f"wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}",
-            "foreign_keys = ON",
-        ):
-            self.db.execute(f"PRAGMA {pragma}")
+        self.db = connect_like_store(path)
         self.rows = iter(rows)
         marks = ",".join("?" * (columns.count(",") + 1))
         self.insert = f"INSERT INTO records ({columns}) VALUES ({marks})"

@@ -418,21 +418,6 @@ def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict
     return results
 
 
-def summarise_parts(
-    queries: Sequence[Query], medians: dict[str, list[float]]
-) -> dict[str, dict[str, float]]:
-    """Median seconds per query kind for the engine, its parts and SQLite SQL."""
-    summary = {}
-    for kind in KINDS:
-        positions = [i for i, q in enumerate(queries) if q.kind == kind]
-        if positions:
-            summary[kind] = {
-                name: statistics.median(medians[name][i] for i in positions)
-                for name in (*PARTS, SQL)
-            }
-    return summary
-
-
 def print_parts(summary: dict[str, dict[str, float]]) -> None:
     print()
     print(
@@ -566,7 +551,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(queries, medians, hits)
     print_table(summary)
     targets = check_targets(summary, args.records)
-    parts_summary = None if parts_medians is None else summarise_parts(queries, parts_medians)
+    parts_summary = None
+    if parts_medians is not None:
+        parts_summary = {
+            kind: row["median_seconds"]
+            for kind, row in summarise(queries, parts_medians, hits).items()
+        }
     if parts_summary is not None:
         print_parts(parts_summary)
     if args.detail:
