@@ -156,7 +156,7 @@ def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
     return [
         writes.StoreItem(
             m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
-            m.instance_key,
+            m.instance_key, m.scope,
         )
         for m in merges
     ]  # fmt: skip

@@ -7,8 +7,8 @@ A pack is UTF-8 JSON Lines. The first line is a header::
      "embedding_space": "custom:3", "embedding_dim": 3, "vectors": false, ...}
 
 and every further line is one record, with its id, address, labels, content,
-scores, timestamps (Unix seconds), access count, metadata, instance key and,
-when exported with vectors, its vector. Addresses and tag products are written
+scores, timestamps (Unix seconds), access count, metadata, instance key, scope
+and, when exported with vectors, its vector. Addresses and tag products are written
 as decimal strings, so that every JSON reader keeps them exact.
 
 Importing writes records verbatim: ids, addresses, timestamps, strength and
@@ -18,6 +18,11 @@ get a new address, and the report names them. A record already in the store
 (the same labels and content, or the same instance key) is skipped, so
 importing a pack twice adds nothing. Nothing is written unless every line
 reads cleanly, or bad lines are skipped on request.
+
+Records keep their scope. A record that names none (from a pack written
+before scopes existed, or from another format) goes to the engine's current
+scope; an import can also put every record into one chosen scope, or take
+only the records of some scopes.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from .records import (
     check_unit_interval,
     check_vector,
 )
+from .scopes import normalise_scope, normalise_scopes
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
@@ -119,6 +125,8 @@ class PortableRecord:
     vector: tuple[float, ...] | None = None
     address: int | None = None
     line: int = 0
+    #: The scope the source names; None puts the record in the importing engine's current scope.
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +172,10 @@ class ImportReport:
     relabelled: tuple[Relabel, ...]
     skipped: tuple[BadLine, ...]
     dry_run: bool
+    #: Records added per scope.
+    added_per_scope: dict[str, int] = field(default_factory=dict)
+    #: Records left out because their scope was not among those selected.
+    not_selected: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +305,7 @@ def portable_record(raw: object, line: int = 0) -> PortableRecord:
         vector=checked_vector,
         address=address,
         line=line,
+        scope=None if raw.get("scope") is None else normalise_scope(raw["scope"]),
     )
 
 
@@ -435,8 +448,14 @@ def import_pack(
     dry_run: bool = False,
     vectors: bool = True,
     progress: Progress | None = None,
+    scope: str | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> ImportReport:
     """Import a pack written by :func:`export_pack`.
+
+    Records keep their scopes; ``scope`` puts every one into that scope
+    instead, and ``scopes`` takes only the records of those scopes (see
+    :func:`write_source`).
 
     Raises:
         InvalidInput: the file is not a readable pack, is from a newer version,
@@ -450,6 +469,8 @@ def import_pack(
         dry_run=dry_run,
         vectors=vectors,
         progress=progress,
+        scope=scope,
+        scopes=scopes,
     )
 
 
@@ -465,13 +486,22 @@ def export_pack(
     until: float | None = None,
     vectors: bool = False,
     progress: Progress | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> ExportReport:
     """Write the matching records to ``out`` as a pack, oldest first.
 
     ``since`` and ``until`` (Unix seconds) bound the records' ``updated_at``,
     so a pack "since" a date holds what was created or changed after it.
+    ``scopes`` selects scopes as in :meth:`.MemoryEngine.query`; None exports
+    every scope, so that a pack of the whole store is a whole backup.
     """
-    ids = engine.match_ids(domain=domain, subdomain=subdomain, tags=tags, any_tags=any_tags)
+    ids = engine.match_ids(
+        domain=domain,
+        subdomain=subdomain,
+        tags=tags,
+        any_tags=any_tags,
+        scopes=["*"] if scopes is None else scopes,
+    )
     rows: list[StoredRow] = []
     storage = engine.storage
     for start in range(0, len(ids), _BATCH):
@@ -520,6 +550,7 @@ def _pack_line(stored: StoredRow, vectors: bool) -> dict[str, Any]:
         "access_count": rec.access_count,
         "metadata": rec.metadata,
         "instance_key": stored.instance_key,
+        "scope": rec.scope,
     }
     strength_at = getattr(stored, "strength_at", None)
     if strength_at is not None:
@@ -544,11 +575,15 @@ def write_source(
     dry_run: bool = False,
     vectors: bool = True,
     progress: Progress | None = None,
+    scope: str | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> ImportReport:
     """Write a source's records into the store verbatim, in one transaction.
 
     With ``dry_run`` everything is worked out, including re-addressing, and
-    then rolled back.
+    then rolled back. A record goes to ``scope`` when given, else to the scope
+    it names, else to the engine's current scope; with ``scopes``, only
+    records whose scope is among them are written (``["*"]``: all).
 
     Raises:
         InvalidInput: the source has bad lines and ``skip_bad`` is False.
@@ -560,7 +595,13 @@ def write_source(
             f"{source.bad[0]}{more}; nothing was imported. Fix the input, or skip bad "
             "lines (--skip-bad)"
         )
-    records = source.records
+    target = None if scope is None else normalise_scope(scope)
+    wanted = None if scopes is None else normalise_scopes(scopes)
+    current = engine.whoami().current
+    records = [replace(rec, scope=target or rec.scope or current) for rec in source.records]
+    selected = [rec for rec in records if wanted is None or rec.scope in wanted]
+    not_selected = len(records) - len(selected)
+    records = selected
     if not vectors:
         records = [replace(rec, vector=None) for rec in records]
     writer = _Writer(engine, source, records, progress)
@@ -586,6 +627,8 @@ def write_source(
         relabelled=tuple(writer.relabelled),
         skipped=tuple(source.bad),
         dry_run=dry_run,
+        added_per_scope=dict(sorted(writer.per_scope.items())),
+        not_selected=not_selected,
     )
 
 
@@ -606,6 +649,7 @@ class _Writer:
         self.progress = progress
         self.now = float(engine._clock())
         self.per_domain: dict[str, int] = {}
+        self.per_scope: dict[str, int] = {}
         self.present = 0
         self.readdressed: list[tuple[str, str]] = []
         self.relabelled: list[Relabel] = []
@@ -632,6 +676,8 @@ class _Writer:
                     self.readdressed.append((record_id(rec.address), record_id(final)))
                 batch.append(self._row(rec, key, final, primes))
                 self.per_domain[rec.domain] = self.per_domain.get(rec.domain, 0) + 1
+                scope = rec.scope or "global"
+                self.per_scope[scope] = self.per_scope.get(scope, 0) + 1
                 used_labels.update(
                     {(Kind.DOMAIN.value, rec.domain), (Kind.SUBDOMAIN.value, rec.subdomain)}
                 )
@@ -728,7 +774,7 @@ class _Writer:
         if rec.address is not None:
             _, _, bucket, instance = unpack(rec.address)
             return pack(domain_prime, subdomain_prime, bucket, instance)
-        bucket = concept_bucket(rec.domain, rec.subdomain, rec.tags)
+        bucket = concept_bucket(rec.domain, rec.subdomain, rec.tags, rec.scope or "global")
         identity = rec.instance_key if rec.instance_key is not None else rec.content
         return pack(domain_prime, subdomain_prime, bucket, instance_id(identity))
 
@@ -784,7 +830,7 @@ def _item(rec: PortableRecord) -> StoreItem:
 
     return StoreItem(
         rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, rec.metadata,
-        rec.instance_key,
+        rec.instance_key, rec.scope or "global",
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from .records import (
     check_unit_interval,
     check_vector,
 )
+from .scopes import GLOBAL, normalise_scope
 from .storage import Storage, StoredRow
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ __all__ = [
     "new_row",
     "prepare",
     "reinforced",
+    "rescope",
     "trim_changes",
     "update",
     "vector_blob",
@@ -58,9 +60,19 @@ REINFORCE_RATE = 0.5
 CHANGE_LOG_KEEP = 50_000
 
 STORE_FIELDS = frozenset(
-    {"content", "domain", "subdomain", "tags", "importance", "vector", "metadata", "instance_key"}
+    {
+        "content",
+        "domain",
+        "subdomain",
+        "tags",
+        "importance",
+        "vector",
+        "metadata",
+        "instance_key",
+        "scope",
+    }
 )
-UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector"})
+UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +87,22 @@ class StoreItem:
     vector: npt.NDArray[np.float32] | None
     metadata: dict[str, Any]
     instance_key: str | None
+    scope: str = GLOBAL
 
     @property
     def dedupe_key(self) -> str:
-        """Equal for requests with the same labels and content (or instance key)."""
+        """Equal for requests with the same scope, labels and content (or instance key).
+
+        The ``global`` scope adds nothing, so keys made before scopes existed
+        still match; any other scope leads the text behind a NUL, which no
+        scope name holds.
+        """
         identity = (
             f"k:{self.instance_key}" if self.instance_key is not None else f"c:{self.content}"
         )
         text = "\x1f".join((self.domain, self.subdomain, *self.tags, identity))
+        if self.scope != GLOBAL:
+            text = f"{self.scope}\x00{text}"
         return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
@@ -94,8 +114,8 @@ def vector_blob(vector: npt.NDArray[np.float32] | None) -> bytes | None:
 # -- validation -------------------------------------------------------------------
 
 
-def prepare(raw: Mapping[str, Any]) -> StoreItem:
-    """A store request checked and normalised.
+def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
+    """A store request checked and normalised; ``scope`` unless the request names one.
 
     Raises:
         InvalidInput: a field is unknown, missing or bad.
@@ -121,6 +141,7 @@ def prepare(raw: Mapping[str, Any]) -> StoreItem:
         vector=None if vector is None else as_vector(vector),
         metadata=metadata,
         instance_key=key,
+        scope=scope if raw.get("scope") is None else normalise_scope(raw["scope"]),
     )
 
 
@@ -271,7 +292,7 @@ def allocate(
     """
     firsts: list[tuple[tuple[int, int, int], str, int]] = []
     for _, item in planned:
-        bucket = concept_bucket(item.domain, item.subdomain, item.tags)
+        bucket = concept_bucket(item.domain, item.subdomain, item.tags, item.scope)
         base = (
             primes[Kind.DOMAIN][item.domain],
             primes[Kind.SUBDOMAIN][item.subdomain],
@@ -323,6 +344,7 @@ def new_row(
         access_count=0,
         metadata=item.metadata,
         vector=None if item.vector is None else Vector(item.vector),
+        scope=item.scope,
     )
     return StoredRow(
         record=record,
@@ -389,6 +411,7 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
     new_vector = None
     if changes.get("vector") is not None:
         new_vector = as_vector(changes["vector"])
+    scope = normalise_scope(changes["scope"]) if changes.get("scope") is not None else None
     storage = engine.storage
     registry = engine._registry
     with engine._lock:
@@ -409,6 +432,7 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 vector=None,
                 metadata={},
                 instance_key=current.instance_key,
+                scope=rec.scope if scope is None else scope,
             )
             assigned: dict[Kind, dict[str, int]] = (
                 {kind: {} for kind in Kind}
@@ -416,13 +440,13 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 else assign_primes(registry, storage, [item])
             )
             key = current.dedupe_key
-            if content is not None or tags is not None:
+            if content is not None or tags is not None or item.scope != rec.scope:
                 key = item.dedupe_key
                 clash = storage.find_dedupe([key]).get(key)
                 if clash is not None and clash.record.record_id != rid:
                     raise InvalidInput(
                         f"record {clash.record.record_id} already holds this content with "
-                        "these labels; forget one of them instead"
+                        f"these labels in scope {item.scope}; forget one of them instead"
                     )
             tag_table = {**registry.primes[Kind.TAG], **assigned[Kind.TAG]}
             blob = current.vector_blob
@@ -440,6 +464,7 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 metadata=rec.metadata if metadata is None else metadata,
                 updated_at=float(engine._clock()),
                 vector=vector,
+                scope=item.scope,
             )
             row = replace(
                 current,
@@ -453,3 +478,52 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
         registry.add(assigned)
         engine._after_write([row])
     return record
+
+
+def rescope(engine: MemoryEngine, record_ids: Sequence[str], scope: str) -> list[Record]:
+    """Move records to ``scope`` in one transaction; ids stay (:meth:`.MemoryEngine.rescope`).
+
+    Returns the records that moved (those already in ``scope`` are left as they are).
+    """
+    target = normalise_scope(scope)
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = engine.storage
+    with engine._lock:
+        with storage.transaction():
+            found = storage.fetch(ids)
+            missing = [rid for rid in ids if rid not in found]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise NotFound(
+                    f"{len(missing)} of the records to move are not in {engine.path}: {shown}; "
+                    "nothing was moved"
+                )
+            now = float(engine._clock())
+            rows: list[StoredRow] = []
+            for rid in ids:
+                current = found[rid]
+                rec = current.record
+                if rec.scope == target:
+                    continue
+                key = StoreItem(
+                    rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, {},
+                    current.instance_key, target,
+                ).dedupe_key  # fmt: skip
+                record = replace(rec, scope=target, updated_at=now)
+                rows.append(replace(current, record=record, dedupe_key=key))
+            keys = [row.dedupe_key for row in rows]
+            taken = storage.find_dedupe(keys)
+            clashes = [
+                (row.record.record_id, taken[row.dedupe_key].record.record_id)
+                for row in rows
+                if row.dedupe_key in taken
+            ]
+            if len(set(keys)) < len(keys) or clashes:
+                pair = clashes[0] if clashes else ("several records", "each other")
+                raise InvalidInput(
+                    f"{pair[0]} would hold the same content and labels as {pair[1]} in scope "
+                    f"{target}; forget one of them first. Nothing was moved"
+                )
+            storage.replace(rows)
+        engine._after_write(rows)
+    return [row.record for row in rows]

@@ -30,6 +30,10 @@ def memory_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     # Tests are structural unless they opt in to embedding (embedder=...), so that
     # small caller vectors fit and no test pays for loading the built-in model.
     monkeypatch.setenv("PRIME_MEMORY_EMBEDDER", "none")
+    # The current scope would otherwise follow the checkout the tests run in;
+    # tests of scope resolution clear or set these themselves.
+    monkeypatch.setenv("PRIME_MEMORY_SCOPE", "global")
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     return home
 
 
