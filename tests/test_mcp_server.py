@@ -179,6 +179,7 @@ async def test_query_returns_compact_hits_without_vectors(client: Client) -> Non
     assert set(hit) == {
         "record_id",
         "content",
+        "scope",
         "domain",
         "subdomain",
         "tags",
