@@ -367,7 +367,7 @@ def resolve(
     mine = user_scope(user)
 
     def done(current: str, source: str, reason: str) -> ScopeResolution:
-        return ScopeResolution(current=current, user=mine, source=source, reason=reason)
+        return ScopeResolution(current=current, user=mine, source=source, reason=reason + note)
 
     if scope is not None:
         return done(normalise_scope(scope), "argument", "given explicitly (--scope or scope=)")
@@ -378,6 +378,12 @@ def resolve(
         except InvalidInput as exc:
             raise InvalidInput(f"{SCOPE_ENV}: {exc}") from None
         return done(current, "env", f"from {SCOPE_ENV}")
+    note = ""
+    if project is not None and "${" in str(project):
+        # The client passed its config's variable through unexpanded (a client
+        # without ${workspaceFolder}): fall through to the next rule, not fail.
+        note = f" (--project {str(project)!r} was not expanded by the client, so it was ignored)"
+        project = None
     if project is not None:
         folder = Path(project).expanduser()
         if not folder.is_dir():

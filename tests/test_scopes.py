@@ -198,6 +198,13 @@ def test_worktrees_share_their_repository_origin(tmp_path: Path) -> None:
     assert resolve(cwd=tmp_path / "wt", env={}, user="u").current == "project:example.org/acme/api"
 
 
+def test_an_unexpanded_project_variable_falls_through_to_the_next_rule(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo", "https://example.org/acme/x")
+    found = resolve(project="${workspaceFolder}", cwd=repo, env={}, user="u")
+    assert (found.current, found.source) == ("project:example.org/acme/x", "git")
+    assert "not expanded" in found.reason
+
+
 def test_bad_scope_settings_are_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match=SCOPE_ENV):
         resolve(env={SCOPE_ENV: "bogus"}, cwd=tmp_path)
