@@ -365,6 +365,7 @@ def resolve(
     """
     environ = os.environ if env is None else env
     mine = user_scope(user)
+    note = ""
 
     def done(current: str, source: str, reason: str) -> ScopeResolution:
         return ScopeResolution(current=current, user=mine, source=source, reason=reason + note)
@@ -378,7 +379,6 @@ def resolve(
         except InvalidInput as exc:
             raise InvalidInput(f"{SCOPE_ENV}: {exc}") from None
         return done(current, "env", f"from {SCOPE_ENV}")
-    note = ""
     if project is not None and "${" in str(project):
         # The client passed its config's variable through unexpanded (a client
         # without ${workspaceFolder}): fall through to the next rule, not fail.
