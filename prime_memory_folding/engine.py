@@ -93,6 +93,7 @@ class MemoryEngine:
     ) -> None:
         self._clock = clock or time.time
         self._scope = scope if isinstance(scope, ScopeResolution) else scope_rules.resolve(scope)
+        self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         # -- recall: the text embedder, loaded on first use --
         self._text = TextEmbedding(embedder)
         self._word_shares = recall.WordShares()
@@ -396,11 +397,21 @@ class MemoryEngine:
         Raises:
             InvalidInput: a malformed scope name, or a bare string.
         """
-        wanted = (
-            self._scope.visible
-            if scope_names is None
-            else scope_rules.normalise_scopes(scope_names)
-        )
+        wanted: tuple[str, ...] | None
+        if scope_names is None:
+            wanted = self._scope.visible
+        elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
+            # Checked names are kept per distinct list, as label gates are.
+            key = tuple(scope_names)
+            if key in self._scope_names:
+                wanted = self._scope_names[key]
+            else:
+                wanted = scope_rules.normalise_scopes(key)
+                if len(self._scope_names) >= 256:
+                    self._scope_names.clear()
+                self._scope_names[key] = wanted
+        else:
+            wanted = scope_rules.normalise_scopes(scope_names)
         if not wanted:
             return wanted
         held = self._index.scopes()

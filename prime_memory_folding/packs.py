@@ -581,9 +581,9 @@ def write_source(
     """Write a source's records into the store verbatim, in one transaction.
 
     With ``dry_run`` everything is worked out, including re-addressing, and
-    then rolled back. A record goes to ``scope`` when given, else to the scope
-    it names, else to the engine's current scope; with ``scopes``, only
-    records whose scope is among them are written (``["*"]``: all).
+    then rolled back. With ``scopes``, only records whose scope is among them
+    are written (``["*"]``: all): the scope a record names, else the engine's
+    current scope. Each goes to ``scope`` when given, else to that scope.
 
     Raises:
         InvalidInput: the source has bad lines and ``skip_bad`` is False.
@@ -598,10 +598,12 @@ def write_source(
     target = None if scope is None else normalise_scope(scope)
     wanted = None if scopes is None else normalise_scopes(scopes)
     current = engine.whoami().current
-    records = [replace(rec, scope=target or rec.scope or current) for rec in source.records]
-    selected = [rec for rec in records if wanted is None or rec.scope in wanted]
-    not_selected = len(records) - len(selected)
-    records = selected
+    # Select by the scope each record names (or would get), then move.
+    named = [replace(rec, scope=rec.scope or current) for rec in source.records]
+    records = [rec for rec in named if wanted is None or rec.scope in wanted]
+    not_selected = len(named) - len(records)
+    if target is not None:
+        records = [replace(rec, scope=target) for rec in records]
     if not vectors:
         records = [replace(rec, vector=None) for rec in records]
     writer = _Writer(engine, source, records, progress)

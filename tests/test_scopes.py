@@ -442,6 +442,10 @@ def test_packs_keep_scopes_and_can_select_or_move_them(
         report = import_pack(picked, pack, scopes=["project:a", "global"])
         assert report.not_selected == 1
         assert picked.stats().scopes == {"global": 1, "project:a": 1}
+    with MemoryEngine(tmp_path / "both.db", scope="project:z") as both:
+        report = import_pack(both, pack, scope="team:x", scopes=["project:b"])
+        assert (report.not_selected, both.stats().scopes) == (2, {"team:x": 1})
+        assert both.query(scopes=["team:x"])[0].record.content == "beta"
     with MemoryEngine(tmp_path / "moved.db", scope="project:z") as moved:
         import_pack(moved, pack, scope="team:x")
         assert moved.stats().scopes == {"team:x": 3}
@@ -460,9 +464,7 @@ def test_packs_keep_scopes_and_can_select_or_move_them(
 
 
 @pytest.mark.parametrize("version", range(1, 6))
-def test_every_older_schema_migrates_its_records_into_global(
-    tmp_path: Path, version: int
-) -> None:
+def test_every_older_schema_migrates_its_records_into_global(tmp_path: Path, version: int) -> None:
     assert latest_version() > 5
     source = tmp_path / "source.db"
     with MemoryEngine(source, scope="global", embedder="none") as memory:
