@@ -564,7 +564,17 @@ def test_an_interrupt_is_not_turned_into_an_error_line(
 
 @pytest.mark.parametrize(
     "command",
-    [["stats"], ["query", "-t", "x"], ["get", "0" * 32], ["export"], ["encode"], ["fold"]],
+    [
+        ["stats"],
+        ["query", "-t", "x"],
+        ["get", "0" * 32],
+        ["export"],
+        ["encode"],
+        ["fold"],
+        ["scopes"],
+        ["rescope", "0" * 32, "--to", "global"],
+        ["rescope", "--from", "global", "--to", "user:x", "--yes"],
+    ],
 )
 def test_read_commands_on_a_missing_store_fail_and_create_nothing(
     tmp_path: Path, command: list[str]
