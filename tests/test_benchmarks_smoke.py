@@ -40,6 +40,47 @@ def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
     for row in parts.values():
         assert set(row) == {"engine", "index alone", "coherence check", "sqlite sql"}
         assert all(seconds > 0 for seconds in row.values())
+    assert "scope gate: 2,000 records over 50 scopes" in result.stdout
+    assert "every answer equals a set computation over (scope, domain, tags)" in result.stdout
+    gate = report["scope_gate"]
+    assert (gate["records"], gate["scopes"], gate["agreement"]) == (2000, 50, True)
+    assert len(gate["visible"]) == 3 and gate["current"] in gate["visible"]
+    assert set(gate["kinds"]) == {"tags (2)", "domain+tags (2)"}
+    for row in gate["kinds"].values():
+        assert row["queries"] >= 1
+        medians = row["median_seconds"]
+        assert set(medians) == {"ungated", "visible (3)", "one scope"}
+        assert all(seconds > 0 for seconds in medians.values())
+        ratios = row["ratio_vs_ungated"]
+        assert ratios["ungated"] == 1.0
+        for name in ("visible (3)", "one scope"):
+            assert ratios[name] == medians[name] / medians["ungated"]
+            assert f"({ratios[name]:.2f}x)" in result.stdout
+        # Queries come from the current scope; it is within the visible ones, within all.
+        hits = row["mean_hits"]
+        assert 1 <= hits["one scope"] <= hits["visible (3)"] <= hits["ungated"]
+
+
+def test_structure_benchmark_fails_when_the_scope_gate_disagrees(tmp_path: Path) -> None:
+    result = run(
+        "structure.py", "--records", "500", "--queries", "2", "--rounds", "1",
+        "--inject-scope-mismatch", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "scope gate agreement: FAILED" in result.stdout
+    assert "visible (3) disagrees with the set computation" in result.stdout
+    assert "gated median / ungated median" not in result.stdout
+
+
+def test_structure_benchmark_can_skip_the_scope_gate(tmp_path: Path) -> None:
+    out = tmp_path / "structure.json"
+    result = run(
+        "structure.py", "--records", "300", "--queries", "1", "--rounds", "1",
+        "--scope-records", "0", "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scope gate" not in result.stdout
+    assert json.loads(out.read_text())["scope_gate"] is None
 
 
 def test_structure_benchmark_fails_when_a_system_disagrees(tmp_path: Path) -> None:
