@@ -51,3 +51,7 @@ def store_path(tmp_path: Path) -> Path:
 def engine(store_path: Path, clock: FakeClock) -> Iterator[MemoryEngine]:
     with MemoryEngine(store_path, clock=clock) as memory:
         yield memory
+
+
+# The command-line tests' ``run`` fixture lives with their other helpers.
+from tests.cli_helpers import run  # noqa: E402, F401

@@ -16,30 +16,11 @@ from hypothesis import strategies as st
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.cli import cli, scoping
 from prime_memory_folding.scopes import user_scope
+from tests.cli_helpers import one_line_error
 
 ME = user_scope()
 REPO = "project:github.com/acme/api"
 SCOPE_NAMES = ("global", ME, REPO, "team:core")
-
-
-@pytest.fixture
-def run(store_path: Path, clock: Any) -> Any:
-    runner = CliRunner()
-
-    def invoke(*args: str, store: bool = True, input: str | None = None) -> Result:
-        argv = (["--store", str(store_path)] if store else []) + list(args)
-        return runner.invoke(cli, argv, obj={"clock": clock}, input=input)
-
-    return invoke
-
-
-def _one_line_error(result: Result, *fragments: str) -> None:
-    assert result.exit_code != 0
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def _store(run: Any, content: str, *args: str) -> dict[str, Any]:
@@ -141,7 +122,7 @@ def test_whoami_with_a_missing_project_folder_is_one_line(
     run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PRIME_MEMORY_SCOPE")
-    _one_line_error(run("whoami", "--project", str(tmp_path / "nowhere")), "does not exist")
+    one_line_error(run("whoami", "--project", str(tmp_path / "nowhere")), "does not exist")
 
 
 # -- store, query, get, encode -------------------------------------------------------
@@ -282,7 +263,7 @@ def test_a_malformed_scope_is_one_line_and_changes_nothing(
     before = _records(store_path)
     stats = json.loads(run("stats", "--json").stdout)
     result = run(*(arg.format(pack=pack, id=rid) for arg in args))
-    _one_line_error(result, fragment)
+    one_line_error(result, fragment)
     assert _records(store_path) == before
     after = json.loads(run("stats", "--json").stdout)
     assert after["records"] == stats["records"] and after["scopes"] == {REPO: 1}
@@ -291,7 +272,7 @@ def test_a_malformed_scope_is_one_line_and_changes_nothing(
 def test_a_malformed_scope_on_a_new_store_creates_nothing(tmp_path: Path) -> None:
     target = tmp_path / "new" / "memory.db"
     result = CliRunner().invoke(cli, ["--store", str(target), "store", "x", "--scope", "x:"])
-    _one_line_error(result, "not a scope kind")
+    one_line_error(result, "not a scope kind")
     assert not (tmp_path / "new").exists()
 
 
@@ -371,7 +352,7 @@ def test_scopes_lists_each_scope_with_its_count_and_marks(
 def test_scopes_on_a_missing_store_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "none.db"
     result = CliRunner().invoke(cli, ["--store", str(missing), "scopes"])
-    _one_line_error(result, "no store at")
+    one_line_error(result, "no store at")
     assert not missing.exists()
 
 
@@ -396,8 +377,8 @@ def test_rescope_by_id_is_all_or_nothing(
 ) -> None:
     before = _records(store_path)
     result = run("rescope", four_scopes[REPO], "0" * 32, "--to", "global")
-    _one_line_error(result, "no record")
-    _one_line_error(run("rescope", four_scopes[REPO], "not-an-id", "--to", "global"), "malformed")
+    one_line_error(result, "no record")
+    one_line_error(run("rescope", four_scopes[REPO], "not-an-id", "--to", "global"), "malformed")
     assert _records(store_path) == before
 
 
@@ -406,7 +387,7 @@ def test_rescope_that_would_make_a_duplicate_moves_nothing(run: Any, store_path:
     _store(run, "deploys run on Fridays", "--scope", "global")
     other = _store(run, "another note", "--scope", REPO)["record_id"]
     before = _records(store_path)
-    _one_line_error(run("rescope", other, here, "--to", "global"), "Nothing was moved")
+    one_line_error(run("rescope", other, here, "--to", "global"), "Nothing was moved")
     assert _records(store_path) == before
 
 
@@ -425,7 +406,7 @@ def test_rescope_usage_errors_are_one_line_with_status_2(
 ) -> None:
     result = run("rescope", *(arg.format(id=four_scopes[REPO]) for arg in args))
     assert result.exit_code == 2
-    _one_line_error(result, fragment)
+    one_line_error(result, fragment)
 
 
 def _filter_move(run: Any, *extra: str, input: str | None = None) -> Result:
@@ -440,7 +421,7 @@ def test_rescope_by_filter_refuses_without_a_terminal_unless_yes(
 ) -> None:
     before = _records(store_path)
     refused = _filter_move(run)
-    _one_line_error(refused, "move 2 records", "not a terminal", "--yes")
+    one_line_error(refused, "move 2 records", "not a terminal", "--yes")
     assert _records(store_path) == before
     moved = _filter_move(run, "--yes")
     assert moved.exit_code == 0 and moved.stdout == "moved 2 records to team:core\n"
@@ -603,8 +584,8 @@ def test_serve_passes_the_scope_and_project_to_the_server(
     # A client's unexpanded variable is the server's to handle.
     assert run("serve", "--project", "${workspaceFolder}").exit_code == 0
     assert _parser().parse_args(seen[-1]).project == "${workspaceFolder}"
-    _one_line_error(run("serve", "--scope", "nokind"), "has no kind")
-    _one_line_error(run("serve", "--project", str(tmp_path / "nowhere")), "not a folder")
+    one_line_error(run("serve", "--scope", "nokind"), "has no kind")
+    one_line_error(run("serve", "--project", str(tmp_path / "nowhere")), "not a folder")
     assert len(seen) == 3
 
 
@@ -654,7 +635,7 @@ def test_ide_config_pins_a_given_scope_or_project(run: Any, tmp_path: Path, clie
     project.mkdir()
     fixed = run("--project", str(project), "ide-config", client)
     assert _snippet_args(client, fixed.stdout)[:2] == ["--project", str(project.resolve())]
-    _one_line_error(run("ide-config", client, "--project", str(tmp_path / "nope")), "not a folder")
+    one_line_error(run("ide-config", client, "--project", str(tmp_path / "nope")), "not a folder")
 
 
 # -- a property ------------------------------------------------------------------------------
