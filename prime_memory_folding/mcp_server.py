@@ -394,7 +394,7 @@ def build_server(engine: EngineSource) -> MCPServer:
             subdomain_prime=encoded.subdomain_prime,
             concept_bucket=encoded.concept_bucket,
             instance_id=encoded.instance_id,
-            provisional=getattr(encoded, "provisional", False),
+            provisional=encoded.provisional,
         )
 
     @tool(_annotations("Store a memory", read_only=False, destructive=False, idempotent=False))
@@ -585,14 +585,14 @@ def _stats_output(stats: Any) -> StatsOutput:
         path=str(stats.path),
         records=stats.records,
         domains=dict(stats.domains),
-        subdomains=dict(getattr(stats, "subdomains", {})),
+        subdomains=dict(stats.subdomains),
         tags=dict(stats.tags),
         registries={kind: dict(table) for kind, table in stats.registries.items()},
         store_bytes=stats.store_bytes,
         embedding_space=stats.embedding_space,
-        schema_version=getattr(stats, "schema_version", 0),
-        archived=getattr(stats, "archived", 0),
-        archived_by_reason=dict(getattr(stats, "archived_by_reason", {})),
+        schema_version=stats.schema_version,
+        archived=stats.archived,
+        archived_by_reason=dict(stats.archived_by_reason),
     )
 
 

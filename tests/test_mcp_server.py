@@ -22,6 +22,8 @@ from prime_memory_folding.mcp_server import (
     StoreOutput,
     build_server,
 )
+from prime_memory_folding.storage.migrations import latest_version
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +122,8 @@ async def test_encode_gives_the_address_as_strings_and_its_lanes(client: Client)
 
 
 async def test_encode_stores_nothing(client: Client) -> None:
-    await call(client, "prime_memory_encode", domain="decision", tags=["new-tag"])
+    encoded = await call(client, "prime_memory_encode", domain="decision", tags=["new-tag"])
+    assert encoded["provisional"] is True  # the new tag's prime is not claimed yet
     assert (await call(client, "prime_memory_stats"))["records"] == 0
 
 
@@ -318,6 +321,20 @@ async def test_stats_counts_domains_and_tags(client: Client, engine: MemoryEngin
     assert "db" in out["registries"]["tag"]
     assert out["path"] == str(engine.path)
     assert out["store_bytes"] > 0
+
+
+async def test_stats_report_the_schema_version_and_the_archive(
+    client: Client, engine: MemoryEngine, clock: FakeClock
+) -> None:
+    out = await call(client, "prime_memory_stats")
+    assert out["schema_version"] == latest_version() > 0
+    assert (out["archived"], out["archived_by_reason"]) == (0, {})
+    await call(client, "prime_memory_store", content="soon forgotten", importance=0.1)
+    await call(client, "prime_memory_store", content="kept", importance=0.9)
+    clock.advance(400 * 86_400.0)
+    assert (await call(client, "prime_memory_fold", dry_run=False))["pruned"] == 1
+    out = await call(client, "prime_memory_stats")
+    assert (out["records"], out["archived"], out["archived_by_reason"]) == (1, 1, {"pruned": 1})
 
 
 async def test_stats_resource_matches_the_tool(client: Client) -> None:
