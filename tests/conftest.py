@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -47,3 +48,21 @@ def store_path(tmp_path: Path) -> Path:
 def engine(store_path: Path, clock: FakeClock) -> Iterator[MemoryEngine]:
     with MemoryEngine(store_path, clock=clock) as memory:
         yield memory
+
+
+@pytest.fixture(scope="module", params=["default", "lowered"])
+def candidate_paths(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The index's exact tag tests, both ways: Python ints and numpy columns.
+
+    Up to ``_PYTHON_TEST_MAX`` candidates, the index tests tag products as
+    Python ints; past it, on numpy columns (and as Python ints where a product
+    is 2**64 or more). Property tests hold a few dozen records, so with the
+    default they only take the first path; lowered to 0, every candidate set
+    takes the second. Module-scoped, so hypothesis runs every example of a
+    test under one threshold; yields the threshold in force.
+    """
+    from prime_memory_folding import index
+
+    limit = index._PYTHON_TEST_MAX if request.param == "default" else 0
+    with patch.object(index, "_PYTHON_TEST_MAX", limit):
+        yield limit
