@@ -165,3 +165,53 @@ def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
     for by_mode in medians.values():
         assert set(by_mode) == {"warm", "after a 2 ms spin", "after a 2 ms sleep"}
         assert all(seconds > 0 for seconds in by_mode.values())
+
+
+# -- what each benchmark compares -------------------------------------------------------
+
+
+def test_vector_benchmark_rejects_the_right_ids_in_the_wrong_order(tmp_path: Path) -> None:
+    result = run(
+        "vector_topk.py", "--sizes", "300", "--queries", "2", "--rounds", "1", "--inject-mismatch",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement FAILED" in result.stdout
+    assert "engine disagrees on query 0 at place 1" in result.stdout
+    assert "target:" not in result.stdout
+
+
+def test_vector_agreement_allows_tied_ids_to_swap_and_nothing_else() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import numpy as np
+        import vector_topk
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    rng = np.random.default_rng(7)
+    unit = vector_topk.normalised(rng.standard_normal((40, 8), dtype=np.float32))
+    unit[1] = unit[0]  # rows 0 and 1 tie on every query
+    query = unit[0] + 0.01 * rng.standard_normal(8, dtype=np.float32)
+    floor = vector_topk.floor_system(unit)
+    best = floor(query)
+    assert set(best[:2]) == {0, 1}
+
+    def check(answer: list[int]) -> list[str]:
+        systems = {vector_topk.FLOOR: floor, "other": lambda q: answer}
+        return vector_topk.disagreements(np.array([query]), unit, systems)
+
+    assert check([best[1], best[0], *best[2:]]) == []  # a tie, swapped
+    assert check(best[::-1])  # the right ids, the wrong order
+    assert check([best[0], best[2], best[1], *best[3:]])  # two that do not tie, swapped
+    assert check([*best[:9], next(i for i in range(40) if i not in best)])  # a wrong id
+    assert check(best[:9])  # too few
+
+
+def test_warmth_benchmark_fails_when_sql_answers_otherwise(tmp_path: Path) -> None:
+    result = run(
+        "warmth.py", "--records", "300", "--rounds", "1", "--inject-mismatch", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement: FAILED" in result.stdout
+    assert "query 0: the engine found" in result.stdout
+    assert "median per call" not in result.stdout
