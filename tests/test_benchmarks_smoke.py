@@ -215,3 +215,38 @@ def test_warmth_benchmark_fails_when_sql_answers_otherwise(tmp_path: Path) -> No
     assert "agreement: FAILED" in result.stdout
     assert "query 0: the engine found" in result.stdout
     assert "median per call" not in result.stdout
+
+
+# -- text_query.py says what it measured ------------------------------------------------
+
+
+def test_text_query_benchmark_names_its_embedder_and_checks_its_store(tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    result = run(
+        "text_query.py", "--records", "200", "--queries", "5", "--embedder", "builtin",
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["embedder"] == "builtin:minilm-distilled-256"
+    assert "store_many with embedding (builtin:minilm-distilled-256):" in result.stdout
+    assert "check: OK - 200 records stored, each with a vector" in result.stdout
+
+
+def test_text_query_benchmark_refuses_to_run_without_an_embedder(tmp_path: Path) -> None:
+    # The test suite's environment sets PRIME_MEMORY_EMBEDDER=none.
+    assert os.environ["PRIME_MEMORY_EMBEDDER"] == "none"
+    result = run("text_query.py", "--records", "200", "--queries", "5", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "PRIME_MEMORY_EMBEDDER is 'none', so nothing would be embedded" in result.stderr
+    assert "records/s" not in result.stdout
+
+
+def test_text_query_benchmark_fails_when_the_store_is_short(tmp_path: Path) -> None:
+    result = run(
+        "text_query.py", "--records", "200", "--queries", "5", "--embedder", "builtin",
+        "--inject-mismatch", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "check: FAILED" in result.stdout and "stored 199 records, expected 200" in result.stdout
+    assert "records/s" not in result.stdout
