@@ -167,6 +167,76 @@ def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
         assert all(seconds > 0 for seconds in by_mode.values())
 
 
+# -- every comparison is checked, and a failed check fails the run ------------------
+
+STAND_IN_PEER = [sys.executable, str(Path(__file__).with_name("memory_graph_server.py"))]
+
+
+def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = subprocess.run(
+        [
+            sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
+            "--skip", "fold", "ingest", "soak", "--out", str(out),
+            "--inject-mismatch", "--peer-command", *STAND_IN_PEER,
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    results = json.loads((out / "results.json").read_text())
+    sections = results["sections"]
+    assert set(sections) == {"structure", "vector", "mcp", "recall", "warmth"}
+    # Each section's disagreement is found where it happened, and fails the run.
+    failed = result.stderr.split("failed checks", 1)[1]
+    for where in (
+        "structure: runs, 300 records: structure.py exited with status 1",
+        "vector: sizes, 300 records: the systems compared disagree",
+        "mcp: sizes, 20 records: the systems compared disagree",
+        "recall: text_latency: text_query.py exited with status 1",
+        "warmth: warmth.py exited with status 1",
+    ):
+        assert where in failed
+    # No ratio and no verdict from a comparison that disagreed.
+    assert [row["agreement"] for row in sections["mcp"]["sizes"]] == [False]
+    assert "store_throughput_ratio" not in sections["mcp"]["sizes"][0]
+    assert sections["mcp"]["peer"].endswith("(given with --peer-command)")
+    assert "ratio_vs_floor" not in sections["vector"]["sizes"][0]
+    assert {t["target"] for t in results["targets"]} == {
+        "tag intersection >= 10x faster than SQLite SQL",
+        "exact vector top-10 <= 1.5x the numpy floor",
+        "MCP store p50 <= 2 ms",
+        "text query p50 <= 15 ms",
+        "resident memory <= 400 MB",
+        ">= 10x the reference memory server's store throughput",
+    }
+    for target in results["targets"]:
+        assert (target["comparable"], target["pass"], target["measured"]) == (False, None, None)
+    report = (out / "report.md").read_text()
+    assert "## Failed checks" in report
+    assert "PASS" not in report and "MISS" not in report
+    assert report.count("**not comparable**") == 6
+    assert "store throughput, ours / reference" not in report
+    assert not results["charts"]
+
+
+def test_run_all_fails_on_one_size_that_disagrees_among_agreeing_ones() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import _report
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    good = {"records": 300, "agreement": True, "ratio_vs_floor": {"engine": 1.2}}
+    results = {"sections": {"vector": {"sizes": [good, {"records": 1000, "agreement": False}]}}}
+    assert _report.disagreements(results) == [
+        "vector: sizes, 1,000 records: the systems compared disagree"
+    ]
+    [target] = _report.targets(results)
+    assert (target["comparable"], target["pass"], target["measured"]) == (False, None, None)
+    results["sections"]["vector"]["sizes"].pop()
+    [target] = _report.targets(results)
+    assert (target["comparable"], target["pass"], target["measured"]) == (True, True, "1.20x")
+
+
 # -- what each benchmark compares -------------------------------------------------------
 
 
@@ -250,3 +320,24 @@ def test_text_query_benchmark_fails_when_the_store_is_short(tmp_path: Path) -> N
     assert result.returncode == 1, result.stdout + result.stderr
     assert "check: FAILED" in result.stdout and "stored 199 records, expected 200" in result.stdout
     assert "records/s" not in result.stdout
+
+
+# -- the scripts no other test runs -----------------------------------------------------
+
+
+def test_mcp_peer_benchmark_drives_both_servers_and_compares(tmp_path: Path) -> None:
+    out = tmp_path / "peer.json"
+    result = run(
+        "mcp_peer.py", "--sizes", "20", "--searches", "5", "--cap", "60",
+        "--peer-command", *STAND_IN_PEER, "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [row] = json.loads(out.read_text())["sizes"]
+    assert row["agreement"] is True
+    assert set(row["systems"]) == {"prime-memory-mcp", "server-memory (reference)"}
+    for system in row["systems"].values():
+        assert system["stores"]["calls"] == 20 and system["searches"]["calls"] == 5
+        assert system["agreement"]["missed"] == [] and len(system["agreement"]["probed"]) == 5
+    assert row["store_throughput_ratio"] > 0
+    assert "store throughput, ours / peer" in result.stdout
+    assert "agreement: OK" in result.stdout
