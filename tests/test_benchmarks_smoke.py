@@ -341,3 +341,106 @@ def test_mcp_peer_benchmark_drives_both_servers_and_compares(tmp_path: Path) -> 
     assert row["store_throughput_ratio"] > 0
     assert "store throughput, ours / peer" in result.stdout
     assert "agreement: OK" in result.stdout
+
+
+def test_mcp_latency_benchmark_starts_stores_and_reports(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "mcp_latency.py"), "--records", "5", "--starts", "1",
+         "--floor-calls", "3", "--sdk-records", "0"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "prime-memory-mcp  median" in out and "bare SDK server   median" in out
+    assert "(b) prime_memory_store round trips, 5 records, lean client" in out
+    # (c), the SDK client's part, is left out to keep this short; run_all's MCP
+    # section drives the same client against the same floor server.
+    assert "(c)" not in out
+    assert out.count("store p50") == 1 and out.count("SDK floor (trivial tool)") == 1
+    assert "targets (lean client): p50 <= 2 ms:" in out
+
+
+def _tiny_locomo(path: Path) -> Path:
+    """Two LoCoMo-format conversations of a few turns, with questions about them."""
+
+    def conversation(n: int, turns: list[tuple[str, str]]) -> dict[str, object]:
+        session = [
+            {"speaker": speaker, "dia_id": f"D1:{i + 1}", "text": text}
+            for i, (speaker, text) in enumerate(turns)
+        ]
+        return {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": session,
+        }
+
+    samples = [
+        {
+            "sample_id": "tiny-1",
+            "conversation": conversation(
+                1,
+                [
+                    ("Ann", "I adopted a grey cat called Pixel last week."),
+                    ("Bo", "My sister moved to Lisbon for a new job."),
+                    ("Ann", "We painted the kitchen yellow on Sunday."),
+                ],
+            ),
+            "qa": [
+                {"question": "What is the name of Ann's cat?", "evidence": ["D1:1"], "category": 4},
+                {"question": "Where did Bo's sister move?", "evidence": ["D1:2"], "category": 4},
+                {"question": "What was never said?", "evidence": [], "category": 5},
+            ],
+        },
+        {
+            "sample_id": "tiny-2",
+            "conversation": conversation(
+                2,
+                [
+                    ("Ann", "The marathon in Berlin starts at nine."),
+                    ("Bo", "I am reading a book about volcanoes."),
+                ],
+            ),
+            "qa": [{"question": "Which book is Bo reading?", "evidence": ["D:1:2"], "category": 1}],
+        },
+    ]
+    path.write_text(json.dumps(samples))
+    return path
+
+
+def test_locomo_recall_benchmark_scores_a_tiny_dataset(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "locomo.json"
+    result = run(
+        "locomo_recall.py", "--data", str(data), "--no-st", "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 conversations, 5 turns, 3 questions (1 without usable evidence skipped)" in (
+        result.stdout
+    )
+    report = json.loads(out.read_text())
+    assert (report["conversations"], report["questions"]) == (2, 3)
+    assert set(report["systems"]) == {"bm25", "builtin", "hybrid (default)"}
+    for table in report["systems"].values():
+        assert table["overall"]["n"] == 3
+        # Three turns at most per conversation: every answer is within the top 5.
+        assert table["overall"]["R@5"] == 100.0
+    assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
+
+
+def test_the_locomo_report_labels_the_published_figure_apart() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import _report
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    row = {"R@5": 50.0, "R@10": 60.0, "R@25": 70.0, "R@50": 80.0, "n": 3}
+    loco = {
+        "data": "/data/locomo10-dev.json",
+        "conversations": 5,
+        "systems": {"hybrid (default)": {"overall": row}},
+    }
+    text = _report._recall({"locomo": loco})
+    assert "| DRAGON (published; all 10 conversations) | - |" in text
+    assert "in locomo10-dev.json, 5 conversations" in text
+    assert "not measured in this run" in text
