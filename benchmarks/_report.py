@@ -465,8 +465,8 @@ def _vector(v: dict[str, Any]) -> str:
             ]
         )
         notes.append(
-            f"- {r['records']:,} vectors: agreement OK (same top-10 ids, ties aside) "
-            f"on {r['queries']} queries"
+            f"- {r['records']:,} vectors: agreement OK (same top-10 ids in the same order, "
+            f"ties aside) on {r['queries']} queries"
         )
         if r["sqlite_vec_unavailable"]:
             notes.append(f"- sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
