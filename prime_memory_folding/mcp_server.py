@@ -514,7 +514,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             subdomain_prime=encoded.subdomain_prime,
             concept_bucket=encoded.concept_bucket,
             instance_id=encoded.instance_id,
-            provisional=getattr(encoded, "provisional", False),
+            provisional=encoded.provisional,
         )
 
     @tool(_annotations("Store a memory", read_only=False, destructive=False, idempotent=False))
@@ -665,7 +665,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Call it to reuse existing domain and tag names instead of inventing new ones. It also
         says which scope memories go to, and why.
         """
-        resolution = await scope_holder.get(ctx)
+        resolution = await scope_holder.get(ctx) or await call(lambda e: e.whoami())
         return _stats_output(await call(lambda e: e.stats()), resolution)
 
     server.tool_names = frozenset(
@@ -686,7 +686,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         mime_type="application/json",
     )
     async def stats_resource() -> str:
-        resolution = scope_holder.known()
+        resolution = scope_holder.known() or await call(lambda e: e.whoami())
         return _stats_output(await call(lambda e: e.stats()), resolution).model_dump_json()
 
     @server.resource(
@@ -726,34 +726,24 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     return server
 
 
-def _stats_output(stats: Any, resolution: ScopeResolution | None = None) -> StatsOutput:
-    scope_fields: dict[str, Any] = {
-        "current_scope": stats.current_scope,
-        "visible_scopes": list(stats.visible_scopes),
-        "scope_reason": stats.scope_reason,
-        "user_scope": next((s for s in stats.visible_scopes if s.startswith("user:")), ""),
-    }
-    if resolution is not None:
-        scope_fields = {
-            "current_scope": resolution.current,
-            "visible_scopes": list(resolution.visible),
-            "scope_reason": resolution.reason,
-            "user_scope": resolution.user,
-        }
+def _stats_output(stats: Any, resolution: ScopeResolution) -> StatsOutput:
     return StatsOutput(
         scopes=dict(stats.scopes),
-        **scope_fields,
+        current_scope=resolution.current,
+        visible_scopes=list(resolution.visible),
+        scope_reason=resolution.reason,
+        user_scope=resolution.user,
         path=str(stats.path),
         records=stats.records,
         domains=dict(stats.domains),
-        subdomains=dict(getattr(stats, "subdomains", {})),
+        subdomains=dict(stats.subdomains),
         tags=dict(stats.tags),
         registries={kind: dict(table) for kind, table in stats.registries.items()},
         store_bytes=stats.store_bytes,
         embedding_space=stats.embedding_space,
-        schema_version=getattr(stats, "schema_version", 0),
-        archived=getattr(stats, "archived", 0),
-        archived_by_reason=dict(getattr(stats, "archived_by_reason", {})),
+        schema_version=stats.schema_version,
+        archived=stats.archived,
+        archived_by_reason=dict(stats.archived_by_reason),
     )
 
 

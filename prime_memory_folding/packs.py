@@ -518,7 +518,9 @@ def export_pack(
         "format": PACK_FORMAT,
         "version": PACK_VERSION,
         "records": len(rows),
-        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": datetime.fromtimestamp(float(engine._clock()), tz=timezone.utc).isoformat(
+            timespec="seconds"
+        ),
         "registries": stats.registries,
         "embedding_space": space,
         "embedding_dim": int(dim) if dim else None,

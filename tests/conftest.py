@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
+from unittest.mock import patch
 
 import pytest
 
 from prime_memory_folding import MemoryEngine
+from tests.cli_helpers import run  # noqa: F401  (the command-line tests' fixture)
+
+
+def skip_unless_ci(reason: str) -> NoReturn:
+    """Skip with ``reason``; but when the ``CI`` environment variable is set, fail.
+
+    For a test that needs a tool this machine may lack: on a workstation it
+    skips and says why, while CI, which is meant to have every tool, never
+    turns a missing one into a silent pass.
+    """
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so this test must run, not skip)")
+    pytest.skip(reason)
 
 
 class FakeClock:
@@ -53,5 +69,19 @@ def engine(store_path: Path, clock: FakeClock) -> Iterator[MemoryEngine]:
         yield memory
 
 
-# The command-line tests' ``run`` fixture lives with their other helpers.
-from tests.cli_helpers import run  # noqa: E402, F401
+@pytest.fixture(scope="module", params=["default", "lowered"])
+def candidate_paths(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The index's exact tag tests, both ways: Python ints and numpy columns.
+
+    Up to ``_PYTHON_TEST_MAX`` candidates, the index tests tag products as
+    Python ints; past it, on numpy columns (and as Python ints where a product
+    is 2**64 or more). Property tests hold a few dozen records, so with the
+    default they only take the first path; lowered to 0, every candidate set
+    takes the second. Module-scoped, so hypothesis runs every example of a
+    test under one threshold; yields the threshold in force.
+    """
+    from prime_memory_folding import index
+
+    limit = index._PYTHON_TEST_MAX if request.param == "default" else 0
+    with patch.object(index, "_PYTHON_TEST_MAX", limit):
+        yield limit

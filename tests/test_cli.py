@@ -131,19 +131,6 @@ def test_encode_and_stats(run: Any) -> None:
     assert "1 records" in text and "sqlite" in text
 
 
-@pytest.mark.parametrize(
-    "command", [["fold"], ["fold", "--dry-run"], ["unfold", "0" * 32], ["restore", "0" * 32]]
-)
-def test_folding_commands_without_folding_are_one_line(
-    run: Any, monkeypatch: pytest.MonkeyPatch, command: list[str]
-) -> None:
-    _store(run, "one")
-    for name in ("fold", "unfold", "restore"):
-        monkeypatch.delattr(MemoryEngine, name, raising=False)
-    one_line_error(run(*command), "folding is not available")
-
-
-@pytest.mark.skipif(not hasattr(MemoryEngine, "fold"), reason="folding is not in this tree")
 def test_fold_dry_run_prints_a_report(run: Any) -> None:
     _store(run, "one")
     result = run("fold", "--dry-run")

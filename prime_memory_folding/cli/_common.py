@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import json
 import os
@@ -446,13 +445,3 @@ def human_bytes(size: int) -> str:
 
 def env_store_home() -> str | None:
     return os.environ.get("PRIME_MEMORY_HOME") or None
-
-
-def needs(engine: Any, feature: str, what: str) -> Callable[..., Any]:
-    """The engine's method ``feature``, or a one-line error that it is not in this install."""
-    method = getattr(engine, feature, None)
-    if method is None:
-        raise click.ClickException(
-            f"{what} is not available in this version of prime-memory-folding"
-        )
-    return functools.partial(method)

@@ -353,31 +353,27 @@ def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
     else:
         out.print(_record_table([h.record for h in hits], compact=True))
     out.print(Rule("4. fold"))
-    fold = getattr(engine, "fold", None)
-    if fold is None:
-        out.print("(skipped: folding is not available in this version)")
-    else:
-        from .maintenance import show_fold
+    from .maintenance import show_fold
 
-        contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
-        out.print("$ prime-memory fold --dry-run", markup=False)
-        preview = fold(dry_run=True)
-        show_fold(preview, ids=False)
-        for rid in preview.pruned_ids[:8]:
-            out.print(f"  would prune: {contents.get(rid, rid)}", markup=False)
-        for members in list(preview.folded_from.values())[:4]:
-            out.print("  would fold together:", markup=False)
-            for rid in members:
-                out.print(f"    {contents.get(rid, rid)}", markup=False)
-        out.print("$ prime-memory fold", markup=False)
-        report = fold(dry_run=False)
-        after = engine.stats()
-        out.print(
-            f"{after.records} memories remain: {report.folded} were folded into "
-            f"{report.created} and {report.pruned} pruned; all {after.archived} wait in the "
-            "archive (prime-memory unfold / restore bring them back).",
-            markup=False,
-        )
+    contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
+    out.print("$ prime-memory fold --dry-run", markup=False)
+    preview = engine.fold(dry_run=True)
+    show_fold(preview, ids=False)
+    for rid in preview.pruned_ids[:8]:
+        out.print(f"  would prune: {contents.get(rid, rid)}", markup=False)
+    for members in list(preview.folded_from.values())[:4]:
+        out.print("  would fold together:", markup=False)
+        for rid in members:
+            out.print(f"    {contents.get(rid, rid)}", markup=False)
+    out.print("$ prime-memory fold", markup=False)
+    report = engine.fold(dry_run=False)
+    after = engine.stats()
+    out.print(
+        f"{after.records} memories remain: {report.folded} were folded into "
+        f"{report.created} and {report.pruned} pruned; all {after.archived} wait in the "
+        "archive (prime-memory unfold / restore bring them back).",
+        markup=False,
+    )
     out.print(Rule())
     out.print(
         'Next: prime-memory store "..." -d decision -t architecture; '
