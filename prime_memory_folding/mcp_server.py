@@ -469,7 +469,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         # through it) instead of blocking on the lock.
         nonlocal slow_calls
         try:
-            engine = holder.ready() or await anyio.to_thread.run_sync(holder.get)
+            ready = holder.ready()
+            engine = ready if ready is not None else await anyio.to_thread.run_sync(holder.get)
             if not slow and not slow_calls:
                 return fn(engine)
             slow_calls += 1 if slow else 0

@@ -59,10 +59,22 @@ class Group(click.Group):
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            return super().main(
+                args,
+                prog_name,
+                complete_var,
+                False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
         try:
             result = super().main(
-                args, prog_name, complete_var, False, windows_expand_args, **extra
+                args,
+                prog_name,
+                complete_var,
+                False,
+                windows_expand_args=windows_expand_args,
+                **extra,
             )
         except click.UsageError as exc:
             if _NO_ARGS is not None and isinstance(exc, _NO_ARGS):
