@@ -39,8 +39,8 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-ADAPTERS = ("cli", "mcp_server", "mcp_transport")
-ADAPTER_LIBRARIES = ("mcp", "click", "typer", "rich")
+ADAPTERS = ("cli", "mcp_server", "mcp_models", "mcp_transport")
+ADAPTER_LIBRARIES = ("mcp", "pydantic", "click", "typer", "rich")
 
 
 def imported_names(path: Path) -> list[tuple[int, str]]:
