@@ -112,6 +112,7 @@ class MemoryEngine:
         self.path = storage.path
         self._index = StructuralIndex()
         self._writes = 0
+        self._parts = _Parts(self)
         self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
         self._load()
         # -- recall: refuse a store embedded by another model --
@@ -337,7 +338,7 @@ class MemoryEngine:
             self._scope.current,
         )
         with self._lock:
-            return writes.write(self, [item])[0]
+            return writes.write(self._parts, [item])[0]
 
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
@@ -360,7 +361,7 @@ class MemoryEngine:
             except InvalidInput as exc:
                 raise type(exc)(f"item {position}: {exc}") from None
         with self._lock:
-            return [result.record for result in writes.write(self, prepared)]
+            return [result.record for result in writes.write(self._parts, prepared)]
 
     # -- reads ----------------------------------------------------------------
 
@@ -650,7 +651,7 @@ class MemoryEngine:
                 record identical to another one.
             NotFound: no record has this id.
         """
-        return writes.update(self, record_id, changes)
+        return writes.update(self._parts, record_id, changes)
 
     def encode(
         self,
@@ -762,7 +763,7 @@ class MemoryEngine:
         """
         if isinstance(record_ids, str):
             raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
-        return writes.rescope(self, list(record_ids), scope)
+        return writes.rescope(self._parts, list(record_ids), scope)
 
     # -- folding ----------------------------------------------------------------
     # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
@@ -801,7 +802,9 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy, progress=progress)
+        return maintenance.fold(
+            self._parts, dry_run=dry_run, now=now, policy=policy, progress=progress
+        )
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
@@ -815,7 +818,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.unfold(self, record_id)
+        return maintenance.unfold(self._parts, record_id)
 
     def restore(self, record_id: str) -> Record:
         """Bring one archived record back exactly as it was archived.
@@ -831,7 +834,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.restore(self, record_id)
+        return maintenance.restore(self._parts, record_id)
 
     def reinforce(self, record_id: str) -> Record:
         """Recall a record: raise its decayed strength and note the reinforcement.
@@ -845,7 +848,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.reinforce(self, record_id, writes.REINFORCE_RATE)
+        return maintenance.reinforce(self._parts, record_id, writes.REINFORCE_RATE)
 
     def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
         """Delete archived records for good and reclaim their space; returns how many.
@@ -861,7 +864,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.purge_archive(self, before=before, reason=reason)
+        return maintenance.purge_archive(self._parts, before=before, reason=reason)
 
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).
@@ -882,3 +885,67 @@ class MemoryEngine:
         if due:
             report = self.fold()
             self._fold_size_mark = report.bytes_after
+
+
+class _Parts:
+    """The engine's parts, lent to the write path and to maintenance.
+
+    It implements :class:`~prime_memory_folding.parts.EngineParts`, so that
+    ``writes.py`` and ``maintenance.py`` see only what they need, and never
+    import the facade that calls them.
+    """
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self._engine = engine
+
+    @property
+    def path(self) -> str:
+        return self._engine.path
+
+    @property
+    def storage(self) -> Storage:
+        return self._engine.storage
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._engine._lock
+
+    @property
+    def registry(self) -> LabelRegistry:
+        return self._engine._registry
+
+    @property
+    def text(self) -> TextEmbedding:
+        return self._engine._text
+
+    @property
+    def index(self) -> StructuralIndex:
+        return self._engine._index
+
+    @property
+    def fold_policy(self) -> FoldPolicy:
+        return self._engine._fold_policy
+
+    def now(self) -> float:
+        return float(self._engine._clock())
+
+    def refresh(self) -> None:
+        self._engine._refresh()
+
+    def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
+        self._engine._after_write(upserts, removed)
+
+    def wrote(self) -> None:
+        self._engine._writes += 1
+        writes.trim_changes(self._engine.storage, self._engine._writes)
+
+    def stored(self, count: int) -> None:
+        self._engine._maybe_auto_fold(count)
+
+    def caught_up(self, seq: int) -> None:
+        self._engine._seq = seq
+
+    def folded(self) -> None:
+        self._engine._stores_since_fold = 0

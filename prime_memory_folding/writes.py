@@ -3,7 +3,8 @@
 :class:`~prime_memory_folding.engine.MemoryEngine` exposes these as ``store``,
 ``store_many`` and ``update``; folding and imports build their rows with the
 same helpers, so every record enters a store the same way. The functions that
-take an engine run under its lock.
+take the engine's parts (:class:`~prime_memory_folding.parts.EngineParts`) run
+under its lock.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .scopes import GLOBAL, normalise_scope
 from .storage import Storage, StoredRow
 
 if TYPE_CHECKING:
-    from .engine import MemoryEngine
+    from .parts import EngineParts
 
 __all__ = [
     "CHANGE_LOG_KEEP",
@@ -186,14 +187,14 @@ def check_space(storage: Storage, dim: int, *, claim: bool) -> None:
 # -- store ------------------------------------------------------------------------
 
 
-def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]:
+def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
     """Store or reinforce ``items`` in one transaction; results in input order."""
     if not items:
         return []
     storage = engine.storage
-    now = float(engine._clock())
+    now = engine.now()
     dims = {len(item.vector) for item in items if item.vector is not None}
-    text = engine._text
+    text = engine.text
     # Load the embedder before taking the write lock.
     if (
         text.enabled
@@ -211,7 +212,7 @@ def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]
             items = _embedded(storage, engine, items, dims)
         for dim in dims:
             check_space(storage, dim, claim=True)
-        primes = assign_primes(engine._registry, storage, items)
+        primes = assign_primes(engine.registry, storage, items)
         keys = [item.dedupe_key for item in items]
         known = storage.find_dedupe(list(dict.fromkeys(keys)))
         first_new: dict[str, StoreItem] = {}
@@ -235,18 +236,18 @@ def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
-        trim_changes(engine)
-    engine._registry.add(primes)
-    engine._after_write(rows.values())
-    engine._maybe_auto_fold(len(items))  # off unless the fold policy asks
+        engine.wrote()
+    engine.registry.add(primes)
+    engine.after_write(rows.values())
+    engine.stored(len(items))  # folds only when the fold policy asks
     return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
 
 
 def _embedded(
-    storage: Storage, engine: MemoryEngine, items: Sequence[StoreItem], dims: set[int]
+    storage: Storage, engine: EngineParts, items: Sequence[StoreItem], dims: set[int]
 ) -> Sequence[StoreItem]:
     """``items`` with the contents that came without a vector embedded (see recall.py)."""
-    text = recall.texts_to_embed(storage, engine._text, dims)
+    text = recall.texts_to_embed(storage, engine.text, dims)
     if text is None:
         return items
     bare = [i for i, item in enumerate(items) if item.vector is None]
@@ -376,17 +377,16 @@ def reinforced(current: StoredRow, item: StoreItem, now: float) -> StoredRow:
     return replace(current, record=record, vector_blob=blob)
 
 
-def trim_changes(engine: MemoryEngine) -> None:
-    """Now and then, drop change-log entries too old for any reader to need."""
-    engine._writes += 1
-    if engine._writes % 1000 == 0:
-        engine.storage.trim_changes(CHANGE_LOG_KEEP)
+def trim_changes(storage: Storage, writes: int) -> None:
+    """Every 1,000th write, drop change-log entries too old for any reader to need."""
+    if writes % 1000 == 0:
+        storage.trim_changes(CHANGE_LOG_KEEP)
 
 
 # -- update -----------------------------------------------------------------------
 
 
-def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> Record:
+def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> Record:
     """See :meth:`.MemoryEngine.update`."""
     rid = parse_record_id(record_id)
     unknown = set(changes) - UPDATABLE
@@ -413,8 +413,8 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
         new_vector = as_vector(changes["vector"])
     scope = normalise_scope(changes["scope"]) if changes.get("scope") is not None else None
     storage = engine.storage
-    registry = engine._registry
-    with engine._lock:
+    registry = engine.registry
+    with engine.lock:
         with storage.transaction():
             current = storage.fetch([rid]).get(rid)
             if current is None:
@@ -462,7 +462,7 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 importance=rec.importance if importance is None else importance,
                 strength=rec.strength if strength is None else strength,
                 metadata=rec.metadata if metadata is None else metadata,
-                updated_at=float(engine._clock()),
+                updated_at=engine.now(),
                 vector=vector,
                 scope=item.scope,
             )
@@ -476,11 +476,11 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
             )
             storage.replace([row])
         registry.add(assigned)
-        engine._after_write([row])
+        engine.after_write([row])
     return record
 
 
-def rescope(engine: MemoryEngine, record_ids: Sequence[str], scope: str) -> list[Record]:
+def rescope(engine: EngineParts, record_ids: Sequence[str], scope: str) -> list[Record]:
     """Move records to ``scope`` in one transaction; ids stay (:meth:`.MemoryEngine.rescope`).
 
     Returns the records that moved (those already in ``scope`` are left as they are).
@@ -488,7 +488,7 @@ def rescope(engine: MemoryEngine, record_ids: Sequence[str], scope: str) -> list
     target = normalise_scope(scope)
     ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
     storage = engine.storage
-    with engine._lock:
+    with engine.lock:
         with storage.transaction():
             found = storage.fetch(ids)
             missing = [rid for rid in ids if rid not in found]
@@ -498,7 +498,7 @@ def rescope(engine: MemoryEngine, record_ids: Sequence[str], scope: str) -> list
                     f"{len(missing)} of the records to move are not in {engine.path}: {shown}; "
                     "nothing was moved"
                 )
-            now = float(engine._clock())
+            now = engine.now()
             rows: list[StoredRow] = []
             for rid in ids:
                 current = found[rid]
@@ -525,5 +525,5 @@ def rescope(engine: MemoryEngine, record_ids: Sequence[str], scope: str) -> list
                     f"{target}; forget one of them first. Nothing was moved"
                 )
             storage.replace(rows)
-        engine._after_write(rows)
+        engine.after_write(rows)
     return [row.record for row in rows]
