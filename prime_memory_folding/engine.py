@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import recall, writes
+from . import recall, survey, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -732,6 +732,98 @@ class MemoryEngine:
                 visible_scopes=self._scope.visible,
             )
 
+    # -- views for people (survey.py) -------------------------------------------------
+
+    def browse(
+        self,
+        *,
+        domain: str | None = None,
+        subdomain: str | None = None,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        exclude_tags: Iterable[str] = (),
+        min_strength: float = 0.0,
+        max_strength: float = 1.0,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
+        scopes: Iterable[str] | None = None,
+        among: Sequence[str] | None = None,
+        order: str = "salience",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> survey.Page:
+        """One page of the records that pass the gates, in a chosen order, and their count.
+
+        The gates are :meth:`query`'s, plus the strength decayed to now at most
+        ``max_strength``, and the last update in ``[updated_after, updated_before)``.
+        ``among`` keeps only those ids (unknown ones are skipped). ``order`` is
+        ``salience`` (importance x strength), ``newest``, ``oldest`` (by last
+        update), ``importance``, ``strength``, or ``given`` (``among``'s order).
+        Writes nothing.
+
+        Raises:
+            InvalidInput: a bad argument.
+        """
+        return survey.browse(
+            self,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
+            max_strength=max_strength,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            scopes=scopes,
+            among=among,
+            order=order,
+            offset=offset,
+            limit=limit,
+        )
+
+    def decay(self, record_id: str) -> survey.Decay:
+        """A live record's tier, half-life and strength now, to draw its decay.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has it.
+        """
+        return survey.decay(self, record_id)
+
+    def archive_entries(
+        self,
+        *,
+        reason: str | None = None,
+        contains: str | None = None,
+        record_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> survey.ArchiveListing:
+        """Archived records, newest first, with why and when they left, and their count.
+
+        Args:
+            reason: only ``"pruned"`` or only ``"folded"`` entries.
+            contains: only records whose content holds this text (any case).
+            record_id: only this record's entries and those of the members
+                folded into it.
+
+        Raises:
+            InvalidInput: a bad argument.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        return survey.archive_entries(
+            self, reason=reason, contains=contains, record_id=record_id, limit=limit, offset=offset
+        )
+
+    def profile(self) -> survey.Profile:
+        """Every live record's id, creation time, access count and strength now.
+
+        Raises:
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        return survey.profile(self)
+
     # -- scopes -----------------------------------------------------------------
 
     def whoami(self) -> ScopeResolution:
@@ -769,6 +861,7 @@ class MemoryEngine:
         now: float | None = None,
         policy: FoldPolicy | None = None,
         progress: Callable[[str, int, int], None] | None = None,
+        keep_apart: Iterable[str] = (),
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
 
@@ -783,6 +876,9 @@ class MemoryEngine:
             policy: overrides the engine's fold policy for this fold.
             progress: called as ``progress(step, done, total)`` when each step
                 starts (reading records, planning, writing) and when the fold is done.
+            keep_apart: record ids whose groups are left unmerged this time: a
+                group that would fold any of them is skipped (a preview's
+                ``folded_from`` names each group's members).
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
@@ -790,7 +886,14 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy, progress=progress)
+        return maintenance.fold(
+            self,
+            dry_run=dry_run,
+            now=now,
+            policy=policy,
+            progress=progress,
+            keep_apart=keep_apart,
+        )
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.

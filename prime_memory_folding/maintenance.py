@@ -10,7 +10,7 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from .address import parse_record_id
 from .errors import InvalidInput, NotAvailable, NotFound
 from .folding import (
     MAX_REPORTED,
+    FoldPlan,
     FoldPolicy,
     FoldReport,
     Merge,
@@ -63,8 +64,12 @@ def fold(
     now: float | None = None,
     policy: FoldPolicy | None = None,
     progress: FoldProgress | None = None,
+    keep_apart: Iterable[str] = (),
 ) -> FoldReport:
     """See :meth:`.MemoryEngine.fold`."""
+    if isinstance(keep_apart, str):
+        raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
+    apart = frozenset(parse_record_id(rid) for rid in keep_apart)
     steps = 3
 
     def step(name: str, done: int) -> None:
@@ -89,7 +94,7 @@ def fold(
             seen = storage.newest_change()
             snapshot = Snapshot.of(archive.snapshot_rows(storage))
             step("planning", 1)
-            plan = plan_fold(snapshot, policy, when)
+            plan = _apart(plan_fold(snapshot, policy, when), apart)
             del snapshot  # the plan keeps what it needs; let the rest go before writing
         step("preparing folded records" if dry_run else "writing", 2)
         primes: dict[Kind, dict[str, int]] = {}
@@ -101,7 +106,9 @@ def fold(
             with storage.transaction():
                 engine._refresh()
                 if storage.newest_change() != seen:
-                    plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+                    plan = _apart(
+                        plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when), apart
+                    )
                 primes = writes.assign_primes(engine._registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
@@ -149,7 +156,17 @@ def fold(
             folded_from={
                 rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
             },
+            summaries={rid: m.content for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)},
+            pruned_strengths=dict(plan.pruned[:MAX_REPORTED]),
         )
+
+
+def _apart(plan: FoldPlan, apart: frozenset[str]) -> FoldPlan:
+    """The plan without the merges that would fold any record in ``apart``."""
+    if not apart:
+        return plan
+    merges = tuple(m for m in plan.merges if apart.isdisjoint(m.member_ids))
+    return replace(plan, merges=merges)
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
