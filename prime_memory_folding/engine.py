@@ -845,6 +845,26 @@ class MemoryEngine:
             raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
         return writes.rescope(self, list(record_ids), scope)
 
+    def retag(
+        self, record_ids: Iterable[str], *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> list[Record]:
+        """Add and remove tags on many records, all or nothing; their ids never change.
+
+        Returns the records whose tags changed; those that already had the
+        tags asked for stay as they are.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            InvalidInput: no tag named, a bad tag, a tag both added and removed, or
+                a record would become identical to another; nothing changed.
+            NotFound: an id names no live record; nothing changed.
+        """
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        if isinstance(add, str) or isinstance(remove, str):
+            raise InvalidInput("add and remove must be lists of tags, not one string")
+        return writes.retag(self, list(record_ids), list(add), list(remove))
+
     # -- folding ----------------------------------------------------------------
     # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
     # storage/archive.py, and maintenance.py applies them to this engine.
@@ -924,6 +944,25 @@ class MemoryEngine:
         from . import maintenance
 
         return maintenance.restore(self, record_id)
+
+    def archive(self, record_ids: Iterable[str], *, detail: str = "archived by hand") -> int:
+        """Move live records to the archive, all or nothing; :meth:`restore` brings each back.
+
+        Unlike :meth:`forget`, nothing is lost: the records wait in the archive
+        (reason ``pruned``, with ``detail`` saying why) until restored or purged.
+        Returns how many moved.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            NotFound: an id names no live record; nothing moved.
+            InvalidInput: ``detail`` is empty.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        from . import maintenance
+
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        return maintenance.archive_by_hand(self, list(record_ids), detail)
 
     def reinforce(self, record_id: str) -> Record:
         """Recall a record: raise its decayed strength and note the reinforcement.

@@ -38,7 +38,15 @@ from .storage import SQLiteStorage, StoredRow, archive
 if TYPE_CHECKING:
     from .engine import MemoryEngine
 
-__all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unfold"]
+__all__ = [
+    "FoldProgress",
+    "archive_by_hand",
+    "fold",
+    "purge_archive",
+    "reinforce",
+    "restore",
+    "unfold",
+]
 
 #: ``progress(step, done, total)``: a fold names each step as it starts, with
 #: how many of its ``total`` steps are done.
@@ -264,6 +272,29 @@ def restore(engine: MemoryEngine, record_id: str) -> Record:
             archive.restore_entries(storage, [entry.seq])
         engine._after_write([entry.stored])
     return entry.stored.record
+
+
+def archive_by_hand(engine: MemoryEngine, record_ids: Sequence[str], detail: str) -> int:
+    """See :meth:`.MemoryEngine.archive`."""
+    if not isinstance(detail, str) or not detail.strip():
+        raise InvalidInput("detail must say why the records are archived")
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = sqlite_storage(engine)
+    with engine._lock:
+        with storage.transaction():
+            live = storage.existing_ids(ids)
+            missing = [rid for rid in ids if rid not in live]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise NotFound(
+                    f"{len(missing)} of the records to archive are not live in {engine.path}: "
+                    f"{shown}; nothing was archived"
+                )
+            entries = [(rid, "pruned", detail.strip(), None) for rid in ids]
+            archive.archive_records(storage, entries, float(engine._clock()))
+        engine._index.remove_many(ids)
+        engine._after_write(())
+    return len(ids)
 
 
 def reinforce(engine: MemoryEngine, record_id: str, rate: float) -> Record:

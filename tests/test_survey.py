@@ -168,3 +168,51 @@ def test_a_fold_keeps_chosen_groups_apart(engine: MemoryEngine, clock: FakeClock
     assert set(engine.match_ids()) == {*deploy, *report.created_ids}
     with pytest.raises(InvalidInput):
         engine.fold(keep_apart=deploy[0])
+
+
+def test_retag_adds_and_removes_tags_all_or_nothing(engine: MemoryEngine) -> None:
+    a = engine.store("a", tags=["old", "keep"]).record_id
+    b = engine.store("b", tags=["keep"]).record_id
+    changed = engine.retag([a, b], add=["new"], remove=["old"])
+    assert {r.record_id for r in changed} == {a, b}
+    assert engine.get(a).tags == ("keep", "new")
+    assert set(engine.match_ids(tags=["new", "keep"])) == {a, b}
+    assert engine.match_ids(tags=["old"]) == []
+    assert engine.retag([a], add=["new"]) == []
+    before = engine.get(b)
+    with pytest.raises(NotFound):
+        engine.retag([b, "0" * 32], add=["other"])
+    with pytest.raises(InvalidInput):
+        engine.retag([b], add=["x"], remove=["x"])
+    with pytest.raises(InvalidInput):
+        engine.retag([b])
+    assert engine.get(b) == before
+
+
+def test_retag_refuses_to_make_two_records_identical(engine: MemoryEngine) -> None:
+    a = engine.store("same", tags=["x"]).record_id
+    b = engine.store("same", tags=["y"]).record_id
+    with pytest.raises(InvalidInput, match="same content"):
+        engine.retag([a, b], remove=["x", "y"])
+    assert (engine.get(a).tags, engine.get(b).tags) == (("x",), ("y",))
+
+
+def test_archive_by_hand_moves_records_and_restore_brings_them_back(
+    engine: MemoryEngine,
+) -> None:
+    a = engine.store("a").record_id
+    b = engine.store("b").record_id
+    with pytest.raises(NotFound):
+        engine.archive([a, "0" * 32])
+    assert set(engine.match_ids()) == {a, b}
+    assert engine.archive([a, b], detail="forgotten in a review") == 2
+    assert engine.match_ids() == []
+    listing = engine.archive_entries()
+    assert {(e.record.record_id, e.detail) for e in listing.entries} == {
+        (a, "forgotten in a review"),
+        (b, "forgotten in a review"),
+    }
+    assert engine.restore(a).content == "a"
+    assert engine.match_ids() == [a]
+    with pytest.raises(InvalidInput):
+        engine.archive([b], detail=" ")
