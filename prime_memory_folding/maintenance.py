@@ -48,6 +48,9 @@ __all__ = [
     "unfold",
 ]
 
+#: The store's meta key for when the last fold (not a dry run) ran, in Unix seconds.
+LAST_FOLD_KEY = "last_fold_at"
+
 #: ``progress(step, done, total)``: a fold names each step as it starts, with
 #: how many of its ``total`` steps are done.
 FoldProgress = Callable[[str, int, int], None]
@@ -130,6 +133,7 @@ def fold(
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
                 storage.insert(new_rows)
+                storage.set_meta(LAST_FOLD_KEY, repr(when))
                 writes.trim_changes(engine)
                 newest = storage.newest_change()
             engine._seq = newest

@@ -97,13 +97,17 @@ class ArchiveListing:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Per live record columns, for charts of the whole store (same order in each)."""
+    """Per live record columns, for charts of the whole store (same order in each).
+
+    ``last_fold_at`` is when the last fold (not a dry run) ran, if one has.
+    """
 
     now: float
     record_ids: tuple[str, ...]
     created_at: tuple[float, ...]
     access_count: tuple[int, ...]
     strength_now: tuple[float, ...]
+    last_fold_at: float | None = None
 
 
 def _whole(name: str, value: object, low: int, high: int) -> int:
@@ -269,14 +273,16 @@ def archive_entries(
 
 def profile(engine: MemoryEngine) -> Profile:
     """See :meth:`.MemoryEngine.profile`."""
-    from .maintenance import sqlite_storage
+    from .maintenance import LAST_FOLD_KEY, sqlite_storage
 
     storage = sqlite_storage(engine)
-    with engine._lock:
+    with engine._lock, archive.read_snapshot(storage):
         rows = archive.live_profile(storage)
+        folded = storage.get_meta(LAST_FOLD_KEY)
     now = float(engine._clock())
+    last_fold = None if folded is None else float(folded)
     if not rows:
-        return Profile(now, (), (), (), ())
+        return Profile(now, (), (), (), (), last_fold)
     ids, created, accessed, count, importance, strength, strength_at, tier = zip(*rows)
     since, half = decay_columns(
         engine.fold_policy, importance, tier, created, accessed, count, strength_at
@@ -289,4 +295,5 @@ def profile(engine: MemoryEngine) -> Profile:
         created_at=tuple(float(c) for c in created),
         access_count=tuple(int(c) for c in count),
         strength_now=tuple(now_strength.tolist()),
+        last_fold_at=last_fold,
     )

@@ -152,6 +152,11 @@ def test_profile_lists_every_live_record(engine: MemoryEngine, clock: FakeClock)
     assert columns[a] == (0, pytest.approx(0.5))
     assert columns[b][0] == 1
     assert found.created_at == (clock.now - DAY, clock.now - DAY)
+    assert found.last_fold_at is None
+    engine.fold(dry_run=True)
+    assert engine.profile().last_fold_at is None
+    engine.fold()
+    assert engine.profile().last_fold_at == clock.now
 
 
 def test_a_fold_keeps_chosen_groups_apart(engine: MemoryEngine, clock: FakeClock) -> None:

@@ -17,6 +17,7 @@ from .maintenance import doctor, fold, reembed, restore, unfold
 from .records import encode, forget, get, query, stats, store, update
 from .setup import demo, ide_config, serve
 from .transfer import export, import_
+from .ui import ui
 
 __all__ = ["cli", "main"]
 
@@ -65,6 +66,7 @@ for command in (
     serve,
     ide_config,
     demo,
+    ui,
 ):
     cli.add_command(command)
 
