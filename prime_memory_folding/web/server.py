@@ -72,8 +72,6 @@ def serve(
     Raises:
         ValueError: :func:`bind_problem` refuses ``host`` with this token.
     """
-    import uvicorn
-
     problem = bind_problem(host, token)
     if problem:
         raise ValueError(problem)
@@ -82,7 +80,21 @@ def serve(
             f"warning: the inspector on {host} is reachable from other machines, over plain "
             "HTTP; anyone who learns the token can read and change every memory"
         )
-    sock = listening_socket(host, port)
+    with listening_socket(host, port) as sock:
+        _serve_on(sock, engine, host=host, token=token, open_browser=open_browser, out=out)
+
+
+def _serve_on(
+    sock: socket.socket,
+    engine: MemoryEngine,
+    *,
+    host: str,
+    token: str,
+    open_browser: bool,
+    out: TextIO,
+) -> None:
+    import uvicorn
+
     bound = sock.getsockname()[1]
     shown = "127.0.0.1" if host in _WILDCARDS else (f"[{host}]" if ":" in host else host)
     keys = Secrets(token=token, cookie=f"prime_memory_inspector_{bound}")
