@@ -460,9 +460,7 @@ def test_packs_keep_scopes_and_can_select_or_move_them(
 
 
 @pytest.mark.parametrize("version", range(1, 6))
-def test_every_older_schema_migrates_its_records_into_global(
-    tmp_path: Path, version: int
-) -> None:
+def test_every_older_schema_migrates_its_records_into_global(tmp_path: Path, version: int) -> None:
     assert latest_version() > 5
     source = tmp_path / "source.db"
     with MemoryEngine(source, scope="global", embedder="none") as memory:

@@ -147,7 +147,12 @@ def test_an_unknown_host_is_refused_even_with_the_token(client: TestClient) -> N
 
 @pytest.mark.parametrize(
     "headers",
-    [{"origin": "http://attacker.example"}, {"sec-fetch-site": "cross-site"}],
+    [
+        {"origin": "http://attacker.example"},
+        {"origin": "null"},
+        {"origin": "http://testserver.attacker.example"},
+        {"sec-fetch-site": "cross-site"},
+    ],
 )
 def test_a_cross_site_request_is_refused(
     client: TestClient, engine: MemoryEngine, headers: dict[str, str]

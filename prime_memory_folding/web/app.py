@@ -57,7 +57,7 @@ _SECURITY_HEADERS = {
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -601,6 +601,9 @@ class Inspector:
     async def home(self, request: Request) -> Response:
         return RedirectResponse("/overview", status_code=303)
 
+    async def favicon(self, request: Request) -> Response:
+        return Response(status_code=204)
+
 
 def _error_handlers(inspector: Inspector) -> dict[Any, Any]:
     def page(request: Request, status: int, title: str, message: str) -> Response:
@@ -691,6 +694,7 @@ def create_app(engine: MemoryEngine, keys: Secrets, hosts: Sequence[str]) -> Any
     rid = "{record_id}"
     routes = [
         Route("/", inspector.home),
+        Route("/favicon.ico", inspector.favicon),
         Route("/overview", inspector.overview),
         Route("/memories", inspector.memories),
         Route("/memories/bulk", inspector.bulk, methods=["POST"]),

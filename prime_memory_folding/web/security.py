@@ -96,7 +96,7 @@ def _refuse(status: int, title: str, message: str) -> Response:
     return HTMLResponse(
         _REFUSED.format(title=title, message=message),
         status_code=status,
-        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+        headers={"Cache-Control": "no-store", "Referrer-Policy": "same-origin"},
     )
 
 
@@ -148,7 +148,7 @@ class Guard:
                 samesite="strict",
                 path="/",
             )
-            response.headers["Referrer-Policy"] = "no-referrer"
+            response.headers["Referrer-Policy"] = "same-origin"
             response.headers["Cache-Control"] = "no-store"
             return response
         cookie = request.cookies.get(self.keys.cookie, "")
