@@ -95,7 +95,8 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## 2. Exact vector top-10" in report
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
-    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth"}
+    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth", "inspector"}
+    assert "## 9. The inspector's pages" in report
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
     assert {t["target"] for t in results["targets"]} >= {
         "tag intersection >= 10x faster than SQLite SQL",
@@ -165,3 +166,22 @@ def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
     for by_mode in medians.values():
         assert set(by_mode) == {"warm", "after a 2 ms spin", "after a 2 ms sleep"}
         assert all(seconds > 0 for seconds in by_mode.values())
+
+
+def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "inspector.json"
+    result = run(
+        "inspector.py", "--records", "300", "--rounds", "2", "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK - every page lists the records its engine calls return" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["agreement"] is True
+    assert set(report["p50_seconds"]) == {
+        "memories page",
+        "memories page, text query",
+        "a memory's page",
+    }
+    for sides in report["p50_seconds"].values():
+        assert set(sides) == {"page", "engine"}
+        assert all(seconds > 0 for seconds in sides.values())
