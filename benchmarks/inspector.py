@@ -39,10 +39,10 @@ from text_query import _VOCABULARY, sentences
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.web import Secrets, create_app
+from prime_memory_folding.web.app import TEXT_LIMIT
 
 TARGET_P50_S = 0.100
 PAGE_SIZE = 25
-TEXT_LIMIT = 500
 
 
 def build(path: Path, count: int, seed: int, quiet: bool) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from .address import parse_record_id
 from .errors import InvalidInput, NotFound
 from .folding import decay_columns, decay_terms, effective_strength, tier_of
+from .query import best_positions
 from .records import Hit, Record, check_unit_interval
 from .storage import archive
 
@@ -178,16 +179,18 @@ def browse(
         salience = importance * strength
         if order == "given":
             ranked = np.arange(len(rows))
-        elif order == "salience":
-            ranked = np.lexsort((-updated, -salience))
-        elif order == "newest":
-            ranked = np.argsort(-updated, kind="stable")
-        elif order == "oldest":
-            ranked = np.argsort(updated, kind="stable")
-        elif order == "importance":
-            ranked = np.lexsort((-updated, -importance))
         else:
-            ranked = np.lexsort((-updated, -strength))
+            # Best first by a primary key, then the newest; only the rows that
+            # can reach this page are sorted.
+            primary = {
+                "salience": salience,
+                "newest": updated,
+                "oldest": -updated,
+                "importance": importance,
+                "strength": strength,
+            }[order]
+            secondary = -updated if order == "oldest" else updated
+            ranked = best_positions(primary, secondary, min(offset + limit, len(rows)))
         chosen = ranked[offset : offset + limit]
         ids = index.record_ids(rows[chosen])
         found = engine.storage.fetch(ids)
