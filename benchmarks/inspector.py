@@ -4,9 +4,10 @@ It stores N records (English-like sentences from ``text_query.py``, labels from
 ``_shared.generate``; no embedder, so text queries rank lexically), then asks
 the inspector's app, in process through Starlette's test client, for:
 
-- the memories page without a text query (``engine.browse``, 25 rows);
+- the memories page without a text query (``engine.browse``, 25 rows, and
+  ``engine.stats`` for the list of scopes);
 - the memories page with a text query (``engine.query(text=...)``, then
-  ``engine.browse`` over its hits);
+  ``engine.browse`` over its hits, and ``stats``);
 - one memory's page (``get``, ``decay``, ``archive_entries``, ``stats``).
 
 Each page is checked first to list the same records as its engine calls, then
@@ -87,12 +88,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def plain_engine(_: int) -> list[str]:
             page = engine.browse(scopes=every, order="salience", limit=PAGE_SIZE)
+            engine.stats()  # the scope list
             return [h.record.record_id for h in page.hits]
 
         def text_engine(i: int) -> list[str]:
             hits = engine.query(text=queries[i], limit=TEXT_LIMIT, scopes=every)
             among = [h.record.record_id for h in hits]
             page = engine.browse(scopes=every, among=among, order="given", limit=PAGE_SIZE)
+            engine.stats()
             return [h.record.record_id for h in page.hits]
 
         def memory_engine(i: int) -> list[str]:
@@ -112,11 +115,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return fetch
 
         cases: dict[str, tuple[Callable[[int], str], Callable[[int], list[str]], str]] = {
-            "memories page": (page(lambda i: "/memories"), plain_engine, "engine.browse"),
+            "memories page": (page(lambda i: "/memories"), plain_engine, "browse + stats"),
             "memories page, text query": (
                 page(lambda i: "/memories?q=" + queries[i].replace(" ", "+")),
                 text_engine,
-                "engine.query(text) + browse",
+                "query(text) + browse + stats",
             ),
             "a memory's page": (
                 page(lambda i: f"/memories/{picks[i]}"),

@@ -292,8 +292,7 @@ class Inspector:
 
     # -- one memory ----------------------------------------------------------
 
-    def _lanes(self, record: Record) -> dict[str, Any]:
-        registries = self.engine.stats().registries
+    def _lanes(self, record: Record, registries: dict[str, dict[str, int]]) -> dict[str, Any]:
         domain_prime, subdomain_prime, bucket, instance = unpack(record.address)
         by_prime = {
             kind: {prime: label for label, prime in table.items()}
@@ -342,6 +341,7 @@ class Inspector:
         members = engine.archive_entries(record_id=rid, reason="folded", limit=200).entries
         listed = record.metadata.get("folded_from")
         folded_from = [str(m) for m in listed] if isinstance(listed, list) else []
+        stats = engine.stats()
         form = edit or {
             "content": record.content,
             "tags": ", ".join(record.tags),
@@ -356,13 +356,13 @@ class Inspector:
             live=True,
             decay=decay,
             curve=curve,
-            lanes=self._lanes(record),
+            lanes=self._lanes(record, stats.registries),
             members=[m for m in members if m.folded_into == rid],
             folded_from=folded_from,
             metadata=json.dumps(record.metadata, indent=2, sort_keys=True, ensure_ascii=False),
             form=form,
             error=error,
-            scopes=engine.stats().scopes,
+            scopes=stats.scopes,
         )
 
     def _archived_page(self, request: Request, record_id: str) -> Response:
@@ -381,7 +381,7 @@ class Inspector:
             record=entry.record,
             live=False,
             entry=entry,
-            lanes=self._lanes(entry.record),
+            lanes=self._lanes(entry.record, self.engine.stats().registries),
             members=[e for e in listing.entries if e.folded_into == rid],
             folded_from=[],
             metadata=json.dumps(
