@@ -432,6 +432,16 @@ def test_bulk_actions_on_a_selection(
     assert not check(engine.get(other))
 
 
+def test_a_live_poll_leaves_the_message_for_the_page(
+    client: TestClient, engine: MemoryEngine
+) -> None:
+    rid = engine.store("reinforce me").record_id
+    client.post(f"/memories/{rid}/reinforce", data={"csrf": CSRF})
+    assert "Reinforced" not in client.get("/live/feed?since=0").text
+    assert "Reinforced" in client.get(f"/memories/{rid}").text
+    assert "Reinforced" not in client.get(f"/memories/{rid}").text
+
+
 def test_a_bulk_action_whose_count_changed_asks_again(
     client: TestClient, engine: MemoryEngine
 ) -> None:

@@ -128,7 +128,9 @@ class Inspector:
     def render(
         self, request: Request, name: str, status: int = 200, **context: Any
     ) -> HTMLResponse:
-        flash, self.flash = self.flash, None
+        flash = None
+        if not name.startswith("_"):  # fragments (live search, live feed) leave it be
+            flash, self.flash = self.flash, None
         context.setdefault("flash", flash)
         return self.templates.TemplateResponse(
             request,
