@@ -41,10 +41,8 @@ WAIT_MS = 20_000
 DAY = 86_400.0
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-    )
+def _chromium(where: tuple[str, ...] = ("/usr/bin/chromium",)) -> str:
+    found = shutil.which("chromium") or next((p for p in where if Path(p).exists()), None)
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -55,6 +53,17 @@ def _chromium() -> str:
             pytest.fail(f"CI is set, and the browser test {reason}")
         pytest.skip(reason)
     return found
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", "fail"), ("", "skip")])
+def test_without_chromium_the_browser_test_fails_under_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: str
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", ci)
+    expected = pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
+    with pytest.raises(expected, match="chromium"):
+        _chromium(where=())
 
 
 @pytest.fixture
