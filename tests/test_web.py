@@ -266,6 +266,15 @@ def test_every_page_sends_a_strict_content_security_policy(client: TestClient) -
 # -- pages --------------------------------------------------------------------------
 
 
+def test_pages_work_without_javascript_as_plain_forms_and_links(client: TestClient) -> None:
+    memories = client.get("/memories").text
+    assert '<form id="filters" method="get" action="/memories"' in memories
+    assert '<button type="submit">Search</button>' in memories
+    assert '<form method="post" action="/memories/bulk" id="bulk">' in memories
+    live = client.get("/live").text
+    assert '<noscript><meta http-equiv="refresh" content="10"></noscript>' in live
+
+
 def test_the_overview_shows_counts_charts_and_what_was_never_recalled(
     client: TestClient, engine: MemoryEngine
 ) -> None:
