@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(min(3, args.rounds)):
                 html = fetch(i)
                 want = call(i)
+                if args.inject_mismatch:
+                    want = want[1:] + want[:1] if len(want) > 1 else ["0" * 32]
                 got = listed(html) if name.startswith("memories") else [picks[i]]
                 if name.startswith("a memory") and picks[i] not in html:
                     got = []
@@ -198,6 +200,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--inject-mismatch",
+        action="store_true",
+        help="alter the engine's answers, to show that a disagreement fails the run",
+    )
     args = parser.parse_args(argv)
     if args.records < 1 or args.rounds < 1:
         parser.error("--records and --rounds must be at least 1")

@@ -185,3 +185,12 @@ def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_pat
     for sides in report["p50_seconds"].values():
         assert set(sides) == {"page", "engine"}
         assert all(seconds > 0 for seconds in sides.values())
+
+
+def test_inspector_benchmark_fails_when_a_page_and_the_engine_disagree(tmp_path: Path) -> None:
+    result = run(
+        "inspector.py", "--records", "200", "--rounds", "1", "--inject-mismatch", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement: FAILED" in result.stdout
+    assert "page p50" not in result.stdout
