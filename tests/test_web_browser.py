@@ -136,13 +136,22 @@ def test_a_person_walks_through_the_inspector(
             context.set_default_timeout(WAIT_MS)
             page = context.new_page()
             dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            def dismiss(dialog: Any) -> None:  # a script that ran would open one
+                dialogs.append(dialog.message)
+                dialog.dismiss()
+
+            page.on("dialog", dismiss)
+            errors: list[str] = []  # script errors, and anything the CSP blocked
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
 
             # Refused without the token.
             answer = page.goto(base + "/memories")
             assert answer is not None and answer.status == 403
             expect(page.locator("h1")).to_have_text("Token needed")
             shot(page, "refused")
+            errors.clear()  # the refusal's 403 is logged; nothing else may be
 
             # Open the printed address: the token becomes a cookie, and leaves the URL.
             page.goto(inspector.url)
@@ -236,6 +245,7 @@ def test_a_person_walks_through_the_inspector(
             expect(fresh).to_have_count(1)
             expect(page.locator("#live-total")).to_have_text("7")
             shot(page, "live")
+            assert errors == []
         finally:
             context.close()
 
