@@ -623,20 +623,24 @@ class MemoryEngine:
         return found.record
 
     def forget(self, record_id: str) -> Record:
-        """Delete a record and return what it held.
+        """Forget a record: move it to the archive, and return what it held.
+
+        Nothing is lost: :meth:`restore` brings it back, until
+        :meth:`purge_archive` deletes it for good.
 
         Raises:
             InvalidRecordId: the id is malformed.
-            NotFound: no record has it.
+            NotFound: no live record has it.
+            NotAvailable: the store is not the embedded SQLite store.
         """
+        from . import maintenance
+
         rid = parse_record_id(record_id)
-        with self._lock, self.storage.transaction():
+        with self._lock:
             found = self.storage.fetch([rid]).get(rid)
             if found is None:
                 raise NotFound(f"no record {rid} in {self.path}")
-            self.storage.delete([rid])
-        with self._lock:
-            self._after_write((), removed=[rid])
+            maintenance.archive_by_hand(self._parts, [rid], "forgotten")
         return found.record
 
     def update(self, record_id: str, **changes: Any) -> Record:
@@ -815,7 +819,7 @@ class MemoryEngine:
         """Archived records, newest first, with why and when they left, and their count.
 
         Args:
-            reason: only ``"pruned"`` or only ``"folded"`` entries.
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries.
             contains: only records whose content holds this text (any case).
             record_id: only this record's entries and those of the members
                 folded into it.
@@ -965,9 +969,9 @@ class MemoryEngine:
     def archive(self, record_ids: Iterable[str], *, detail: str = "archived by hand") -> int:
         """Move live records to the archive, all or nothing; :meth:`restore` brings each back.
 
-        Unlike :meth:`forget`, nothing is lost: the records wait in the archive
-        (reason ``pruned``, with ``detail`` saying why) until restored or purged.
-        Returns how many moved.
+        As with :meth:`forget`, nothing is lost: the records wait in the archive
+        (reason ``forgotten``, with ``detail`` saying why) until restored or
+        purged. Returns how many moved.
 
         Raises:
             InvalidRecordId: an id is malformed.
@@ -1000,7 +1004,7 @@ class MemoryEngine:
 
         Args:
             before: only entries archived before this time (Unix seconds).
-            reason: only ``"pruned"`` or only ``"folded"`` entries. Purging folded
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries. Purging folded
                 members means their folded records can no longer be unfolded.
 
         Raises:

@@ -294,7 +294,7 @@ def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str)
                     f"{len(missing)} of the records to archive are not live in {engine.path}: "
                     f"{shown}; nothing was archived"
                 )
-            entries = [(rid, "pruned", detail.strip(), None) for rid in ids]
+            entries = [(rid, "forgotten", detail.strip(), None) for rid in ids]
             archive.archive_records(storage, entries, engine.now())
         engine.index.remove_many(ids)
         engine.after_write(())
@@ -341,8 +341,10 @@ def purge_archive(
     engine: EngineParts, *, before: float | None = None, reason: str | None = None
 ) -> int:
     """See :meth:`.MemoryEngine.purge_archive`."""
-    if reason not in (None, "pruned", "folded"):
-        raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
+    if reason is not None and reason not in archive.REASONS:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(archive.REASONS)}, or None; got {reason!r}"
+        )
     if before is not None and (
         isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
     ):

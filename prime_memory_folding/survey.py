@@ -252,8 +252,10 @@ def archive_entries(
     """See :meth:`.MemoryEngine.archive_entries`."""
     from .maintenance import sqlite_storage
 
-    if reason not in (None, "pruned", "folded"):
-        raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
+    if reason is not None and reason not in archive.REASONS:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(archive.REASONS)}, or None; got {reason!r}"
+        )
     if contains is not None and not isinstance(contains, str):
         raise InvalidInput(f"contains must be a string, got {type(contains).__name__}")
     rid = None if record_id is None else parse_record_id(record_id)

@@ -25,6 +25,7 @@ from .sqlite import (
 )
 
 __all__ = [
+    "REASONS",
     "ArchiveEntry",
     "SnapshotRow",
     "archive_records",
@@ -43,6 +44,9 @@ __all__ = [
     "snapshot_rows",
     "vacuum",
 ]
+
+#: Why a record is in the archive: decayed, merged into a folded record, or forgotten.
+REASONS = ("pruned", "folded", "forgotten")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "

@@ -31,6 +31,7 @@ from ..engine import MemoryEngine
 from ..errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError
 from ..folding import FoldReport
 from ..records import Hit, Record
+from ..storage.archive import REASONS
 from . import charts
 from .filters import ORDERS, PAGE_SIZES, BadFilter, Filters
 from .security import CSRF_FIELD, CsrfError, Guard, Secrets, check_csrf
@@ -547,8 +548,8 @@ class Inspector:
     async def purge(self, request: Request) -> Response:
         form = await self.form(request)
         reason = str(form.get("reason", "")) or None
-        if reason not in (None, "pruned", "folded"):
-            raise BadRequest(f"reason must be pruned, folded or empty, got {reason!r}")
+        if reason is not None and reason not in REASONS:
+            raise BadRequest(f"reason must be {', '.join(REASONS)} or empty, got {reason!r}")
         count = self.engine.archive_entries(reason=reason, limit=0).total
         expected = str(form.get("expected", ""))
         if form.get("confirm") != "yes" or expected != str(count):
