@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EncodeOutput",
     "FoldOutput",
+    "ForgetOutput",
     "QueryHit",
     "QueryOutput",
     "RecordOutput",
@@ -142,6 +143,13 @@ class StatsOutput(BaseModel):
     user_scope: str = Field(description="This user's scope, for personal preferences.")
     visible_scopes: list[str] = Field(description="What a query sees unless it names scopes.")
     scope_reason: str = Field(description="How the server found the current scope.")
+
+
+class ForgetOutput(BaseModel):
+    """What was forgotten: moved to the archive, where restore brings it back."""
+
+    forgotten: int = Field(description="Memories moved to the archive.")
+    record_ids: list[str] = Field(description="Their ids (at most 100 listed).")
 
 
 class ScopeOutput(BaseModel):

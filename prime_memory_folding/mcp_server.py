@@ -1,4 +1,4 @@
-"""The MCP server: a thin adapter from five tools to :class:`MemoryEngine` calls.
+"""The MCP server: a thin adapter from six tools to :class:`MemoryEngine` calls.
 
 Run it on stdio (what IDEs and agent hosts launch)::
 
@@ -43,6 +43,7 @@ from .errors import PrimeMemoryError
 from .mcp_models import (
     EncodeOutput,
     FoldOutput,
+    ForgetOutput,
     QueryHit,
     QueryOutput,
     RecordOutput,
@@ -86,6 +87,9 @@ knows which project it serves: memories go to that project and queries see it, y
 scope and global, without any scope argument."""
 
 #: The engine, or a zero-argument callable that opens it on first use.
+#: A filter may forget this many memories without a confirm_count.
+FORGET_UNCONFIRMED = 3
+
 EngineSource = Union["MemoryEngine", Callable[[], "MemoryEngine"]]
 
 
@@ -528,6 +532,51 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         resolution = await scope_holder.get(ctx) or await call(lambda e: e.whoami())
         return stats_output(await call(lambda e: e.stats()), resolution)
 
+    @tool(_annotations("Forget memories", read_only=False, destructive=True, idempotent=False))
+    async def prime_memory_forget(
+        record_id: Annotated[str | None, Field(description="The one memory to forget.")] = None,
+        domain: Label | None = None,
+        subdomain: Label | None = None,
+        tags: Annotated[list[str] | None, Field(description="Every one of these tags.")] = None,
+        scopes: Scopes = None,
+        confirm_count: Annotated[
+            int | None,
+            Field(
+                ge=0,
+                description=f"Forgetting more than {FORGET_UNCONFIRMED} memories by filter needs "
+                "the number that match; a first call without it says how many.",
+            ),
+        ] = None,
+        ctx: Context | None = None,
+    ) -> ForgetOutput:
+        """Forget a wrong or outdated memory by id, or every memory that matches a filter.
+
+        Forgotten memories move to the archive, where a person can restore them.
+        """
+        has_filter = domain is not None or subdomain is not None or bool(tags)
+        if (record_id is None) == (not has_filter):
+            raise ToolError(
+                "give either record_id or a filter (domain, subdomain, tags), not both or neither"
+            )
+        if record_id is not None:
+            record = await call(lambda e: e.forget(record_id))
+            return ForgetOutput(forgotten=1, record_ids=[record.record_id])
+        seen = scopes if scopes is not None else await visible_scopes(ctx)
+
+        def forget_matching(engine: MemoryEngine) -> list[str]:
+            ids = engine.match_ids(domain=domain, subdomain=subdomain, tags=tags or (), scopes=seen)
+            if len(ids) > FORGET_UNCONFIRMED and confirm_count != len(ids):
+                raise ToolError(
+                    f"{len(ids)} memories match; nothing was forgotten. To forget them all, call "
+                    f"again with confirm_count={len(ids)}"
+                )
+            if ids:
+                engine.archive(ids, detail="forgotten by filter")
+            return ids
+
+        ids = await call(forget_matching)
+        return ForgetOutput(forgotten=len(ids), record_ids=ids[:100])
+
     server.tool_names = frozenset(
         [
             "prime_memory_encode",
@@ -535,6 +584,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             "prime_memory_query",
             "prime_memory_fold",
             "prime_memory_stats",
+            "prime_memory_forget",
         ]
     )
 

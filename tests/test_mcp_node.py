@@ -90,6 +90,7 @@ def test_inspector_lists_the_tools(tmp_path: Path) -> None:
         "prime_memory_query",
         "prime_memory_fold",
         "prime_memory_stats",
+        "prime_memory_forget",
     }
     assert all("outputSchema" in tool for tool in tools.values())
 

@@ -34,6 +34,7 @@ TOOLS = [
     "prime_memory_query",
     "prime_memory_fold",
     "prime_memory_stats",
+    "prime_memory_forget",
 ]
 
 
@@ -464,3 +465,47 @@ async def test_stats_report_the_engines_scope_when_the_server_resolved_none(
     result = await client.read_resource("memory://scope")
     [content] = result.contents
     assert json.loads(content.text)["current"] == who.current  # type: ignore[union-attr]
+
+
+async def test_forget_by_id_archives_and_restore_brings_it_back(
+    client: Client, engine: MemoryEngine
+) -> None:
+    stored = await call(client, "prime_memory_store", content="we deploy on fridays")
+    rid = stored["record"]["record_id"]
+    out = await call(client, "prime_memory_forget", record_id=rid)
+    assert out == {"forgotten": 1, "record_ids": [rid]}
+    assert engine.stats().archived_by_reason == {"forgotten": 1}
+    assert engine.restore(rid).content == "we deploy on fridays"
+    missing = await client.call_tool("prime_memory_forget", {"record_id": "f" * 32})
+    assert missing.is_error and "no record" in missing.content[0].text  # type: ignore[union-attr]
+
+
+async def test_forget_by_filter_needs_the_count_past_a_few(
+    client: Client, engine: MemoryEngine
+) -> None:
+    for n in range(5):
+        await call(client, "prime_memory_store", content=f"stale note {n}", tags=["stale"])
+    await call(client, "prime_memory_store", content="fresh note", tags=["fresh"])
+    first = await client.call_tool("prime_memory_forget", {"tags": ["stale"]})
+    assert first.is_error and "confirm_count=5" in first.content[0].text  # type: ignore[union-attr]
+    wrong = await client.call_tool("prime_memory_forget", {"tags": ["stale"], "confirm_count": 4})
+    assert wrong.is_error
+    assert engine.stats().records == 6  # nothing was forgotten
+    out = await call(client, "prime_memory_forget", tags=["stale"], confirm_count=5)
+    assert out["forgotten"] == 5
+    assert [r for r in engine.match_ids()] == engine.match_ids(tags=["fresh"])
+    few = await call(client, "prime_memory_forget", tags=["fresh"])  # a few need no count
+    assert few["forgotten"] == 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"record_id": "a" * 32, "tags": ["x"]}, {"confirm_count": -1, "tags": ["x"]}],
+)
+async def test_forget_refuses_neither_both_or_a_bad_count(
+    client: Client, engine: MemoryEngine, arguments: dict[str, Any]
+) -> None:
+    await call(client, "prime_memory_store", content="keep", tags=["x"])
+    result = await client.call_tool("prime_memory_forget", arguments)
+    assert result.is_error
+    assert engine.stats().records == 1

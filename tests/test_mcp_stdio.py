@@ -31,6 +31,7 @@ TOOLS = {
     "prime_memory_query",
     "prime_memory_fold",
     "prime_memory_stats",
+    "prime_memory_forget",
 }
 
 
