@@ -27,7 +27,7 @@ from .errors import (
     StoreError,
     StoreLocked,
 )
-from .records import Hit, Record, Stats, StoreResult, Vector
+from .records import Hit, Record, Stats, StoreResult, Vector, Version
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine, default_store_path
@@ -55,6 +55,7 @@ __all__ = [
     "StoreLocked",
     "StoreResult",
     "Vector",
+    "Version",
     "__version__",
     "default_store_path",
 ]

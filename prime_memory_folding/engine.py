@@ -30,6 +30,7 @@ from .records import (
     Record,
     Stats,
     StoreResult,
+    Version,
     check_unit_interval,
 )
 from .scopes import ScopeResolution
@@ -643,11 +644,29 @@ class MemoryEngine:
             maintenance.archive_by_hand(self._parts, [rid], "forgotten")
         return found.record
 
+    def history(self, record_id: str) -> list[Version]:
+        """The versions of a record that updates replaced, oldest first.
+
+        An update that changes the content, tags, importance or scope keeps the
+        version it replaced in the archive (reason ``replaced``).
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        from .maintenance import sqlite_storage
+
+        rid = parse_record_id(record_id)
+        with self._lock:
+            entries = archive.history(sqlite_storage(self._parts), rid)
+        return [Version(entry.stored.record, entry.archived_at) for entry in entries]
+
     def update(self, record_id: str, **changes: Any) -> Record:
         """Change a record's content, tags, importance, strength, metadata, vector or scope.
 
         The id and address stay as they were, also when the record moves to
-        another scope. ``metadata`` replaces the old
+        another scope. A change of content, tags, importance or scope keeps the
+        version it replaced as history (:meth:`history`). ``metadata`` replaces the old
         metadata; ``vector=None`` removes the vector.
 
         Raises:

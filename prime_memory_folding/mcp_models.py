@@ -24,6 +24,7 @@ __all__ = [
     "ScopeOutput",
     "StatsOutput",
     "StoreOutput",
+    "UpdateOutput",
     "record_output",
     "stats_output",
 ]
@@ -150,6 +151,13 @@ class ForgetOutput(BaseModel):
 
     forgotten: int = Field(description="Memories moved to the archive.")
     record_ids: list[str] = Field(description="Their ids (at most 100 listed).")
+
+
+class UpdateOutput(BaseModel):
+    """The corrected memory; the version it replaced stays in the archive."""
+
+    record: RecordOutput
+    versions: int = Field(description="Earlier versions kept as this memory's history.")
 
 
 class ScopeOutput(BaseModel):

@@ -1,4 +1,4 @@
-"""The MCP server: a thin adapter from six tools to :class:`MemoryEngine` calls.
+"""The MCP server: a thin adapter from seven tools to :class:`MemoryEngine` calls.
 
 Run it on stdio (what IDEs and agent hosts launch)::
 
@@ -50,6 +50,7 @@ from .mcp_models import (
     ScopeOutput,
     StatsOutput,
     StoreOutput,
+    UpdateOutput,
     record_output,
     stats_output,
 )
@@ -577,6 +578,42 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         ids = await call(forget_matching)
         return ForgetOutput(forgotten=len(ids), record_ids=ids[:100])
 
+    @tool(_annotations("Correct a memory", read_only=False, destructive=False, idempotent=True))
+    async def prime_memory_update(
+        record_id: Annotated[str, Field(description="The memory to correct; its id stays.")],
+        content: Annotated[
+            str | None, Field(description="The corrected text.", max_length=MAX_CONTENT_CHARS)
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="The new tags, all of them.")] = None,
+        importance: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
+        scope: Annotated[str | None, Field(description="Move it to this scope.")] = None,
+    ) -> UpdateOutput:
+        """Correct a stored memory that changed, in place; its id stays.
+
+        The version it replaces is kept as history.
+        """
+        changes: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("content", content),
+                ("tags", tags),
+                ("importance", importance),
+                ("scope", scope),
+            )
+            if value is not None
+        }
+        if not changes:
+            raise ToolError("nothing to change: give content, tags, importance or scope")
+
+        def correct(engine: MemoryEngine) -> UpdateOutput:
+            record = engine.update(record_id, **changes)
+            return UpdateOutput(
+                record=record_output(record), versions=len(engine.history(record.record_id))
+            )
+
+        result: UpdateOutput = await call(correct)
+        return result
+
     server.tool_names = frozenset(
         [
             "prime_memory_encode",
@@ -585,6 +622,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             "prime_memory_fold",
             "prime_memory_stats",
             "prime_memory_forget",
+            "prime_memory_update",
         ]
     )
 

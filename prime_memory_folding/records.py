@@ -19,6 +19,7 @@ __all__ = [
     "Stats",
     "StoreResult",
     "Vector",
+    "Version",
     "check_content",
     "check_metadata",
     "check_unit_interval",
@@ -126,6 +127,14 @@ class Record:
     vector: Vector | None = None
     #: The scope the record belongs to: ``global``, ``user:<name>``, ``project:<id>``, ...
     scope: str = "global"
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """An earlier version of a record, as it was before an update replaced it."""
+
+    record: Record
+    replaced_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from .records import (
     check_vector,
 )
 from .scopes import GLOBAL, normalise_scope
-from .storage import Storage, StoredRow
+from .storage import SQLiteStorage, Storage, StoredRow, archive
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -474,6 +474,15 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
                 # A strength set now decays from now (folding).
                 strength_at=current.strength_at if strength is None else record.updated_at,
             )
+            corrected = (rec.content, rec.tags, rec.importance, rec.scope) != (
+                record.content,
+                record.tags,
+                record.importance,
+                record.scope,
+            )
+            if corrected and isinstance(storage, SQLiteStorage):
+                # The version this update corrects stays in the archive as history.
+                archive.keep_versions(storage, [rid], record.updated_at)
             storage.replace([row])
         registry.add(assigned)
         engine.after_write([row])

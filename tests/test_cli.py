@@ -674,3 +674,15 @@ def test_short_time_shows_a_time_no_calendar_holds_without_failing(stamp: float)
 
     assert "out of range" in short_time(stamp)
     assert short_time(0.0)[:4] in {"1969", "1970"}
+
+
+def test_get_shows_the_versions_an_update_replaced(run: Any) -> None:
+    rid = _store(run, "we use postgres 14", "-t", "db")
+    assert run("update", rid, "-c", "we use postgres 15").exit_code == 0
+    shown = run("get", rid, "--history")
+    assert shown.exit_code == 0
+    assert "we use postgres 15" in shown.stdout and "replaced" in shown.stdout
+    assert "we use postgres 14" in shown.stdout
+    both = json.loads(run("get", rid, "--history", "--json").stdout)
+    assert [v["record"]["content"] for v in both["history"]] == ["we use postgres 14"]
+    assert "replaced" not in run("get", rid).stdout

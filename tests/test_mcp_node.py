@@ -91,6 +91,7 @@ def test_inspector_lists_the_tools(tmp_path: Path) -> None:
         "prime_memory_fold",
         "prime_memory_stats",
         "prime_memory_forget",
+        "prime_memory_update",
     }
     assert all("outputSchema" in tool for tool in tools.values())
 

@@ -35,6 +35,7 @@ TOOLS = [
     "prime_memory_fold",
     "prime_memory_stats",
     "prime_memory_forget",
+    "prime_memory_update",
 ]
 
 
@@ -509,3 +510,45 @@ async def test_forget_refuses_neither_both_or_a_bad_count(
     result = await client.call_tool("prime_memory_forget", arguments)
     assert result.is_error
     assert engine.stats().records == 1
+
+
+async def test_update_corrects_in_place_and_keeps_the_old_version(
+    client: Client, engine: MemoryEngine, clock: FakeClock
+) -> None:
+    stored = await call(client, "prime_memory_store", content="we use postgres 14", tags=["db"])
+    rid = stored["record"]["record_id"]
+    clock.advance(60)
+    out = await call(
+        client, "prime_memory_update", record_id=rid, content="we use postgres 15", importance=0.9
+    )
+    assert out["record"]["record_id"] == rid and out["versions"] == 1
+    assert out["record"]["content"] == "we use postgres 15"
+    [old] = engine.history(rid)
+    assert (old.record.content, old.record.importance) == ("we use postgres 14", 0.5)
+    assert old.replaced_at == clock.now
+    moved = await call(client, "prime_memory_update", record_id=rid, scope="project:x")
+    assert moved["record"]["scope"] == "project:x" and moved["versions"] == 2
+    same = await call(client, "prime_memory_update", record_id=rid, scope="project:x")
+    assert same["versions"] == 2  # nothing changed, so no new version
+    hits = await call(client, "prime_memory_query", tags=["db"], scopes=["*"])
+    assert [hit["record_id"] for hit in hits["hits"]] == [rid]  # history is not live
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"record_id": "f" * 32, "content": "x"}, "no record"),
+        ({"content": "   "}, "empty"),
+        ({}, "nothing to change"),
+        ({"importance": 2}, "importance"),
+        ({"scope": "planet:x"}, "not a scope kind"),
+    ],
+)
+async def test_a_bad_update_is_a_tool_error_and_changes_nothing(
+    client: Client, engine: MemoryEngine, arguments: dict[str, Any], says: str
+) -> None:
+    stored = await call(client, "prime_memory_store", content="keep this", tags=["x"])
+    rid = stored["record"]["record_id"]
+    result = await client.call_tool("prime_memory_update", {"record_id": rid, **arguments})
+    assert result.is_error and says in result.content[0].text  # type: ignore[union-attr]
+    assert engine.get(rid).content == "keep this" and engine.history(rid) == []

@@ -32,6 +32,7 @@ TOOLS = {
     "prime_memory_fold",
     "prime_memory_stats",
     "prime_memory_forget",
+    "prime_memory_update",
 }
 
 

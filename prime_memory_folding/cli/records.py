@@ -214,18 +214,27 @@ def query(
 @click.command()
 @click.argument("record_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option(
+    "--history", is_flag=True, help="Also show the versions that updates replaced, oldest first."
+)
 @vectors_option
 @store_option
 @click.pass_context
-@examples("prime-memory get 0000000b0000000200c0ffee12345678")
-def get(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
-    """Show one memory by its id."""
+@examples(
+    "prime-memory get 0000000b0000000200c0ffee12345678",
+    "prime-memory get 0000000b0000000200c0ffee12345678 --history",
+)
+def get(ctx: click.Context, record_id: str, as_json: bool, history: bool, vectors: bool) -> None:
+    """Show one memory by its id, and with --history the versions it replaced."""
     with open_engine(ctx) as engine:
         rec = engine.get(record_id)
+        versions = engine.history(record_id) if history else []
     if as_json:
-        echo_json(rec, vectors=vectors)
-    else:
-        show_record(rec, "record")
+        echo_json({"record": rec, "history": versions} if history else rec, vectors=vectors)
+        return
+    show_record(rec, "record")
+    for version in versions:
+        click.echo(f"  replaced {short_time(version.replaced_at)}: {version.record.content[:200]}")
 
 
 @click.command()

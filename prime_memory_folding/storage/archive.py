@@ -35,6 +35,8 @@ __all__ = [
     "count",
     "count_by_reason",
     "count_entries",
+    "history",
+    "keep_versions",
     "list_entries",
     "live_profile",
     "purge",
@@ -45,8 +47,9 @@ __all__ = [
     "vacuum",
 ]
 
-#: Why a record is in the archive: decayed, merged into a folded record, or forgotten.
-REASONS = ("pruned", "folded", "forgotten")
+#: Why a record is in the archive: decayed, merged into a folded record, forgotten,
+#: or an earlier version of a live record that an update replaced (its history).
+REASONS = ("pruned", "folded", "forgotten", "replaced")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "
@@ -257,6 +260,27 @@ def archived(storage: SQLiteStorage, record_id: str) -> ArchiveEntry | None:
     """The newest archive entry of ``record_id``, if any."""
     found = _entries(storage, "record_id = ?", (record_id,))
     return found[-1] if found else None
+
+
+def keep_versions(storage: SQLiteStorage, record_ids: Sequence[str], now: float) -> None:
+    """Copy live records into the archive as history (reason ``replaced``); they stay live.
+
+    Call inside the transaction that then changes them.
+    """
+    columns = ", ".join(f"r.{name.strip()}" for name in _RECORD_COLUMNS.split(","))
+    for chunk in _chunks(list(record_ids)):
+        marks = ",".join("?" * len(chunk))
+        storage.db.execute(
+            f"INSERT INTO archive (reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}) "
+            f"SELECT 'replaced', 'replaced by an update', r.record_id, ?, {columns} "
+            f"FROM records AS r WHERE r.record_id IN ({marks}) ORDER BY r.record_id",
+            (now, *chunk),
+        )
+
+
+def history(storage: SQLiteStorage, record_id: str) -> list[ArchiveEntry]:
+    """The versions of a live record that updates replaced, oldest first."""
+    return _entries(storage, "reason = 'replaced' AND folded_into = ?", (record_id,))
 
 
 def members_of(storage: SQLiteStorage, folded_id: str) -> list[ArchiveEntry]:

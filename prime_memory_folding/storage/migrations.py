@@ -338,7 +338,11 @@ def add_scopes(db: sqlite3.Connection) -> None:
 
 @migration(7)
 def archive_forgotten(db: sqlite3.Connection) -> None:
-    """The archive also keeps records forgotten on purpose (reason ``forgotten``).
+    """The archive also keeps forgotten records and the versions updates replaced.
+
+    Reason ``forgotten``: a record forgotten on purpose, restorable. Reason
+    ``replaced``: the version of a record that an update corrected, kept as its
+    history (``folded_into`` is the record's own id), while the record lives on.
 
     SQLite cannot change a CHECK constraint in place, so the archive is rebuilt
     with the wider one: every entry keeps its ``seq`` and every column, the
@@ -354,7 +358,8 @@ def archive_forgotten(db: sqlite3.Connection) -> None:
         f"""
         CREATE TABLE archive_new (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            reason TEXT NOT NULL CHECK (reason IN ('pruned', 'folded', 'forgotten')),
+            reason TEXT NOT NULL
+                CHECK (reason IN ('pruned', 'folded', 'forgotten', 'replaced')),
             detail TEXT NOT NULL,
             folded_into TEXT,
             archived_at REAL NOT NULL,
