@@ -134,10 +134,13 @@ class StatsOutput(BaseModel):
     )
     schema_version: int
     archived: int = Field(
-        0, description="Records in the fold archive (pruned or folded away, restorable)."
+        0,
+        description="Entries in the archive: records pruned, folded away or forgotten "
+        "(restorable), and versions that updates replaced.",
     )
     archived_by_reason: dict[str, int] = Field(
-        default_factory=dict, description="Archived records per reason: folded, pruned."
+        default_factory=dict,
+        description="Archive entries per reason: pruned, folded, forgotten, replaced.",
     )
     scopes: dict[str, int] = Field(description="Records per scope.")
     current_scope: str = Field(description="Where memories go unless a store names a scope.")

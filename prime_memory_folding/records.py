@@ -167,9 +167,10 @@ class Stats:
     store_bytes: int
     embedding_space: str | None
     schema_version: int
-    #: Records in the fold archive: pruned or folded away, and restorable.
+    #: Entries in the archive: records pruned, folded away or forgotten (restorable),
+    #: and versions that updates replaced.
     archived: int = 0
-    #: Archived records per reason (``folded``, ``pruned``).
+    #: Archive entries per reason (``pruned``, ``folded``, ``forgotten``, ``replaced``).
     archived_by_reason: dict[str, int] = field(default_factory=dict)
     #: Live records per scope.
     scopes: dict[str, int] = field(default_factory=dict)
