@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import recall, survey, writes
+from . import budget, recall, survey, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -434,6 +434,7 @@ class MemoryEngine:
         vector: Sequence[float] | None = None,
         limit: int = 10,
         scopes: Iterable[str] | None = None,
+        max_tokens: int | None = None,
     ) -> list[Hit]:
         """Find memories, best first.
 
@@ -447,11 +448,48 @@ class MemoryEngine:
         (:meth:`whoami`); a list sees those scopes, ``["*"]`` every scope. An
         unknown scope matches nothing.
 
+        With ``max_tokens``, the hits are filled best-first into that many
+        tokens (:mod:`~prime_memory_folding.budget`), and the list is a
+        :class:`~prime_memory_folding.budget.Hits` that also says
+        ``tokens_used`` and how many were ``left_out``. It always holds at least
+        one hit when any matched: a first hit over the budget is cut to fit.
+
         Raises:
             InvalidInput: a bad argument.
             NotAvailable: ``text`` was given, and this store cannot rank text.
             EmbeddingError: the text embedder failed; the message names the setting.
         """
+        if max_tokens is not None:
+            budget.check_budget(max_tokens)
+        hits = self._query_hits(
+            text=text,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
+            vector=vector,
+            limit=limit,
+            scopes=scopes,
+        )
+        return hits if max_tokens is None else budget.fit(hits, max_tokens)
+
+    def _query_hits(
+        self,
+        *,
+        text: str | None = None,
+        domain: str | None = None,
+        subdomain: str | None = None,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        exclude_tags: Iterable[str] = (),
+        min_strength: float = 0.0,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        scopes: Iterable[str] | None = None,
+    ) -> list[Hit]:
+        """:meth:`query` without a budget: every hit up to ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else writes.as_vector(vector)

@@ -92,10 +92,12 @@ class QueryHit(BaseModel):
 
 
 class QueryOutput(BaseModel):
-    """Hits, best first."""
+    """Hits, best first, within the token budget."""
 
     count: int
     hits: list[QueryHit]
+    tokens_used: int = Field(description="What this answer costs, estimated on the high side.")
+    left_out: int = Field(description="Hits that ranked but did not fit the budget.")
 
 
 class FoldOutput(BaseModel):

@@ -39,6 +39,7 @@ from mcp_types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import scopes as scope_rules
+from .budget import count_tokens, fit
 from .errors import PrimeMemoryError
 from .mcp_models import (
     EncodeOutput,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
     from .engine import MemoryEngine
+    from .records import Hit
 
 __all__ = [
     "EncodeOutput",
@@ -88,6 +90,10 @@ knows which project it serves: memories go to that project and queries see it, y
 scope and global, without any scope argument."""
 
 #: The engine, or a zero-argument callable that opens it on first use.
+#: The token budget of a query's answer unless the agent asks for another.
+DEFAULT_QUERY_TOKENS = 1_500
+#: The smallest budget a query's answer takes: one hit's fields and a few words.
+MIN_QUERY_TOKENS = 300
 #: A filter may forget this many memories without a confirm_count.
 FORGET_UNCONFIRMED = 3
 
@@ -442,6 +448,14 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             bool, Field(description="Return each hit's vector too.")
         ] = False,
         scopes: Scopes = None,
+        max_tokens: Annotated[
+            int,
+            Field(
+                ge=MIN_QUERY_TOKENS,
+                le=100_000,
+                description="The answer's size limit in tokens; best hits first.",
+            ),
+        ] = DEFAULT_QUERY_TOKENS,
         ctx: Context | None = None,
     ) -> QueryOutput:
         """Recall stored memories, best first, before answering what may depend on earlier work.
@@ -450,7 +464,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         current project, the user scope and global unless scopes says otherwise.
         """
         seen = scopes if scopes is not None else await visible_scopes(ctx)
-        hits = await call(
+        ranked = await call(
             lambda e: e.query(
                 text=text,
                 domain=domain,
@@ -464,8 +478,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 scopes=seen,
             )
         )
-        out = [
-            QueryHit(
+
+        def shown(hit: Hit) -> QueryHit:
+            return QueryHit(
                 record_id=hit.record.record_id,
                 content=hit.record.content,
                 domain=hit.record.domain,
@@ -481,9 +496,28 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 if include_vectors and hit.record.vector is not None
                 else None,
             )
-            for hit in hits
-        ]
-        return QueryOutput(count=len(out), hits=out)
+
+        # The hits fill what the answer's own fields leave of the budget, as the
+        # SDK sends it (JSON indented by 2). The whole answer is then counted, and
+        # refitted tighter in the rare case that joining the hits cost more.
+        room = max_tokens - count_tokens(
+            QueryOutput(
+                count=limit, hits=[], tokens_used=max_tokens, left_out=limit
+            ).model_dump_json(indent=2)
+        )
+        while True:
+            fitted = fit(
+                ranked, room, cost=lambda hit: count_tokens(shown(hit).model_dump_json(indent=2))
+            )
+            out = [shown(hit) for hit in fitted]
+            answer = QueryOutput(
+                count=len(out), hits=out, tokens_used=max_tokens, left_out=fitted.left_out
+            )
+            used = count_tokens(answer.model_dump_json(indent=2))
+            if used <= max_tokens or room <= 1:
+                answer.tokens_used = used
+                return answer
+            room -= used - max_tokens
 
     @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_fold(

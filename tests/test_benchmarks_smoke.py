@@ -514,3 +514,23 @@ def test_inspector_benchmark_fails_when_a_page_and_the_engine_disagree(tmp_path:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "agreement: FAILED" in result.stdout
     assert "page p50" not in result.stdout
+
+
+def test_token_count_benchmark_counts_every_turn(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    turns = [
+        {"speaker": "A", "text": f"turn {n}: we met at the cafe on Main Street"} for n in range(7)
+    ]
+    data.write_text(
+        json.dumps([{"conversation": {"session_1": turns, "speaker_a": "A"}, "qa": []}]),
+        encoding="utf-8",
+    )
+    out = tmp_path / "tokens.json"
+    result = run("token_count.py", "--locomo", str(data), "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())["LoCoMo dev turns"]
+    assert report["texts"] == 7 and report["estimate_tokens"] > 7 * 10
+    assert "LoCoMo dev turns: 7 texts" in result.stdout
+    for reference in ("o200k_base", "cl100k_base"):
+        if reference in report:  # with the bench extra installed
+            assert 0.8 < report[reference]["estimate_over_reference"] < 1.5

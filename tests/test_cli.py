@@ -686,3 +686,14 @@ def test_get_shows_the_versions_an_update_replaced(run: Any) -> None:
     both = json.loads(run("get", rid, "--history", "--json").stdout)
     assert [v["record"]["content"] for v in both["history"]] == ["we use postgres 14"]
     assert "replaced" not in run("get", rid).stdout
+
+
+def test_query_fills_a_token_budget(run: Any) -> None:
+    for n in range(6):
+        _store(run, f"note {n} " + "with quite a few words " * 20, "-t", "t")
+    result = run("query", "-t", "t", "--max-tokens", "300", "--json")
+    assert result.exit_code == 0
+    assert 1 <= len(json.loads(result.stdout)) < 6
+    table = run("query", "-t", "t", "--max-tokens", "300")
+    assert "did not fit 300 tokens" in table.stderr
+    one_line_error(run("query", "-t", "t", "--max-tokens", "5"), "max_tokens")

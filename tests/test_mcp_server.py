@@ -552,3 +552,34 @@ async def test_a_bad_update_is_a_tool_error_and_changes_nothing(
     result = await client.call_tool("prime_memory_update", {"record_id": rid, **arguments})
     assert result.is_error and says in result.content[0].text  # type: ignore[union-attr]
     assert engine.get(rid).content == "keep this" and engine.history(rid) == []
+
+
+@pytest.mark.parametrize("max_tokens", [300, 600, 1_500])
+async def test_a_query_answer_never_exceeds_its_token_budget(
+    client: Client, engine: MemoryEngine, max_tokens: int
+) -> None:
+    from prime_memory_folding.budget import count_tokens
+
+    engine.store_many(
+        [{"content": f"note {n}: " + "a fairly long sentence " * (n * 7), "tags": ["t"]}
+         for n in range(12)]
+    )  # fmt: skip
+    result = await client.call_tool("prime_memory_query", {"tags": ["t"], "max_tokens": max_tokens})
+    assert not result.is_error
+    answer = result.structured_content
+    assert answer is not None and answer["count"] >= 1
+    [text] = result.content
+    assert count_tokens(text.text) == answer["tokens_used"] <= max_tokens  # type: ignore[union-attr]
+    assert answer["count"] + answer["left_out"] == 10  # the default limit
+
+
+async def test_the_default_budget_holds_and_a_bad_one_is_refused(
+    client: Client, engine: MemoryEngine
+) -> None:
+    engine.store_many([{"content": "word " * 2_000, "tags": ["t"]} for _ in range(3)])
+    answer = await call(client, "prime_memory_query", tags=["t"])
+    assert answer["tokens_used"] <= 1_500 and answer["count"] == 1
+    assert answer["hits"][0]["content"].endswith("cut to fit the token budget]")
+    for bad in (299, 0, -1, 10**9):
+        result = await client.call_tool("prime_memory_query", {"max_tokens": bad})
+        assert result.is_error

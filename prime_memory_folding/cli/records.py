@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..budget import Hits
 from ..errors import NotAvailable
 from ._common import (
     console,
@@ -149,6 +150,12 @@ def store(
 @click.option("--exclude-tag", "exclude_tags", multiple=True, help="Hits must have none of these.")
 @click.option("--min-strength", type=float, default=0.0, show_default=True, help="0 to 1.")
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="Most hits to show.")
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=None,
+    help="Fill at most this many tokens with hits, best first (an estimate that errs high).",
+)
 @click.option("--all-scopes", is_flag=True, help=ALL_SCOPES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
 @vectors_option
@@ -173,6 +180,7 @@ def query(
     exclude_tags: tuple[str, ...],
     min_strength: float,
     limit: int,
+    max_tokens: int | None,
     all_scopes: bool,
     as_json: bool,
     vectors: bool,
@@ -196,6 +204,7 @@ def query(
                 min_strength=min_strength,
                 limit=limit,
                 scopes=scopes,
+                max_tokens=max_tokens,
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None
@@ -209,6 +218,12 @@ def query(
         click.echo("no memories match", err=True)
         return
     console().print(_record_table([h.record for h in hits], [h.score for h in hits]))
+    if isinstance(hits, Hits) and hits.left_out:
+        click.echo(
+            f"{hits.left_out} more did not fit {hits.max_tokens:,} tokens "
+            f"({hits.tokens_used:,} used)",
+            err=True,
+        )
 
 
 @click.command()
