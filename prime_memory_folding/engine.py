@@ -35,6 +35,7 @@ from .records import (
 )
 from .scopes import ScopeResolution
 from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
+from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
@@ -375,19 +376,26 @@ class MemoryEngine:
         exclude_tags: Iterable[str],
         min_strength: float,
         scope_names: Iterable[str] | None = None,
+        since: object = None,
+        until: object = None,
     ) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
 
         Label lookups are memoised per distinct set of labels until the next
         label is added, so a repeated query skips normalising and resolving.
+        ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
         """
         strength = check_unit_interval("min_strength", min_strength)
         visible = self._visible(scope_names)
+        start = None if since is None else parse_when(since, float(self._clock()), "since")
+        end = None if until is None else parse_when(until, float(self._clock()), "until")
         labels = self._registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
         if labels is None or visible == ():
             return None
         if visible is not None:
             labels = replace(labels, scopes=visible)
+        if start is not None or end is not None:
+            labels = replace(labels, since=start, until=end)
         if strength == 0.0:
             return labels
         # Gate on the strength decayed to now (folding), without writing anything.
@@ -435,6 +443,8 @@ class MemoryEngine:
         limit: int = 10,
         scopes: Iterable[str] | None = None,
         max_tokens: int | None = None,
+        since: object = None,
+        until: object = None,
     ) -> list[Hit]:
         """Find memories, best first.
 
@@ -446,7 +456,9 @@ class MemoryEngine:
 
         ``scopes`` None sees the current scope, the user's and ``global``
         (:meth:`whoami`); a list sees those scopes, ``["*"]`` every scope. An
-        unknown scope matches nothing.
+        unknown scope matches nothing. ``since`` and ``until`` keep records last
+        stored or changed in that window: a ``datetime``, Unix seconds, an ISO
+        date, or an age such as ``"7d"`` or ``"2 weeks"`` (:mod:`~.when`).
 
         With ``max_tokens``, the hits are filled best-first into that many
         tokens (:mod:`~prime_memory_folding.budget`), and the list is a
@@ -472,6 +484,8 @@ class MemoryEngine:
             vector=vector,
             limit=limit,
             scopes=scopes,
+            since=since,
+            until=until,
         )
         return hits if max_tokens is None else budget.fit(hits, max_tokens)
 
@@ -488,6 +502,8 @@ class MemoryEngine:
         vector: Sequence[float] | None = None,
         limit: int = 10,
         scopes: Iterable[str] | None = None,
+        since: object = None,
+        until: object = None,
     ) -> list[Hit]:
         """:meth:`query` without a budget: every hit up to ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
@@ -498,7 +514,17 @@ class MemoryEngine:
             return self._text_query(
                 recall.check_text(text),
                 query_vector,
-                (domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes),
+                (
+                    domain,
+                    subdomain,
+                    tags,
+                    any_tags,
+                    exclude_tags,
+                    min_strength,
+                    scopes,
+                    since,
+                    until,
+                ),
                 limit,
             )
         # -- end recall --
@@ -507,7 +533,7 @@ class MemoryEngine:
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
                 writes.check_space(self.storage, len(query_vector), claim=False)
             gates = self._gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
             )
             if gates is None or limit == 0:
                 return []
@@ -633,15 +659,17 @@ class MemoryEngine:
         exclude_tags: Iterable[str] = (),
         min_strength: float = 0.0,
         scopes: Iterable[str] | None = None,
+        since: object = None,
+        until: object = None,
     ) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited.
 
-        ``scopes`` works as in :meth:`query`.
+        ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
         with self._lock:
             self._refresh()
             gates = self._gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
             )
             if gates is None:
                 return []

@@ -112,6 +112,9 @@ class TagQuery:
     now: float | None = None
     #: Only records in one of these scopes; None means any scope.
     scopes: tuple[str, ...] | None = None
+    #: Only records last stored or changed at or after ``since`` and before ``until``.
+    since: float | None = None
+    until: float | None = None
 
 
 class StructuralIndex:
@@ -348,7 +351,8 @@ class StructuralIndex:
             if found is None:
                 found = _bitmap(self.alive_rows())
             found = found - excluded
-        exact_only = not (gates.any_of or gates.min_strength > 0.0)
+        timed = gates.since is not None or gates.until is not None
+        exact_only = not (gates.any_of or gates.min_strength > 0.0 or timed)
         if found is not None and as_ids and exact_only and len(found) <= _PYTHON_TEST_MAX:
             # A few candidates and only the exact test left: plain Python ints
             # touch far less than a chain of small numpy calls.
@@ -374,6 +378,14 @@ class StructuralIndex:
                 else self.effective_strength(rows, gates.now)
             )
             rows = rows[strength >= gates.min_strength]
+        if timed and len(rows):
+            updated = self._updated[rows]
+            keep = np.ones(len(rows), dtype=bool)
+            if gates.since is not None:
+                keep &= updated >= gates.since
+            if gates.until is not None:
+                keep &= updated < gates.until
+            rows = rows[keep]
         return self.record_ids(rows) if as_ids else rows
 
     def _in_scopes(self, scopes: tuple[str, ...]) -> Posting:

@@ -448,6 +448,11 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             bool, Field(description="Return each hit's vector too.")
         ] = False,
         scopes: Scopes = None,
+        since: Annotated[
+            str | None,
+            Field(description="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks."),
+        ] = None,
+        until: Annotated[str | None, Field(description="Only those before this time.")] = None,
         max_tokens: Annotated[
             int,
             Field(
@@ -476,6 +481,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 vector=vector,
                 limit=limit,
                 scopes=seen,
+                since=since,
+                until=until,
             )
         )
 

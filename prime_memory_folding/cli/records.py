@@ -156,6 +156,8 @@ def store(
     default=None,
     help="Fill at most this many tokens with hits, best first (an estimate that errs high).",
 )
+@click.option("--since", help="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks.")
+@click.option("--until", help="Only memories stored or changed before this time.")
 @click.option("--all-scopes", is_flag=True, help=ALL_SCOPES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
 @vectors_option
@@ -181,6 +183,8 @@ def query(
     min_strength: float,
     limit: int,
     max_tokens: int | None,
+    since: str | None,
+    until: str | None,
     all_scopes: bool,
     as_json: bool,
     vectors: bool,
@@ -205,6 +209,8 @@ def query(
                 limit=limit,
                 scopes=scopes,
                 max_tokens=max_tokens,
+                since=since,
+                until=until,
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None
