@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -18,7 +19,7 @@ from . import budget, recall, survey, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
-from .errors import InvalidInput, NotAvailable, NotFound, StoreError
+from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
 from .folding import FoldPolicy, FoldReport, decay_columns, decay_terms
 from .index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
 from .labels import LabelRegistry
@@ -39,8 +40,14 @@ from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
+logger = logging.getLogger(__name__)
+
 #: The most hits one query may ask for.
 MAX_LIMIT = 10_000
+#: Recalled records wait for one write of their reinforcements until this many
+#: are pending, or this many seconds passed since the last write, or the engine closes.
+RECALL_FLUSH_RECORDS = 64
+RECALL_FLUSH_SECONDS = 30.0
 
 
 def default_store_path() -> Path:
@@ -115,6 +122,9 @@ class MemoryEngine:
         self._index = StructuralIndex()
         self._writes = 0
         self._parts = _Parts(self)
+        # Recalled records not yet reinforced in the store (see query(reinforce=True)).
+        self._recalled: dict[str, int] = {}
+        self._recall_written = float(self._clock())
         self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
         self._load()
         # -- recall: refuse a store embedded by another model --
@@ -128,8 +138,13 @@ class MemoryEngine:
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """Close the store. Further calls raise :class:`StoreError`."""
+        """Write pending reinforcements and close the store; further calls raise StoreError."""
         with self._lock:
+            if self._storage is not None and self._recalled:
+                try:
+                    self.flush_recalls()
+                except PrimeMemoryError:
+                    logger.warning("reinforcing recalled memories failed on close", exc_info=True)
             if self._storage is not None:
                 self._storage.close()
                 self._storage = None
@@ -445,6 +460,7 @@ class MemoryEngine:
         max_tokens: int | None = None,
         since: object = None,
         until: object = None,
+        reinforce: bool = False,
     ) -> list[Hit]:
         """Find memories, best first.
 
@@ -459,6 +475,11 @@ class MemoryEngine:
         unknown scope matches nothing. ``since`` and ``until`` keep records last
         stored or changed in that window: a ``datetime``, Unix seconds, an ISO
         date, or an age such as ``"7d"`` or ``"2 weeks"`` (:mod:`~.when`).
+
+        With ``reinforce``, what the query returns counts as recalled: each hit
+        is reinforced as storing it again would, in a write shared with other
+        queries' (:meth:`flush_recalls`), so a query does not wait for a commit
+        of its own. Off by default, so that a library's reads do not write.
 
         With ``max_tokens``, the hits are filled best-first into that many
         tokens (:mod:`~prime_memory_folding.budget`), and the list is a
@@ -487,7 +508,35 @@ class MemoryEngine:
             since=since,
             until=until,
         )
-        return hits if max_tokens is None else budget.fit(hits, max_tokens)
+        if max_tokens is not None:
+            hits = budget.fit(hits, max_tokens)
+        if reinforce and hits:
+            self._recall([hit.record.record_id for hit in hits])
+        return hits
+
+    def _recall(self, record_ids: Iterable[str]) -> None:
+        with self._lock:
+            for rid in record_ids:
+                self._recalled[rid] = self._recalled.get(rid, 0) + 1
+            waited = float(self._clock()) - self._recall_written
+            if len(self._recalled) >= RECALL_FLUSH_RECORDS or waited >= RECALL_FLUSH_SECONDS:
+                self.flush_recalls()
+
+    def flush_recalls(self) -> int:
+        """Write the reinforcements of recalled memories now, in one transaction.
+
+        :meth:`query` with ``reinforce=True`` gathers them and writes them
+        every so often; a crash before that loses them (and nothing else).
+        Returns how many records were reinforced.
+        """
+        from . import maintenance
+
+        with self._lock:
+            pending, self._recalled = self._recalled, {}
+            self._recall_written = float(self._clock())
+            if not pending:
+                return 0
+            return maintenance.reinforce_many(self._parts, pending, writes.REINFORCE_RATE)
 
     def _query_hits(
         self,

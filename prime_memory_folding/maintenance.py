@@ -313,28 +313,53 @@ def reinforce(engine: EngineParts, record_id: str, rate: float) -> Record:
             current = storage.fetch([rid]).get(rid)
             if current is None:
                 raise NotFound(f"no live record {rid} in {engine.path}; restore it if archived")
-            rec = current.record
-            now = engine.now()
-            since, half = decay_terms(
-                engine.fold_policy,
-                rec.importance,
-                rec.metadata.get("tier"),
-                rec.created_at,
-                rec.accessed_at,
-                rec.access_count,
-                current.strength_at,
-            )
-            decayed = effective_strength(rec.strength, since, half, now)
-            record = replace(
-                rec,
-                strength=min(1.0, decayed + (1.0 - decayed) * rate),
-                accessed_at=now,
-                access_count=rec.access_count + 1,
-            )
-            row = replace(current, record=record, strength_at=None)
+            row = _reinforced(engine, current, rate, engine.now())
             storage.replace([row])
         engine.after_write([row])
-    return record
+    return row.record
+
+
+def reinforce_many(engine: EngineParts, counts: Mapping[str, int], rate: float) -> int:
+    """Reinforce each record as often as ``counts`` says, in one transaction.
+
+    Records forgotten or folded away since are skipped. Returns how many were
+    reinforced.
+    """
+    storage = engine.storage
+    with engine.lock:
+        with storage.transaction():
+            found = storage.fetch(list(counts))
+            now = engine.now()
+            rows = []
+            for rid, current in found.items():
+                for _ in range(max(1, counts[rid])):
+                    current = _reinforced(engine, current, rate, now)
+                rows.append(current)
+            storage.replace(rows)
+        engine.after_write(rows)
+    return len(rows)
+
+
+def _reinforced(engine: EngineParts, current: StoredRow, rate: float, now: float) -> StoredRow:
+    """``current`` recalled at ``now``: strength ``rate`` of the way from decayed to 1."""
+    rec = current.record
+    since, half = decay_terms(
+        engine.fold_policy,
+        rec.importance,
+        rec.metadata.get("tier"),
+        rec.created_at,
+        rec.accessed_at,
+        rec.access_count,
+        current.strength_at,
+    )
+    decayed = effective_strength(rec.strength, since, half, now)
+    record = replace(
+        rec,
+        strength=min(1.0, decayed + (1.0 - decayed) * rate),
+        accessed_at=now,
+        access_count=rec.access_count + 1,
+    )
+    return replace(current, record=record, strength_at=None)
 
 
 def purge_archive(

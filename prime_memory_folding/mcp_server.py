@@ -483,6 +483,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 scopes=seen,
                 since=since,
                 until=until,
+                reinforce=True,  # what an agent recalls stays strong
             )
         )
 

@@ -127,3 +127,38 @@ def test_the_archive_keeps_its_entries_and_sequence_across_its_rebuild(tmp_path:
         seqs = [row[0] for row in memory.storage.db.execute("SELECT seq FROM archive")]  # type: ignore[attr-defined]
         assert seqs == [1, 2, 4]
         assert memory.restore(f"{0:032x}").scope == "project:a"
+
+
+def test_recalled_memories_are_reinforced_in_few_shared_writes(
+    engine: MemoryEngine, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prime_memory_folding import engine as engine_module
+
+    ids = [engine.store(f"note {n}", tags=["t"]).record_id for n in range(5)]
+    storage = engine.storage
+    commits = []
+    begin = storage.transaction
+
+    def counted() -> Any:
+        commits.append(clock.now)
+        return begin()
+
+    monkeypatch.setattr(storage, "transaction", counted)
+    monkeypatch.setattr(engine_module, "RECALL_FLUSH_RECORDS", 64)
+    for _ in range(200):
+        clock.advance(1)
+        assert len(engine.query(tags=["t"], limit=5, reinforce=True)) == 5
+    # 200 queries reinforced 5 records each: one write every 30 s of queries.
+    assert 1 <= len(commits) <= 200 // 30 + 1
+    engine.flush_recalls()
+    assert all(engine.get(rid).access_count == 200 for rid in ids)
+    engine.query(tags=["t"])  # reinforce is off by default: a library's reads do not write
+    assert engine.flush_recalls() == 0
+
+
+def test_pending_reinforcements_are_written_on_close(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock) as memory:
+        rid = memory.store("recall me").record_id
+        memory.query(reinforce=True)
+    with MemoryEngine(store_path, clock=clock) as memory:
+        assert memory.get(rid).access_count == 1

@@ -211,6 +211,7 @@ def query(
                 max_tokens=max_tokens,
                 since=since,
                 until=until,
+                reinforce=True,
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None
