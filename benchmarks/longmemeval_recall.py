@@ -302,6 +302,13 @@ def summarise(rows: list[tuple[Question, Scores]]) -> dict[str, dict[str, float]
     return table
 
 
+def paired(ours: list[Scores], theirs: list[Scores], metric: str) -> tuple[int, int]:
+    """Questions where only ours, and only theirs, scores on ``metric``."""
+    wins = sum(1 for a, b in zip(ours, theirs) if a[metric] > b[metric])
+    losses = sum(1 for a, b in zip(ours, theirs) if a[metric] < b[metric])
+    return wins, losses
+
+
 def sentence_transformer(model: str | None) -> Embedder | None:
     import locomo_recall
 
@@ -395,9 +402,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         systems += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
 
     results: dict[str, Any] = {"data": source, "questions": len(questions), "systems": {}}
+    per_question: dict[str, list[Scores]] = {}
     for name, embedder, rank in systems:
         started = time.perf_counter()
         rows = run_system(questions, embedder, rank)
+        per_question[name] = rows
         results["systems"][name] = summarise(list(zip(questions, rows)))
         if not args.quiet:
             print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -418,13 +427,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if minilm is not None:
         print("default hybrid against MiniLM (headline metrics, same run):")
         ok = True
+        results["paired"] = {}
         for level, kind, k in HEADLINE:
             metric = f"{level} {kind}@{k}"
             ours = default[metric]
             for other in ("minilm", "hybrid minilm"):
                 theirs = results["systems"][other]["overall"][metric]
                 ok = ok and ours >= theirs
-                print(f"  {metric}: default hybrid {ours:.1f}, {other} {theirs:.1f}")
+                wins, losses = paired(per_question["hybrid (default)"], per_question[other], metric)
+                results["paired"][f"{metric} vs {other}"] = {"wins": wins, "losses": losses}
+                print(
+                    f"  {metric}: default hybrid {ours:.1f}, {other} {theirs:.1f} "
+                    f"(questions only the default gets: {wins}, only {other}: {losses})"
+                )
         print(f"  {'at least as good on both' if ok else 'behind on at least one'}")
         results["at_least_minilm"] = ok
 

@@ -208,3 +208,27 @@ def test_longmemeval_scores_follow_the_papers_protocol() -> None:
     empty = lme.Question("e", "temporal-reasoning", "?", 0.0, [session])
     assert set(lme.score(empty, []).values()) == {1.0}
     assert lme.parse_date("2023/05/20 (Sat) 02:21") == 1684549260.0
+
+
+def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> None:
+    out = tmp_path / "ideas.json"
+    result = run("recall_ideas.py", "--tiny", "--loo", "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK" in result.stdout
+    report = json.loads(out.read_text())
+    agreement = report["agreement"]
+    assert agreement["engine"] == agreement["re-implementation"]
+    assert "sentence vectors: best sentence" in report["ideas"]
+    assert set(report["leave_one_out"]) == {"weights", "weights + sentence vectors"}
+
+
+def test_text_query_benchmark_times_the_embedder_alone(tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    result = run(
+        "text_query.py", "--records", "600", "--queries", "5", "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["embed_rate"] > 0
+    assert report["vector_bytes"] == 4 * 256
+    assert "embedding alone, 600 texts" in result.stdout
