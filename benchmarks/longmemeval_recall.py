@@ -57,7 +57,7 @@ DEPTH = 100
 #: The headline metrics: turn recall_all@10 and session recall_all@5.
 HEADLINE = (("turn", "all", 10), ("session", "all", 5))
 #: Weights tried by --loo: (cosine weight, context weight).
-GRID = tuple((cw, ctx) for cw in (0.4, 0.5, 0.6, 0.7, 0.8) for ctx in (0.0, 0.3, 0.6, 0.9))
+GRID = tuple((cw, ctx) for cw in (0.4, 0.5, 0.6, 0.7, 0.8) for ctx in (0.0, 0.3, 0.5, 0.6, 0.9))
 
 Key = tuple[str, int]  # (session id, turn index)
 

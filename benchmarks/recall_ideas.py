@@ -9,6 +9,7 @@ vectors, the same fusion
     fused = (1 - cosine_weight) * bm25 / max(bm25) + cosine_weight * max(cosine, 0)
     final = fused + context_weight * (best fused score of a neighbour within 30 minutes)
 
+(neighbours: the ``reach`` memories stored before it and after it)
 over the same candidates (every lexical hit and the 3 x limit best by
 cosine). Before any idea it checks that this re-implementation, at the
 engine's own weights, gives the engine's own recall on both benchmarks
@@ -140,7 +141,7 @@ class Idea:
     length_power: float = 0.0
     cosine_over_max: bool = False
     rrf: int = 0  # reciprocal rank fusion constant; 0: score fusion
-    window: int = 1  # neighbours on each side that lend context
+    window: int = recall.CONTEXT_REACH  # neighbours on each side that lend context
     feedback: int = 0  # pseudo-relevance feedback: the best this many lend the query their vector
     feedback_weight: float = 0.6
 
@@ -267,36 +268,58 @@ def engine_baseline(lme_items: list[dict[str, Any]], locomo_path: Path | None) -
     return result
 
 
+#: The fusion before these ideas: cosine 0.6, context 0.6 from one neighbour each side.
+BEFORE: dict[str, Any] = {"cosine_weight": 0.6, "context_weight": 0.6, "window": 1}
+
+
+def before(**changes: Any) -> Idea:
+    """An idea on top of the fusion as it was before any of them."""
+    return Idea(**{**BEFORE, **changes})
+
+
 IDEAS: dict[str, Idea] = {
-    "default hybrid": Idea(),
-    "default embedder alone": Idea(cosine_weight=1.0, context_weight=0.0),
-    "sentence vectors: best sentence": Idea(whole_share=0.0),
-    "sentence vectors: 0.7 whole + 0.3 best": Idea(whole_share=0.7),
-    "sentence vectors: 0.5 whole + 0.5 best": Idea(whole_share=0.5),
-    "sentence vectors, embedder alone: 0.5 + 0.5": Idea(
+    "fusion before (cosine 0.6, context 0.6, reach 1)": before(),
+    "embedder alone": before(cosine_weight=1.0, context_weight=0.0),
+    "sentence vectors: best sentence": before(whole_share=0.0),
+    "sentence vectors: 0.7 whole + 0.3 best": before(whole_share=0.7),
+    "sentence vectors: 0.5 whole + 0.5 best": before(whole_share=0.5),
+    "sentence vectors, embedder alone: 0.5 + 0.5": before(
         whole_share=0.5, cosine_weight=1.0, context_weight=0.0
     ),
-    "sentence BM25: best sentence": Idea(lexical_whole_share=0.0),
-    "sentence BM25: 0.5 whole + 0.5 best": Idea(lexical_whole_share=0.5),
-    "BM25 x (length / mean)^-0.3": Idea(length_power=-0.3),
-    "BM25 x (length / mean)^0.3": Idea(length_power=0.3),
-    "cosine / max(cosine)": Idea(cosine_over_max=True),
-    "reciprocal rank fusion, k = 10": Idea(rrf=10),
-    "reciprocal rank fusion, k = 60": Idea(rrf=60),
-    "context from 2 neighbours each side": Idea(window=2),
-    "context weight 0.3": Idea(context_weight=0.3),
-    "context weight 0.45": Idea(context_weight=0.45),
-    "query + 0.6 x mean of the best 3": Idea(feedback=3),
+    "sentence BM25: best sentence": before(lexical_whole_share=0.0),
+    "sentence BM25: 0.5 whole + 0.5 best": before(lexical_whole_share=0.5),
+    "BM25 x (length / mean)^-0.3": before(length_power=-0.3),
+    "BM25 x (length / mean)^0.3": before(length_power=0.3),
+    "cosine / max(cosine)": before(cosine_over_max=True),
+    "reciprocal rank fusion, k = 10": before(rrf=10),
+    "reciprocal rank fusion, k = 60": before(rrf=60),
+    "context weight 0.3": before(context_weight=0.3),
+    "context weight 0.45": before(context_weight=0.45),
+    "cosine weight 0.7": before(cosine_weight=0.7),
+    "query + 0.6 x mean of the best 3": before(feedback=3),
+    "reach 2": before(window=2),
+    "reach 3": before(window=3),
+    "reach 2, cosine 0.7": before(window=2, cosine_weight=0.7),
+    "reach 2, cosine 0.7, BM25 x (length / mean)^0.3": before(
+        window=2, cosine_weight=0.7, length_power=0.3
+    ),
+    "reach 2, cosine 0.7, context 0.5 (the new default)": before(
+        window=2, cosine_weight=0.7, context_weight=0.5
+    ),
+    "the engine's default now": Idea(),
 }
-#: Fusion weights for --loo: (cosine, context), each with and without sentence vectors.
-LOO_GRID = tuple(itertools.product((0.5, 0.6, 0.7, 0.8), (0.3, 0.45, 0.6, 0.75)))
+#: Fusion weights for --loo: (cosine, context).
+LOO_GRID = tuple(itertools.product((0.5, 0.6, 0.7, 0.8), (0.3, 0.45, 0.5, 0.6, 0.75)))
 
 
-def leave_one_out(bench: Bench, shares: Sequence[float]) -> dict[str, float]:
-    """Held-out recall when the weights (and the sentence share) are tuned on the rest."""
+def leave_one_out(
+    bench: Bench, shares: Sequence[float], reaches: Sequence[int]
+) -> dict[str, float]:
+    """Held-out recall when the weights (and sentence share, reach) are tuned on the rest."""
     ideas = [
-        Idea(cosine_weight=cw, context_weight=ctx, whole_share=share)
+        Idea(cosine_weight=cw, context_weight=ctx, whole_share=share, window=reach)
         for share in shares
+        for reach in reaches
         for cw, ctx in LOO_GRID
     ]
     lme_rows = [bench.lme_scores(idea) for idea in ideas]
@@ -384,8 +407,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             show(f"{spec} {name}", row)
     if args.loo:
         say("leave-one-out tuning")
-        for label, shares in (("weights", (1.0,)), ("weights + sentence vectors", (1.0, 0.7, 0.5))):
-            row = leave_one_out(bench, shares)
+        for label, shares, reaches in (
+            ("weights, reach 1", (1.0,), (1,)),
+            ("weights, reach 1 or 2", (1.0,), (1, 2)),
+            ("weights, reach 1, sentence vectors", (1.0, 0.7, 0.5), (1,)),
+        ):
+            row = leave_one_out(bench, shares, reaches)
             results.setdefault("leave_one_out", {})[label] = row
             show(f"held out, tuned: {label}", row)
     if args.json:
