@@ -18,6 +18,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import random
@@ -26,12 +27,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from _shared import DOMAINS, Progress, batches, fmt_ms, verdict
 
-from prime_memory_folding import MemoryEngine
+from prime_memory_folding import MemoryEngine, recall
 from prime_memory_folding.embeddings import load_embedder
 
 TARGET_RECORDS = 100_000
@@ -87,6 +89,27 @@ def sentences(count: int, seed: int, low: int, high: int) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def context_reach(reach: int) -> Iterator[None]:
+    """Text queries take context from ``reach`` neighbours on each side, for a while."""
+    saved = recall.CONTEXT_REACH
+    recall.CONTEXT_REACH = reach
+    try:
+        yield
+    finally:
+        recall.CONTEXT_REACH = saved
+
+
+def timed_query(engine: MemoryEngine, text: str, gate: dict[str, str], reach: int | None) -> float:
+    """Seconds for one text query (``reach``: context from that many neighbours a side)."""
+    with contextlib.ExitStack() as stack:
+        if reach is not None:
+            stack.enter_context(context_reach(reach))
+        started = time.perf_counter()
+        engine.query(text=text, limit=10, **gate)
+        return time.perf_counter() - started
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB.
 
@@ -111,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--compare-reach",
+        type=int,
+        metavar="N",
+        help="also time each query, right after it, with context from N neighbours a side",
+    )
     args = parser.parse_args(argv)
 
     texts = sentences(args.records, args.seed, 8, 20)
@@ -142,15 +171,21 @@ def main(argv: list[str] | None = None) -> int:
             for q in questions[:10]:
                 engine.query(text=q, **gate)
             times = []
-            for q in questions:
-                t0 = time.perf_counter()
-                engine.query(text=q, limit=10, **gate)
-                times.append(time.perf_counter() - t0)
+            other: list[float] = []
+            for n, q in enumerate(questions):
+                # With --compare-reach the two settings take turns going first.
+                if args.compare_reach is not None and n % 2:
+                    other.append(timed_query(engine, q, gate, args.compare_reach))
+                times.append(timed_query(engine, q, gate, None))
+                if args.compare_reach is not None and not n % 2:
+                    other.append(timed_query(engine, q, gate, args.compare_reach))
             times.sort()
             results[name] = {
                 "p50_s": statistics.median(times),
                 "p95_s": times[int(0.95 * (len(times) - 1))],
             }
+            if other:
+                results[name]["p50_s_reach_compared"] = statistics.median(other)
     rss_mb = peak_rss_mb()
     results["max_rss_mb"] = rss_mb
 
@@ -168,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("no gate", "domain gate"):
         row = results[name]
         print(f"text query, {name}: p50 {fmt_ms(row['p50_s'])}, p95 {fmt_ms(row['p95_s'])}")
+        if "p50_s_reach_compared" in row:
+            compared = row["p50_s_reach_compared"]
+            print(
+                f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
+                f"(reach {recall.CONTEXT_REACH} is the default): p50 {fmt_ms(compared)}; "
+                f"default / that = {row['p50_s'] / compared:.2f}x"
+            )
     print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
     note = "" if scale else f" (targets are set at {TARGET_RECORDS:,} records)"
     p50 = results["no gate"]["p50_s"]
