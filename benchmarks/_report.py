@@ -10,10 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Published DRAGON retrieval on LoCoMo (dialog-turn evidence), for comparison.
+#: Published DRAGON retrieval on LoCoMo (dialog-turn evidence), for comparison. It was
+#: measured on all ten conversations, while ``locomo_recall.py`` runs on the data it is
+#: given (by default the development split, five of them), so it is labelled apart.
 DRAGON = {"R@5": 56.7, "R@10": 66.2, "R@25": 76.7, "R@50": 82.7}
+DRAGON_LABEL = "DRAGON (published; all 10 conversations)"
 KS = ("R@5", "R@10", "R@25", "R@50")
 TARGET_RECORDS = 100_000
+_NO_TIMINGS = "No timings: no size passed its check.\n"
 
 
 # -- machine --------------------------------------------------------------------------
@@ -83,6 +87,49 @@ def section_failed(section: Any) -> bool:
     return isinstance(section, dict) and "failed" in section
 
 
+def problems(section: Any, where: str = "") -> list[str]:
+    """Every failed check inside a section, each with where it happened.
+
+    A check fails where a mapping has a ``failed`` key (a script that exited
+    with an error, such as a disagreement), an ``agreement`` that is False (a
+    size whose systems disagreed), or an ``ok`` that is False (a soak's check).
+    """
+    found: list[str] = []
+    at = f"{where}: " if where else ""
+    if isinstance(section, dict):
+        if "failed" in section:
+            found.append(f"{at}{section['failed']}")
+        if section.get("agreement") is False:
+            found.append(f"{at}the systems compared disagree")
+        if section.get("ok") is False:
+            found.append(f"{at}its check failed")
+        for key, value in section.items():
+            found += problems(value, f"{where}, {key}" if where else str(key))
+    elif isinstance(section, list):
+        for i, item in enumerate(section):
+            label = (
+                f"{item['records']:,} records"
+                if isinstance(item, dict) and "records" in item
+                else str(i)
+            )
+            found += problems(item, f"{where}, {label}" if where else label)
+    return found
+
+
+def disagreements(results: dict[str, Any]) -> list[str]:
+    """Every failed check in the run, as ``section: where: what``."""
+    found = []
+    for name, section in results["sections"].items():
+        found += [f"{name}: {p}" for p in problems(section)]
+        if name == "soak":  # a soak script must say that its check passed
+            found += [
+                f"soak: {script}: no check result"
+                for script, r in section.items()
+                if isinstance(r, dict) and "ok" not in r and "failed" not in r
+            ]
+    return found
+
+
 def ms(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -121,15 +168,47 @@ def at_size(runs: list[dict[str, Any]], size: int) -> tuple[dict[str, Any] | Non
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each headline target with what was measured, where, and PASS or MISS."""
+    """Each headline target with what was measured, where, and PASS or MISS.
+
+    A target whose comparison failed a check anywhere in its section (any size,
+    any system) is not comparable: no figure, no PASS or MISS, only the reason.
+    """
     sections = results["sections"]
     out: list[dict[str, Any]] = []
 
     def add(name: str, measured: str | None, at: str, ok: bool | None, note: str = "") -> None:
-        out.append({"target": name, "measured": measured, "at": at, "pass": ok, "note": note})
+        out.append(
+            {
+                "target": name,
+                "measured": measured,
+                "at": at,
+                "pass": ok,
+                "comparable": True,
+                "note": note,
+            }
+        )
 
+    def not_comparable(name: str, section: str) -> None:
+        found = problems(sections[section])
+        note = f"{section}: {found[0]}" + (
+            f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        )
+        out.append(
+            {
+                "target": name,
+                "measured": None,
+                "at": "-",
+                "pass": None,
+                "comparable": False,
+                "note": note,
+            }
+        )
+
+    structure_target = "tag intersection >= 10x faster than SQLite SQL"
     s = sections.get("structure")
-    if s and not section_failed(s):
+    if s is not None and problems(s):
+        not_comparable(structure_target, "structure")
+    elif s:
         runs = [r for r in s["runs"] if "kinds" in r]
         run, exact = at_size(runs, TARGET_RECORDS)
         if run:
@@ -138,30 +217,37 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 for k in ("tags (2)", "tags (3)")
             }
             add(
-                "tag intersection >= 10x faster than SQLite SQL",
+                structure_target,
                 ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()),
                 f"{run['records']:,} records" + ("" if exact else " (indicative)"),
                 all(v >= 10 for v in ratios.values()),
             )
+    vector_target = "exact vector top-10 <= 1.5x the numpy floor"
     v = sections.get("vector")
-    if v and not section_failed(v):
-        runs = [r for r in v["sizes"] if r.get("agreement")]
-        run, exact = at_size(runs, TARGET_RECORDS)
+    if v is not None and problems(v):
+        not_comparable(vector_target, "vector")
+    elif v:
+        run, exact = at_size(v["sizes"], TARGET_RECORDS)
         if run:
             ratio = run["ratio_vs_floor"]["engine"]
             add(
-                "exact vector top-10 <= 1.5x the numpy floor",
+                vector_target,
                 f"{ratio:.2f}x",
                 f"{run['records']:,} vectors" + ("" if exact else " (indicative)"),
                 ratio <= 1.5,
             )
+    store_target = "MCP store p50 <= 2 ms"
+    peer_target = ">= 10x the reference memory server's store throughput"
     m = sections.get("mcp")
-    if m and not section_failed(m) and m["sizes"]:
+    mcp_ok = m is not None and not problems(m)
+    if m is not None and not mcp_ok:
+        not_comparable(store_target, "mcp")
+    elif m and m["sizes"]:
         largest = m["sizes"][-1]
         ours = largest["systems"]["prime-memory-mcp"]["stores"]
         floor = m.get("sdk_floor", {}).get("p50")
         add(
-            "MCP store p50 <= 2 ms",
+            store_target,
             ms(ours["p50"]),
             f"{ours['calls']:,} stores over stdio",
             ours["p50"] <= 0.002,
@@ -169,7 +255,19 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     r = sections.get("recall")
     t = r.get("text_latency") if r and not section_failed(r) else None
-    if t and "failed" not in t:
+    if t and "failed" in t:
+        for name in ("text query p50 <= 15 ms", "resident memory <= 400 MB"):
+            out.append(
+                {
+                    "target": name,
+                    "measured": None,
+                    "at": "-",
+                    "pass": None,
+                    "comparable": False,
+                    "note": f"recall: text_latency: {t['failed']}",
+                }
+            )
+    elif t:
         scale = f"{t['records']:,} records" + (
             "" if t["records"] == TARGET_RECORDS else " (indicative)"
         )
@@ -180,14 +278,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             scale + ", peak of the text query run",
             t["max_rss_mb"] <= 400,
         )
-    if m and not section_failed(m) and m["sizes"]:
+    if m is not None and not mcp_ok:
+        not_comparable(peer_target, "mcp")
+    elif m and m["sizes"]:
         rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
         if rows:
             row = next((x for x in rows if x["records"] == 20_000), rows[-1])
             peer = row["systems"]["server-memory (reference)"]
             note = f"reference server capped: {peer['capped']}" if peer["capped"] else ""
             add(
-                ">= 10x the reference memory server's store throughput",
+                peer_target,
                 f"{row['store_throughput_ratio']:.1f}x",
                 f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)"),
                 row["store_throughput_ratio"] >= 10,
@@ -195,7 +295,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
         else:
             add(
-                ">= 10x the reference memory server's store throughput",
+                peer_target,
                 None,
                 "-",
                 None,
@@ -224,11 +324,23 @@ def markdown(results: dict[str, Any]) -> str:
         "Every comparison below was measured side by side in this run, after checking that "
         "the systems compared return the same results. Ratios are the other system's time "
         "over this engine's (or, for vectors, over the numpy floor's).\n",
-        "## Targets\n",
     ]
+    failed = disagreements(results)
+    if failed:
+        parts.append("## Failed checks\n")
+        parts.append(
+            "These checks failed, so the comparisons they guard are not comparable: "
+            "they have no ratio and no verdict, and the run exits with status 1.\n"
+        )
+        parts += [f"- {f}" for f in failed]
+        parts.append("")
+    parts.append("## Targets\n")
     rows = []
     for t in results["targets"]:
-        verdict = "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
+        if not t.get("comparable", True):
+            verdict = "not comparable"
+        else:
+            verdict = "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
         rows.append([t["target"], t["at"], t["measured"] or "-", f"**{verdict}**", t["note"]])
     parts.append(table(["target", "at", "measured", "verdict", "note"], rows))
     titles = {
@@ -295,7 +407,7 @@ def _structure(s: dict[str, Any]) -> str:
     text = (
         "Median time per query (each query's median over rounds, interleaved single calls); "
         "(Nx) = that system's time / the engine's. Text embedding is off for these stores.\n\n"
-        + table(["records", "kind", "mean hits", *systems], rows)
+        + (table(["records", "kind", "mean hits", *systems], rows) if rows else _NO_TIMINGS)
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -353,13 +465,15 @@ def _vector(v: dict[str, Any]) -> str:
             ]
         )
         notes.append(
-            f"- {r['records']:,} vectors: agreement OK (same top-10 ids, ties aside) "
-            f"on {r['queries']} queries"
+            f"- {r['records']:,} vectors: agreement OK (same top-10 ids in the same order, "
+            f"ties aside) on {r['queries']} queries"
         )
         if r["sqlite_vec_unavailable"]:
             notes.append(f"- sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
         elif r["records"] == v["sizes"][0]["records"]:
             notes.append(f"- {r['sqlite_vec']}")
+    if not rows:
+        return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
     return (
         "Top-10 by cosine over 256-dimensional vectors, median per query; "
         "(Nx) = time / the numpy floor.\n\n"
@@ -378,6 +492,8 @@ def _mcp(m: dict[str, Any]) -> str:
     rows, notes = [], []
     for row in m["sizes"]:
         for name, s in row["systems"].items():
+            if not row["agreement"]:
+                break
             st, se, mem = s["stores"], s["searches"], s["memory"]
             rows.append(
                 [
@@ -400,6 +516,13 @@ def _mcp(m: dict[str, Any]) -> str:
             f"- N = {row['records']:,}: agreement {agreement} (stored names found by both)"
             + (f"; store throughput, ours / reference: **{ratio:.1f}x**" if ratio else "")
         )
+        if not row["agreement"]:
+            missed = [
+                f"{name} did not find {', '.join(s['agreement']['missed'])}"
+                for name, s in row["systems"].items()
+                if s["agreement"]["missed"]
+            ]
+            notes[-1] += f": {'; '.join(missed)}; not comparable, so no timings"
     peer = m.get("peer") or f"unavailable: {m.get('peer_unavailable')}"
     floor = m.get("sdk_floor")
     if floor:
@@ -407,6 +530,8 @@ def _mcp(m: dict[str, Any]) -> str:
             f"- SDK floor (a bare SDK server's trivial tool, same client): p50 {ms(floor['p50'])}, "
             f"p99 {ms(floor['p99'])} over {floor['calls']:,} calls"
         )
+    if not rows:
+        return f"Reference server: {peer}.\n\n{_NO_TIMINGS}\n" + "\n".join(notes) + "\n"
     return (
         f"Reference server: {peer}. Each system gets a fresh store per N; this server runs its "
         "default configuration (text embedded with the built-in model on every store). "
@@ -438,6 +563,8 @@ def _recall(r: dict[str, Any]) -> str:
     if loco is not None:
         if section_failed(loco):
             out += "LoCoMo: " + failure(loco)
+        elif "unavailable" in loco:
+            out += f"LoCoMo: not run: {loco['unavailable']}.\n"
         else:
             names = {
                 "bm25": "BM25 (FTS5)",
@@ -448,11 +575,21 @@ def _recall(r: dict[str, Any]) -> str:
             for key, table_ in loco["systems"].items():
                 o = table_["overall"]
                 rows.append([names.get(key, key), f"{int(o['n'])}", *(f"{o[k]:.1f}" for k in KS)])
-            rows.append(["DRAGON (published)", "-", *(f"{DRAGON[k]:.1f}" for k in KS)])
+            rows.append([DRAGON_LABEL, "-", *(f"{DRAGON[k]:.1f}" for k in KS)])
+            conversations = loco.get("conversations")
+            data = f"{Path(loco['data']).name}" + (
+                f", {conversations} conversations" if conversations else ""
+            )
             out += (
-                "LoCoMo (dialog-turn evidence), recall in percent, all questions with evidence:\n\n"
+                f"LoCoMo (dialog-turn evidence), recall in percent, all questions with evidence "
+                f"in {data}:\n\n"
             )
             out += table(["system", "questions", *KS], rows)
+            out += (
+                f"\nThe {DRAGON_LABEL} row is the figure published for all ten conversations, "
+                f"not measured in this run; the rows above it are measured on {data}, so the "
+                "two differ in the questions asked and compare only roughly.\n"
+            )
             hybrid = loco["systems"].get("hybrid (default)")
             if hybrid:
                 cats = [
@@ -469,7 +606,7 @@ def _recall(r: dict[str, Any]) -> str:
     elif t:
         out += (
             f"\nText query latency (`text_query.py`): `query(text=..., limit=10)` on "
-            f"{t['records']:,} synthetic records embedded with the built-in model, "
+            f"{t['records']:,} synthetic records embedded with `{t['embedder']}`, "
             f"{t['queries']} queries: p50 {ms(t['p50'])}, p95 {ms(t['p95'])} "
             f"(with a domain gate: p50 {ms(t['gated_p50'])}); `store_many` with embedding "
             f"{t['store_rate']:,.0f} records/s; peak resident memory {t['max_rss_mb']:,.0f} MB.\n"
@@ -629,8 +766,9 @@ def charts(results: dict[str, Any], folders: list[Path]) -> list[str]:
 
 
 def _ok(sections: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The section, if every check in it passed: no chart is drawn from one that failed."""
     s = sections.get(name)
-    return None if s is None or section_failed(s) else s
+    return None if s is None or problems(s) else s
 
 
 def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
@@ -718,7 +856,7 @@ def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
         marker="s",
         linestyle="--",
         color="0.3",
-        label="DRAGON (published)",
+        label=DRAGON_LABEL,
     )
     ax.set(
         xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="k", ylabel="recall@k (%)"

@@ -293,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if minilm is not None:
         systems += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
 
-    results: dict[str, Any] = {"data": str(args.data), "systems": {}}
+    results: dict[str, Any] = {
+        "data": str(args.data),
+        "conversations": len(convs),
+        "questions": questions,
+        "systems": {},
+    }
     for name, embedder, rank in systems:
         started = time.perf_counter()
         rows, _ = run_system(convs, embedder, rank)

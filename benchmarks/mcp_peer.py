@@ -18,7 +18,11 @@ A system that runs past ``--cap`` seconds in a phase is stopped there and
 reported as capped, with what it finished. Reported per system and N: store
 throughput, p50/p99 store and search latency, and the server process's resident
 memory (VmRSS and its peak VmHWM, from ``/proc``). Sizes run in turn, the two
-systems alternating, each on a fresh store.
+systems alternating, each on a fresh store. A size where either system misses
+a probe has no throughput ratio, and the script exits with status 1.
+
+``--peer-command`` runs another command as the peer instead of installing
+the package (a local build of it, or the tests' offline stand-in).
 
 Run from the repository root::
 
@@ -38,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +84,14 @@ def ours(store: Path) -> Server:
         hits = (result.structured_content or {}).get("hits", [])
         return any(h["content"].startswith(item_name(i) + ":") for h in hits)
 
+    # The default configuration, whatever this shell sets: text embedded with
+    # the built-in model on every store.
+    env = {k: v for k, v in os.environ.items() if k != "PRIME_MEMORY_EMBEDDER"}
     return Server(
         OURS,
         sys.executable,
         ["-m", "prime_memory_folding.mcp_server", "--store", str(store)],
-        dict(os.environ),
+        env,
         lambda i: (
             "prime_memory_store",
             {"content": f"{item_name(i)}: {sentence(i)}", "domain": "notes"},
@@ -94,15 +101,15 @@ def ours(store: Path) -> Server:
     )
 
 
-def peer(script: Path, store: Path) -> Server:
+def peer(command: Sequence[str], store: Path) -> Server:
     def found(result: Any, i: int) -> bool:
         entities = (result.structured_content or {}).get("entities", [])
         return any(e["name"] == item_name(i) for e in entities)
 
     return Server(
         PEER,
-        "node",
-        [str(script)],
+        command[0],
+        list(command[1:]),
         dict(os.environ, MEMORY_FILE_PATH=str(store)),
         lambda i: (
             "create_entities",
@@ -269,16 +276,30 @@ def run(
     cache: Path = DEFAULT_CACHE,
     seed: int = 5,
     with_peer: bool = True,
+    peer_command: Sequence[str] | None = None,
     log: Callable[[str], None] = lambda _: None,
+    inject_mismatch: bool = False,
 ) -> dict[str, Any]:
-    """Every size, both systems; the results as one JSON-ready mapping."""
+    """Every size, both systems; the results as one JSON-ready mapping.
+
+    ``peer_command`` starts the peer instead of the npm package.
+    ``inject_mismatch`` (for the tests) makes every probe of this server miss.
+    """
     import anyio
 
-    script, peer_note = install_peer(cache, log) if with_peer else (None, "left out on request")
+    command: list[str] | None = None
+    if not with_peer:
+        peer_note = "left out on request"
+    elif peer_command:
+        command = list(peer_command)
+        peer_note = f"{' '.join(command)} (given with --peer-command)"
+    else:
+        script, peer_note = install_peer(cache, log)
+        command = ["node", str(script)] if script else None
     out: dict[str, Any] = {
         "benchmark": "mcp_peer",
-        "peer": peer_note if script else None,
-        "peer_unavailable": None if script else peer_note,
+        "peer": peer_note if command else None,
+        "peer_unavailable": None if command else peer_note,
         "cap_seconds": cap,
         "sizes": [],
     }
@@ -286,19 +307,22 @@ def run(
         for count in sizes:
             row: dict[str, Any] = {"records": count, "systems": {}}
             servers = [ours(Path(tmp) / f"ours-{count}.db")]
-            if script is not None:
-                servers.append(peer(script, Path(tmp) / f"peer-{count}.jsonl"))
+            if inject_mismatch:
+                servers[0] = replace(servers[0], found=lambda result, i: False)
+            if command is not None:
+                servers.append(peer(command, Path(tmp) / f"peer-{count}.jsonl"))
             for server in servers:
                 log(f"MCP: {server.name}, {count:,} stores")
                 row["systems"][server.name] = anyio.run(
                     drive, server, count, searches, cap, seed, log
                 )
             systems = row["systems"]
-            if PEER in systems:
+            row["agreement"] = all(not s["agreement"]["missed"] for s in systems.values())
+            if PEER in systems and row["agreement"]:
+                # Only systems that found what they stored are compared.
                 ours_rate = systems[OURS]["stores"]["per_second"]
                 peer_rate = systems[PEER]["stores"]["per_second"]
                 row["store_throughput_ratio"] = ours_rate / peer_rate
-            row["agreement"] = all(not s["agreement"]["missed"] for s in systems.values())
             out["sizes"].append(row)
     return out
 
@@ -310,8 +334,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=600.0, help="seconds per system and phase")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="npm install prefix")
     parser.add_argument("--no-peer", action="store_true", help="this server only")
+    parser.add_argument(
+        "--peer-command",
+        nargs="+",
+        metavar="ARG",
+        help="start the peer with this command instead of installing it from npm",
+    )
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    # For the test suite: every probe of this server misses, to prove the check catches it.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -324,11 +356,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         cap=args.cap,
         cache=args.cache,
         with_peer=not args.no_peer,
+        peer_command=args.peer_command,
         log=log,
+        inject_mismatch=args.inject_mismatch,
     )
     if results["peer_unavailable"]:
         print(f"peer unavailable: {results['peer_unavailable']}")
     for row in results["sizes"]:
+        if not row["agreement"]:
+            for name, s in row["systems"].items():
+                if s["agreement"]["missed"]:
+                    missed = ", ".join(s["agreement"]["missed"])
+                    print(f"N={row['records']:>6,} {name}: did not find {missed}")
+            print("  agreement: FAILED - not comparable; no timings reported for this size")
+            continue
         for name, s in row["systems"].items():
             st, se, mem = s["stores"], s["searches"], s["memory"]
             print(
@@ -339,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if "store_throughput_ratio" in row:
             print(f"  store throughput, ours / peer: {row['store_throughput_ratio']:.1f}x")
-        print(f"  agreement: {'OK' if row['agreement'] else 'FAILED'}")
+        print("  agreement: OK")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(row["agreement"] for row in results["sizes"]) else 1

@@ -23,8 +23,10 @@ Sections, each measured side by side in this one run:
 8. warmth: ``warmth.py`` (the same calls warm and after a 2 ms pause, which
    tells how much this machine's caches forget between calls).
 
-Every script checks that the systems it compares agree before it times them;
-a section whose check fails is reported as failed, without its timings.
+Every script checks that the systems it compares agree before it times them.
+A check that fails anywhere (any size, any system, any script) is listed in the
+report; its comparison is "not comparable" (no ratio, no PASS or MISS, no
+timings or chart from it), and the run exits with status 1.
 Results go to ``--out`` (default ``benchmarks/results/``, not committed);
 charts go to ``--charts-dir`` too when given.
 """
@@ -172,6 +174,7 @@ def structure(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
             str(queries),
             "--rounds",
             str(p["structure_rounds"]),
+            *p["inject"],
         ]
         runs.append(
             {"records": n, **script("structure.py", args, tmp / f"structure-{n}.json", env)}
@@ -183,11 +186,21 @@ def vector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     import vector_topk
 
     return vector_topk.run(
-        p["vector"], queries=p["vector_queries"], rounds=p["vector_rounds"], log=log
+        p["vector"],
+        queries=p["vector_queries"],
+        rounds=p["vector_rounds"],
+        log=log,
+        inject_mismatch=bool(p["inject"]),
     )
 
 
-def mcp(p: dict[str, Any], tmp: Path, log: Log, skip_peer: bool = False) -> dict[str, Any]:
+def mcp(
+    p: dict[str, Any],
+    tmp: Path,
+    log: Log,
+    skip_peer: bool = False,
+    peer_command: list[str] | None = None,
+) -> dict[str, Any]:
     import anyio
     import mcp_latency
     import mcp_peer
@@ -197,7 +210,9 @@ def mcp(p: dict[str, Any], tmp: Path, log: Log, skip_peer: bool = False) -> dict
         searches=p["mcp_searches"],
         cap=p["mcp_cap"],
         with_peer=not skip_peer,
+        peer_command=peer_command,
         log=log,
+        inject_mismatch=bool(p["inject"]),
     )
     log(f"mcp: SDK floor, {p['mcp_floor_calls']:,} trivial calls")
     floor = anyio.run(mcp_latency.floor_round_trips, p["mcp_floor_calls"])
@@ -213,13 +228,14 @@ def text_latency(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     """``text_query.py``: hybrid text query latency, embedding rate and peak memory."""
     n = p["text_records"]
     log(f"text query: {n:,} records (built-in embedder)")
-    args = ["--records", str(n), "--queries", str(p["text_queries"])]
-    found = script("text_query.py", args, tmp / "text_query.json")
+    args = ["--records", str(n), "--queries", str(p["text_queries"]), "--embedder", "builtin"]
+    found = script("text_query.py", [*args, *p["inject"]], tmp / "text_query.json")
     if "failed" in found:
         return found
     return {
         "records": found["records"],
         "queries": found["queries"],
+        "embedder": found["embedder"],
         "store_rate": found["store_rate"],
         "p50": found["no gate"]["p50_s"],
         "p95": found["no gate"]["p95_s"],
@@ -234,7 +250,8 @@ def recall(p: dict[str, Any], tmp: Path, log: Log, with_locomo: bool = True) -> 
         import locomo_recall
 
         if not locomo_recall.DEFAULT_DATA.is_file():
-            result["locomo"] = {"failed": f"no LoCoMo data at {locomo_recall.DEFAULT_DATA}"}
+            # Data this run may not have, not a failed check.
+            result["locomo"] = {"unavailable": f"no LoCoMo data at {locomo_recall.DEFAULT_DATA}"}
         else:
             log("recall: LoCoMo (BM25, dense, hybrid)")
             result["locomo"] = script("locomo_recall.py", ["--no-st"], tmp / "locomo.json")
@@ -318,7 +335,7 @@ def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
 
 def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     log(f"warmth: {' '.join(p['warmth'])}")
-    return script("warmth.py", p["warmth"], tmp / "warmth.json")
+    return script("warmth.py", [*p["warmth"], *p["inject"]], tmp / "warmth.json")
 
 
 # -- the run --------------------------------------------------------------------------
@@ -350,6 +367,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
+    # For the test suite: a disagreement in every section that compares systems
+    # (structure, vector, mcp, recall's text queries, warmth), and a local peer.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--peer-command", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.charts_dir is not None and not _has_matplotlib():
         # Say so now, not after an hour of benchmarks.
@@ -366,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile_name = "smoke" if args.smoke else "quick" if args.quick else "full"
     p = dict(PROFILES[profile_name])
+    p["inject"] = ["--inject-mismatch"] if args.inject_mismatch else []
     if args.mcp_cap is not None:
         p["mcp_cap"] = args.mcp_cap
     log = Log(args.quiet)
@@ -378,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     runners: dict[str, Callable[[dict[str, Any], Path, Log], dict[str, Any]]] = {
         "structure": structure,
         "vector": vector,
-        "mcp": lambda p, tmp, log: mcp(p, tmp, log, skip_peer=args.no_peer),
+        "mcp": lambda p, tmp, log: mcp(
+            p, tmp, log, skip_peer=args.no_peer, peer_command=args.peer_command
+        ),
         "recall": lambda p, tmp, log: recall(p, tmp, log, with_locomo=not args.smoke),
         "fold": fold_and_startup,
         "ingest": ingest,
@@ -410,11 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     if results.get("charts_skipped"):
         print(f"no charts: {results['charts_skipped']}", file=sys.stderr)  # even with --quiet
     log(f"done in {results['seconds']:.0f} s: {args.out / 'report.md'}")
-    failed = [n for n, s in results["sections"].items() if _report.section_failed(s)]
-    soaks = results["sections"].get("soak", {})
-    failed += [n for n, r in soaks.items() if isinstance(r, dict) and not r.get("ok")]
+    failed = _report.disagreements(results)
     if failed:
-        print(f"failed sections: {', '.join(failed)}", file=sys.stderr)
+        print("failed checks (not comparable; see the report):", file=sys.stderr)
+        for problem in failed:
+            print(f"  {problem}", file=sys.stderr)
     return 1 if failed else 0
 
 

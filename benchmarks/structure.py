@@ -33,6 +33,19 @@ In that pass each call (the engine, its parts and SQLite SQL) runs right after
 a scan of every record, and the pass prints SQLite SQL's time over each part's:
 the ratio an engine could reach if that part were all it did.
 
+Last, a scope-gated case (skipped with ``--scope-records 0``) stores
+``--scope-records`` records (default: as many as ``--records``, at most
+100,000) spread over 50 scopes in a second store, and asks the same tags
+and domain+tags questions three ways, side by side:
+
+- ungated: ``scopes=["*"]``, every scope;
+- visible (3): the default, the current scope, the user's and ``global``;
+- one scope: ``scopes=[the current scope]``.
+
+It checks every answer against a plain set computation over (scope, domain,
+tags), exits with status 1 on a difference, and prints each gated time over
+the ungated one.
+
 Run from the repository root::
 
     python3 benchmarks/structure.py --records 100000
@@ -60,6 +73,7 @@ from typing import Any
 from _shared import Progress, Synthetic, batches, fmt_ms, generate, verdict
 
 from prime_memory_folding import MemoryEngine, Record
+from prime_memory_folding.scopes import GLOBAL, ScopeResolution
 
 #: Tag-intersection targets at TARGET_RECORDS: the engine must be this many times faster.
 TARGET_RECORDS = 100_000
@@ -76,6 +90,14 @@ PARTS = (ENGINE, INDEX_ALONE, CHECK)
 TIERS = (("common", range(0, 10)), ("mid", range(10, 60)), ("rare", range(60, 10_000)))
 INGEST_BATCH = 10_000
 EXIT_MISMATCH = 1
+#: The scope-gated case: records spread over this many scopes, at most this many records.
+SCOPE_COUNT = 50
+SCOPE_RECORDS = 100_000
+SCOPE_KINDS = ("tags (2)", "domain+tags (2)")
+UNGATED = "ungated"
+VISIBLE = "visible (3)"
+ONE_SCOPE = "one scope"
+SCOPE_SYSTEMS = (UNGATED, VISIBLE, ONE_SCOPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +477,177 @@ def print_detail(
         print(f"  {q.describe():<58} {hits[i]:>7,} hits  {cells}")
 
 
+# -- the scope-gated case -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCase:
+    """The scope-gated case's results: per query, each system's hits and median time."""
+
+    records: int
+    scopes: int
+    current: str
+    current_records: int
+    visible: tuple[str, ...]
+    queries: list[Query]
+    hits: dict[str, list[int]]
+    medians: dict[str, list[float]]
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per query kind: hits, median seconds, and each gated median over the ungated one."""
+        kinds = {}
+        for kind in SCOPE_KINDS:
+            positions = [i for i, q in enumerate(self.queries) if q.kind == kind]
+            if not positions:
+                continue
+            medians = {
+                name: statistics.median(times[i] for i in positions)
+                for name, times in self.medians.items()
+            }
+            base = medians[UNGATED]
+            kinds[kind] = {
+                "queries": len(positions),
+                "mean_hits": {
+                    name: statistics.mean(hits[i] for i in positions)
+                    for name, hits in self.hits.items()
+                },
+                "median_seconds": medians,
+                "ratio_vs_ungated": {
+                    name: (t / base if base > 0 else math.inf) for name, t in medians.items()
+                },
+            }
+        return kinds
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "scopes": self.scopes,
+            "current": self.current,
+            "current_records": self.current_records,
+            "visible": list(self.visible),
+            "agreement": True,
+            "kinds": self.summary(),
+        }
+
+
+def scope_names(count: int) -> list[str]:
+    """``global``, one user scope and project scopes: ``count`` in all."""
+    return [GLOBAL, "user:bench", *(f"project:bench/p{i:02d}" for i in range(count - 2))]
+
+
+def place_in_scopes(records: Sequence[Synthetic], seed: int) -> list[str]:
+    """A scope for each record, uniformly from :func:`scope_names`, the same for a seed."""
+    rng = random.Random(seed * 104_729 + 3)
+    names = scope_names(SCOPE_COUNT)
+    return [names[rng.randrange(len(names))] for _ in records]
+
+
+def expected_ids(
+    q: Query, wanted: set[str] | None, rows: Sequence[tuple[str, str, str, frozenset[str]]]
+) -> set[str]:
+    """The answer as a plain set computation over (scope, domain, tags); None: every scope."""
+    tags = set(q.tags)
+    return {
+        rid
+        for rid, scope, domain, held in rows
+        if (wanted is None or scope in wanted)
+        and (q.domain is None or domain == q.domain)
+        and tags <= held
+    }
+
+
+def scope_case(args: argparse.Namespace, folder: Path) -> ScopeCase | list[str]:
+    """Run the scope-gated case; the disagreements instead, if there are any."""
+    count = args.scope_records
+    records = generate(count, args.seed)
+    placed = place_in_scopes(records, args.seed)
+    sizes = Counter(placed)
+    current = max(sorted(sizes), key=lambda name: sizes[name])
+    who = ScopeResolution(
+        current=current, user="user:bench", source="argument", reason="the benchmark's choice"
+    )
+    with MemoryEngine(folder / "scopes.db", scope=who, embedder="none") as engine:
+        progress = Progress("storing in scopes", count, enabled=not args.quiet and count >= 20_000)
+        stored: list[Record] = []
+        for batch in batches(list(zip(records, placed)), INGEST_BATCH):
+            stored.extend(engine.store_many({**rec.as_item(), "scope": s} for rec, s in batch))
+            progress.update(len(stored))
+        rows = [(r.record_id, r.scope, r.domain, frozenset(r.tags)) for r in stored]
+        mine = [rec for rec, scope in zip(records, placed) if scope == current]
+        queries = [
+            q for q in choose_queries(mine, args.queries, args.seed) if q.kind in SCOPE_KINDS
+        ]
+        systems: dict[str, System] = {
+            UNGATED: lambda q: engine.match_ids(domain=q.domain, tags=q.tags, scopes=["*"]),
+            VISIBLE: lambda q: engine.match_ids(domain=q.domain, tags=q.tags),
+            ONE_SCOPE: lambda q: engine.match_ids(domain=q.domain, tags=q.tags, scopes=[current]),
+        }
+        if args.inject_scope_mismatch:
+            honest = systems[VISIBLE]
+            systems[VISIBLE] = lambda q: list(honest(q))[1:]
+        wanted: dict[str, set[str] | None] = {
+            UNGATED: None,
+            VISIBLE: set(who.visible),
+            ONE_SCOPE: {current},
+        }
+        problems = []
+        hits: dict[str, list[int]] = {name: [] for name in systems}
+        for q in queries:
+            for name, run in systems.items():
+                answer = list(run(q))
+                expected = expected_ids(q, wanted[name], rows)
+                hits[name].append(len(answer))
+                if len(set(answer)) != len(answer) or set(answer) != expected:
+                    problems.append(
+                        f"{name} disagrees with the set computation on {q.describe()}: "
+                        f"{len(set(answer))} ids vs {len(expected)}"
+                    )
+        if problems:
+            return problems
+        medians = time_systems(queries, systems, args.rounds, 3 if args.warm else 1)
+    return ScopeCase(
+        records=count,
+        scopes=len(sizes),
+        current=current,
+        current_records=sizes[current],
+        visible=who.visible,
+        queries=queries,
+        hits=hits,
+        medians=medians,
+    )
+
+
+def print_scope_case(case: ScopeCase) -> None:
+    print()
+    print(
+        f"scope gate: {case.records:,} records over {case.scopes} scopes in a second store; "
+        f"the current scope {case.current} holds {case.current_records:,}, "
+        f"a query sees {len(case.visible)} scopes by default"
+    )
+    print(
+        f"agreement: OK - every answer equals a set computation over (scope, domain, tags) "
+        f"for all {len(case.queries)} queries"
+    )
+    header = f"{'query kind':<17}{'queries':>8}"
+    header += "".join(f"  {name + ' hits':>16}" for name in SCOPE_SYSTEMS)
+    header += "".join(f"  {name:>20}" for name in SCOPE_SYSTEMS)
+    print(header)
+    print("-" * len(header))
+    for kind, row in case.summary().items():
+        line = f"{kind:<17}{row['queries']:>8}"
+        line += "".join(f"  {row['mean_hits'][name]:>16,.0f}" for name in SCOPE_SYSTEMS)
+        for name in SCOPE_SYSTEMS:
+            cell = fmt_ms(row["median_seconds"][name])
+            if name != UNGATED:
+                cell += f" ({row['ratio_vs_ungated'][name]:.2f}x)"
+            line += f"  {cell:>20}"
+        print(line)
+    print(
+        "median time per query; (Nx) = gated median / ungated median, the same queries "
+        "timed side by side in this run"
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Compare structural queries: this engine, a naive scan, a modulo scan "
@@ -474,11 +667,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="time the fastest of 3 back-to-back calls (caches warm) instead of single "
         "interleaved calls",
     )
+    parser.add_argument(
+        "--scope-records",
+        type=int,
+        help=f"records of the scope-gated case, over {SCOPE_COUNT} scopes (default: --records, "
+        f"at most {SCOPE_RECORDS:,}; 0 skips the case)",
+    )
     parser.add_argument("--detail", action="store_true", help="print every query's timings")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     # For the test suite: corrupt one system's answer to prove the check catches it.
     parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inject-scope-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.scope_records is None:
+        args.scope_records = min(args.records, SCOPE_RECORDS)
+    if args.scope_records != 0 and args.scope_records < SCOPE_COUNT:
+        parser.error(f"--scope-records must be 0 (skip) or at least {SCOPE_COUNT}")
     if args.records < 10 or args.queries < 1 or args.rounds < 1:
         parser.error("--records must be at least 10, --queries and --rounds at least 1")
     if args.store is not None and args.store.exists():
@@ -548,6 +752,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sweeps = [systems["naive scan"], systems["modulo scan"]]
                 parts_medians = time_systems(queries, subjects, args.rounds, sweeps=sweeps)
             db.close()
+        scoped = scope_case(args, Path(tmp)) if args.scope_records else None
+    if isinstance(scoped, list):
+        print(f"scope gate agreement: FAILED - {len(scoped)} disagreement(s):")
+        for problem in scoped[:20]:
+            print(f"  {problem}")
+        print("no timings reported: the scope gate does not answer the right question")
+        return EXIT_MISMATCH
     summary = summarise(queries, medians, hits)
     print_table(summary)
     targets = check_targets(summary, args.records)
@@ -559,6 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
     if parts_summary is not None:
         print_parts(parts_summary)
+    if scoped is not None:
+        print_scope_case(scoped)
     if args.detail:
         print_detail(queries, medians, hits)
     if args.json:
@@ -577,6 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "kinds": summary,
                     "targets": targets,
                     "parts_median_seconds": parts_summary,
+                    "scope_gate": None if scoped is None else scoped.as_json(),
                     "queries": [
                         {
                             "kind": q.kind,

@@ -3,12 +3,21 @@
 It generates N English-like memories from a seed (sentences of 8 to 20 words
 drawn with Zipf-like weights from a fixed vocabulary, so a few words are on a
 large share of the records, as in real notes) in 10 domains, stores them with
-``store_many`` in batches of 10,000 with the default embedder (the bundled
-static model, 256 dimensions), then asks Q text queries of 3 to 8 words, with
-no gate and with a domain gate. A query's time covers embedding the question,
-the FTS5 BM25 search, cosine over the gated rows and fusion. Before the stores
-it times the embedder alone on up to 20,000 of the same texts (target: 5,000
-texts a second or more) and prints the bytes of vector each memory stores.
+``store_many`` in batches of 10,000 with an embedder (``--embedder``, else
+``PRIME_MEMORY_EMBEDDER``, else the bundled static model, 256 dimensions), then
+asks Q text queries of 3 to 8 words, with no gate and with a domain gate. A
+query's time covers embedding the question, the FTS5 BM25 search, cosine over
+the gated rows and fusion. It also times the embedder alone on up to 20,000
+of the same texts (target: 5,000 texts a second or more) and prints the bytes
+of vector each memory stores; ``--compare-reach N`` times every query also
+with context from N neighbours on each side, the two taking turns going first.
+
+It measures embedding, so it refuses to run without an embedder
+(``PRIME_MEMORY_EMBEDDER=none``), and it prints the embedder it used. Before
+timing, it checks that every record was stored with a vector in the
+embedder's space; each timed query must return its full 10 hits (with the
+domain gate, all from that domain), checked outside its timing. Otherwise it
+exits with status 1 and reports no rates.
 
 Run from the repository root::
 
@@ -21,6 +30,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
 import resource
 import statistics
@@ -33,8 +43,8 @@ from typing import Any
 
 from _shared import DOMAINS, Progress, batches, fmt_ms, verdict
 
-from prime_memory_folding import MemoryEngine, recall
-from prime_memory_folding.embeddings import load_embedder
+from prime_memory_folding import Hit, MemoryEngine, recall
+from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 
 TARGET_RECORDS = 100_000
 TARGET_P50_S = 0.015
@@ -43,6 +53,9 @@ TARGET_RSS_MB = 400.0
 TARGET_EMBED_RATE = 5_000.0
 #: Texts embedded alone, before the stores, to time the embedder by itself.
 EMBED_SAMPLE = 20_000
+LIMIT = 10
+GATED_DOMAIN = DOMAINS[3]
+EXIT_MISMATCH = 1
 
 _VOCABULARY_TEXT = """
 time person year way day thing man world life hand part child eye woman place work week
@@ -89,27 +102,6 @@ def sentences(count: int, seed: int, low: int, high: int) -> list[str]:
     return out
 
 
-@contextlib.contextmanager
-def context_reach(reach: int) -> Iterator[None]:
-    """Text queries take context from ``reach`` neighbours on each side, for a while."""
-    saved = recall.CONTEXT_REACH
-    recall.CONTEXT_REACH = reach
-    try:
-        yield
-    finally:
-        recall.CONTEXT_REACH = saved
-
-
-def timed_query(engine: MemoryEngine, text: str, gate: dict[str, str], reach: int | None) -> float:
-    """Seconds for one text query (``reach``: context from that many neighbours a side)."""
-    with contextlib.ExitStack() as stack:
-        if reach is not None:
-            stack.enter_context(context_reach(reach))
-        started = time.perf_counter()
-        engine.query(text=text, limit=10, **gate)
-        return time.perf_counter() - started
-
-
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB.
 
@@ -127,58 +119,143 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@contextlib.contextmanager
+def context_reach(reach: int | None) -> Iterator[None]:
+    """Text queries take context from ``reach`` neighbours on each side (None: the default)."""
+    saved = recall.CONTEXT_REACH
+    if reach is not None:
+        recall.CONTEXT_REACH = reach
+    try:
+        yield
+    finally:
+        recall.CONTEXT_REACH = saved
+
+
+def embed_rate(embedder: Embedder, texts: list[str]) -> float:
+    """Texts a second the embedder alone takes, in batches of 1,024."""
+    embedder.embed(texts[:100])  # the first call warms the tokenizer
+    started = time.perf_counter()
+    for start in range(0, len(texts), 1024):
+        embedder.embed(texts[start : start + 1024])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def check_store(engine: MemoryEngine, embedder: Embedder, expected: int) -> list[str]:
+    """What differs from what this script stored; empty when all is well."""
+    problems = []
+    stats = engine.stats()
+    stored = stats.records - 1  # less the warm-up record
+    if stored != expected:
+        problems.append(f"stored {stored:,} records, expected {expected:,}")
+    index = engine._index  # a benchmark may look inside
+    with_vector = int(index.has_vector(index.alive_rows()).sum())
+    if with_vector != stats.records:
+        problems.append(f"{with_vector:,} of {stats.records:,} records have a vector")
+    if stats.embedding_space != embedder.name:
+        problems.append(f"embedding space {stats.embedding_space!r}, not {embedder.name!r}")
+    return problems
+
+
+def check_hits(name: str, question: str, hits: list[Hit], wanted: int, domain: str | None) -> str:
+    """What is wrong with one query's hits, or ''."""
+    if len(hits) != wanted:
+        return f"{name}: {question!r} found {len(hits)} hits, expected {wanted}"
+    outside = sum(domain is not None and h.record.domain != domain for h in hits)
+    return f"{name}: {question!r} found {outside} hits outside the gate" if outside else ""
+
+
+def failed(args: argparse.Namespace, embedder: Embedder, problems: list[str]) -> int:
+    print(f"text recall, {args.records:,} records, embedder {embedder.name}")
+    print(f"check: FAILED - {len(problems)} problem(s):")
+    for problem in problems[:10]:
+        print(f"  {problem}")
+    print("no rates reported: the store or the queries are not what was asked for")
+    return EXIT_MISMATCH
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=TARGET_RECORDS)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--embedder",
+        help=f"the embedder to measure (default: {EMBEDDER_ENV}, else builtin); not 'none'",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
         "--compare-reach",
         type=int,
         metavar="N",
-        help="also time each query, right after it, with context from N neighbours a side",
+        help="also time each query with context from N neighbours a side, taking turns",
     )
+    # For the test suite: store one record fewer than counted, to prove the check catches it.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.records < LIMIT or args.queries < 1:
+        parser.error(f"--records must be at least {LIMIT}, --queries at least 1")
+    spec = (args.embedder or os.environ.get(EMBEDDER_ENV, "")).strip() or "builtin"
+    if spec.lower() == "none":
+        setting = "--embedder" if args.embedder else EMBEDDER_ENV
+        parser.error(
+            f"{setting} is 'none', so nothing would be embedded: this benchmark measures "
+            f"storing with embedding and hybrid text queries; give an embedder, such as "
+            f"--embedder builtin"
+        )
+    embedder = load_embedder(spec)
 
     texts = sentences(args.records, args.seed, 8, 20)
     rng = random.Random(args.seed + 1)
     items = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
     questions = sentences(args.queries, args.seed + 2, 3, 8)
-    results: dict[str, Any] = {"records": args.records, "queries": args.queries}
-    embedder = load_embedder("builtin")
+    results: dict[str, Any] = {
+        "records": args.records,
+        "queries": args.queries,
+        "embedder": embedder.name,
+    }
     sample = texts[:EMBED_SAMPLE]
-    embedder.embed(sample[:100])  # the first call loads the tokenizer's caches
-    started = time.perf_counter()
-    for start in range(0, len(sample), 1024):
-        embedder.embed(sample[start : start + 1024])
-    results["embed_rate"] = len(sample) / (time.perf_counter() - started)
+    results["embed_rate"] = embed_rate(embedder, sample)
     results["vector_bytes"] = 4 * embedder.dim
-    with tempfile.TemporaryDirectory() as folder, MemoryEngine(Path(folder) / "t.db") as engine:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        MemoryEngine(Path(folder) / "t.db", embedder=embedder) as engine,
+    ):
         engine.store("warm up the embedder")  # loading the model is not storing
         progress = Progress("store_many", len(items), enabled=not args.quiet)
         started = time.perf_counter()
         done = 0
-        for batch in batches(items, 10_000):
+        for batch in batches(items[1:] if args.inject_mismatch else items, 10_000):
             engine.store_many(batch)
             done += len(batch)
             progress.update(done)
         store_s = time.perf_counter() - started
         results["store_rate"] = args.records / store_s
 
-        for name, gate in (("no gate", {}), ("domain gate", {"domain": DOMAINS[3]})):
+        problems = check_store(engine, embedder, len(items))
+        if problems:
+            return failed(args, embedder, problems)
+        in_domain = sum(item["domain"] == GATED_DOMAIN for item in items)
+        gates: tuple[tuple[str, str | None, int], ...] = (
+            ("no gate", None, min(LIMIT, len(items) + 1)),
+            ("domain gate", GATED_DOMAIN, min(LIMIT, in_domain)),
+        )
+        for name, domain, wanted in gates:
             for q in questions[:10]:
-                engine.query(text=q, **gate)
+                engine.query(text=q, domain=domain)
             times = []
             other: list[float] = []
             for n, q in enumerate(questions):
                 # With --compare-reach the two settings take turns going first.
-                if args.compare_reach is not None and n % 2:
-                    other.append(timed_query(engine, q, gate, args.compare_reach))
-                times.append(timed_query(engine, q, gate, None))
-                if args.compare_reach is not None and not n % 2:
-                    other.append(timed_query(engine, q, gate, args.compare_reach))
+                order = [None, args.compare_reach] if args.compare_reach is not None else [None]
+                for reach in order if n % 2 == 0 else order[::-1]:
+                    with context_reach(reach):
+                        t0 = time.perf_counter()
+                        hits = engine.query(text=q, limit=LIMIT, domain=domain)
+                        (times if reach is None else other).append(time.perf_counter() - t0)
+                    problem = check_hits(name, q, hits, wanted, domain)
+                    if problem:
+                        problems.append(problem)
             times.sort()
             results[name] = {
                 "p50_s": statistics.median(times),
@@ -186,13 +263,19 @@ def main(argv: list[str] | None = None) -> int:
             }
             if other:
                 results[name]["p50_s_reach_compared"] = statistics.median(other)
+        if problems:
+            return failed(args, embedder, problems)
     rss_mb = peak_rss_mb()
     results["max_rss_mb"] = rss_mb
 
     scale = args.records == TARGET_RECORDS
     print(f"text recall, {args.records:,} records, {args.queries} queries")
     print(
-        f"store_many with embedding: {results['store_rate']:,.0f} records/s "
+        f"check: OK - {args.records:,} records stored, each with a vector; every query found "
+        f"its {LIMIT} hits (with the domain gate, all in {GATED_DOMAIN})"
+    )
+    print(
+        f"store_many with embedding ({embedder.name}): {results['store_rate']:,.0f} records/s "
         f"(target >= {TARGET_STORE_RATE:,.0f}/s)"
     )
     print(
@@ -207,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             compared = row["p50_s_reach_compared"]
             print(
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
-                f"(reach {recall.CONTEXT_REACH} is the default): p50 {fmt_ms(compared)}; "
+                f"(the default: {recall.CONTEXT_REACH}): p50 {fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
             )
     print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
@@ -216,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{verdict(p50 <= TARGET_P50_S)} text query p50 <= 15 ms{note}")
     print(f"{verdict(results['store_rate'] >= TARGET_STORE_RATE)} store_many >= 1,000/s{note}")
     print(f"{verdict(rss_mb <= TARGET_RSS_MB)} resident memory <= 400 MB{note}")
-    print(f"{verdict(results['embed_rate'] >= TARGET_EMBED_RATE)} embedding >= 5,000 texts/s")
+    rate_ok = results["embed_rate"] >= TARGET_EMBED_RATE
+    print(f"{verdict(rate_ok)} embedding alone >= 5,000 texts/s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0

@@ -11,13 +11,14 @@ query vectors, three ways:
   SQLite through ``apsw`` (the standard ``sqlite3`` module here cannot load
   extensions); reported as unavailable, with the reason, when it cannot load.
 
-Before timing, all three must return the same 10 ids for every query (an id may
-differ only where two scores tie within float32 rounding); otherwise the
-script exits with status 1. Timing rotates the order of the systems for every
-query and round; a system's time is the median over queries of each query's
-median over rounds. The target, at 100,000 vectors: the engine within 1.5x of
-the numpy floor. The script also times the engine's steps on their own
-(cosine scores, top-k, building hits) to show where its time goes.
+Before timing, all three must return the same 10 ids in the same order, best
+first, for every query (ids may swap or differ only where their scores tie
+within float32 rounding); otherwise the script exits with status 1. Timing
+rotates the order of the systems for every query and round; a system's time is
+the median over queries of each query's median over rounds. The target, at
+100,000 vectors: the engine within 1.5x of the numpy floor. The script also
+times the engine's steps on their own (cosine scores, top-k, building hits) to
+show where its time goes.
 
 Run from the repository root::
 
@@ -111,19 +112,30 @@ def sqlite_vec_system(unit: np.ndarray) -> tuple[System | None, str, Any]:
 
 
 def disagreements(queries: np.ndarray, unit: np.ndarray, systems: dict[str, System]) -> list[str]:
-    """Queries where a system's top-k differs from the floor's, ties aside."""
+    """Queries where a system's top-k differs from the floor's, in ids or order, ties aside.
+
+    Every system promises the k best, best first. So the i-th id a system
+    returns must score the same as the floor's i-th, within ``TIE``: that
+    allows two ids whose scores tie to swap places (or one to stand in for
+    the other at the k-th place), and nothing else.
+    """
     problems = []
     for qi, query in enumerate(queries):
         scores = unit @ (query / np.linalg.norm(query))
         expected = systems[FLOOR](query)
-        kth = float(scores[expected[-1]])
         for name, run in systems.items():
             got = run(query)
             if got == expected:
                 continue
-            differing = set(got) ^ set(expected)
-            if len(got) != K or any(abs(float(scores[i]) - kth) > TIE for i in differing):
-                problems.append(f"{name} disagrees on query {qi}: {got} vs {expected}")
+            if len(got) != K or len(set(got)) != K:
+                problems.append(f"{name} disagrees on query {qi}: {got} is not {K} distinct ids")
+                continue
+            for place, (mine, theirs) in enumerate(zip(got, expected)):
+                if abs(float(scores[mine]) - float(scores[theirs])) > TIE:
+                    problems.append(
+                        f"{name} disagrees on query {qi} at place {place + 1}: {got} vs {expected}"
+                    )
+                    break
     return problems
 
 
@@ -170,9 +182,19 @@ def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict
 
 
 def run_size(
-    count: int, queries: int, rounds: int, seed: int, folder: Path, log: Callable[[str], None]
+    count: int,
+    queries: int,
+    rounds: int,
+    seed: int,
+    folder: Path,
+    log: Callable[[str], None],
+    inject_mismatch: bool = False,
 ) -> dict[str, Any]:
-    """Store, check agreement, time; one size's results (``agreement`` False on a mismatch)."""
+    """Store, check agreement, time; one size's results (``agreement`` False on a mismatch).
+
+    ``inject_mismatch`` (for the tests) has the engine return the right ids in
+    reverse order, which the check must catch.
+    """
     matrix = make_vectors(count, seed)
     unit = normalised(matrix)
     query_vectors = make_vectors(queries, seed + 1)
@@ -191,6 +213,9 @@ def run_size(
             FLOOR: floor_system(unit),
             ENGINE: engine_system(engine, row_of),
         }
+        if inject_mismatch:
+            honest = systems[ENGINE]
+            systems[ENGINE] = lambda q: honest(q)[::-1]
         log(f"vector top-{K}: loading {count:,} vectors into sqlite-vec")
         vec, vec_note, vec_db = sqlite_vec_system(unit)
         if vec is not None:
@@ -227,10 +252,13 @@ def run(
     rounds: int = 5,
     seed: int = 3,
     log: Callable[[str], None] = lambda _: None,
+    inject_mismatch: bool = False,
 ) -> dict[str, Any]:
     """Every size in turn; the results as one JSON-ready mapping."""
     with tempfile.TemporaryDirectory(prefix="pmf-vec-") as tmp:
-        results = [run_size(n, queries, rounds, seed, Path(tmp), log) for n in sizes]
+        results = [
+            run_size(n, queries, rounds, seed, Path(tmp), log, inject_mismatch) for n in sizes
+        ]
     return {"benchmark": "vector_topk", "sizes": results}
 
 
@@ -254,13 +282,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    # For the test suite: the engine's answers in the wrong order, to prove the check catches it.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    results = run(args.sizes, queries=args.queries, rounds=args.rounds, seed=args.seed, log=log)
+    results = run(
+        args.sizes,
+        queries=args.queries,
+        rounds=args.rounds,
+        seed=args.seed,
+        log=log,
+        inject_mismatch=args.inject_mismatch,
+    )
     status = 0
     for r in results["sizes"]:
         if not r["agreement"]:

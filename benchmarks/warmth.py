@@ -13,8 +13,9 @@ Each call is timed three ways, in interleaved rounds:
 - after a 2 ms spin: right after a busy loop that only reads the clock;
 - after a 2 ms sleep: right after the thread slept.
 
-Before timing, it checks that every call gives the same answer in every mode
-(and exits with status 1 if not). It prints the median of each, and the
+Before timing, it checks that the engine's tag query and the SQL one return the
+same ids for every query, and that every call gives the same answer in every
+mode (and exits with status 1 if not). It prints the median of each, and the
 ratio of each pause to warm.
 
 Run from the repository root::
@@ -43,6 +44,8 @@ from prime_memory_folding.embeddings import load_embedder
 PAUSE_S = 0.002
 MODES = ("warm", "after a 2 ms spin", "after a 2 ms sleep")
 EXIT_MISMATCH = 1
+ENGINE_QUERY = "engine tag query (3 tags)"
+SQL_QUERY = "sqlite sql, the same query"
 
 Call = Callable[[int], Any]
 
@@ -61,9 +64,17 @@ def python_loop(_: int) -> int:
 
 
 def build_calls(
-    engine: MemoryEngine, writer: MemoryEngine, records: int, seed: int
-) -> dict[str, Call]:
-    """The calls to time; each takes a round number (stores use it for new content)."""
+    engine: MemoryEngine,
+    writer: MemoryEngine,
+    records: int,
+    seed: int,
+    inject_mismatch: bool = False,
+) -> tuple[dict[str, Call], int]:
+    """The calls to time, each taking a round number (stores use it for new content),
+    and how many distinct queries the two tag queries take turns on.
+
+    ``inject_mismatch`` (for the tests) drops one id from the SQL answers.
+    """
     synthetic = generate(records, seed)
     stored = engine.store_many(rec.as_item() for rec in synthetic)
     sql, _ = sqlite_system(stored)
@@ -74,7 +85,8 @@ def build_calls(
         return sorted(engine.match_ids(tags=queries[n % len(queries)].tags))
 
     def sql_tag_query(n: int) -> list[str]:
-        return sorted(sql(queries[n % len(queries)]))
+        found = sorted(sql(queries[n % len(queries)]))
+        return found[1:] if inject_mismatch else found
 
     def embed(n: int) -> list[float]:
         [vector] = embedder.embed([f"decided to keep the {n % 7} retries in the webhook client"])
@@ -83,18 +95,31 @@ def build_calls(
     def store(n: int) -> bool:
         return writer.store_result(f"note {n}: the retry budget of service {n}").created
 
-    return {
-        "engine tag query (3 tags)": tag_query,
-        "sqlite sql, the same query": sql_tag_query,
+    calls = {
+        ENGINE_QUERY: tag_query,
+        SQL_QUERY: sql_tag_query,
         "embed one sentence (built-in)": embed,
         "engine: single store (commit)": store,
         "python loop (2,000 steps)": python_loop,
     }
+    return calls, len(queries)
 
 
-def answers_agree(calls: dict[str, Call]) -> list[str]:
-    """Problems found when each call runs warm, after a spin and after a sleep."""
+def answers_agree(calls: dict[str, Call], queries: int) -> list[str]:
+    """Problems found comparing the engine's tag queries with SQL's, and each call
+    warm, after a spin and after a sleep."""
     problems = []
+    hits = 0
+    for n in range(queries):
+        ours, theirs = calls[ENGINE_QUERY](n), calls[SQL_QUERY](n)
+        hits += len(ours)
+        if ours != theirs:
+            problems.append(
+                f"query {n}: the engine found {len(ours)} ids, SQLite SQL {len(theirs)}, "
+                f"{len(set(ours) ^ set(theirs))} differ"
+            )
+    if not hits:
+        problems.append(f"none of the {queries} tag queries found anything; nothing was compared")
     for name, call in calls.items():
         if name.startswith("engine: single store"):
             continue  # each store writes a new record; checked by its result below
@@ -142,6 +167,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    # For the test suite: SQL's answers lose an id, to prove the check catches it.
+    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -157,14 +184,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         MemoryEngine(Path(tmp) / "query.db", embedder="none") as engine,
         MemoryEngine(Path(tmp) / "write.db", embedder="none") as writer,
     ):
-        calls = build_calls(engine, writer, args.records, args.seed)
-        problems = answers_agree(calls)
+        calls, queries = build_calls(engine, writer, args.records, args.seed, args.inject_mismatch)
+        problems = answers_agree(calls, queries)
         if problems:
             print("agreement: FAILED")
-            for problem in problems:
+            for problem in problems[:10]:
                 print(f"  {problem}")
+            if len(problems) > 10:
+                print(f"  ... and {len(problems) - 10} more")
+            print("no timings reported: the calls do not answer alike")
             return EXIT_MISMATCH
-        print("agreement: OK - every call answered the same warm and after each pause")
+        print(
+            f"agreement: OK - the engine and SQLite SQL returned the same ids for all "
+            f"{queries} tag queries, and every call answered the same warm and after each pause"
+        )
         samples = time_calls(calls, args.rounds)
     summary: dict[str, dict[str, float]] = {}
     print()

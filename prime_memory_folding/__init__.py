@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .engine import MemoryEngine, default_store_path
     from .folding import FoldPolicy, FoldReport
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DimensionMismatch",

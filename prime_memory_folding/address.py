@@ -4,9 +4,16 @@ An address packs four unsigned 32-bit lanes::
 
     domain_prime << 96 | subdomain_prime << 64 | concept_bucket << 32 | instance_id
 
-``concept_bucket`` is a stable hash of (domain, subdomain, sorted tags) and
-``instance_id`` a stable hash of the content or of a caller's instance key. The
-record id is the address as 32 lower-case hex digits.
+``concept_bucket`` is a stable hash of (domain, subdomain, sorted tags) and,
+for any scope but ``global``, the scope name; ``instance_id`` is a stable hash
+of the content or of a caller's instance key. The record id is the address as
+32 lower-case hex digits.
+
+The scope enters the address through the bucket lane only: the same labels in
+two scopes share their domain and subdomain primes (so the address still
+decodes to its labels) and differ in the bucket, so the same memory stored in
+two scopes gets two ids. ``global`` hashes as before scopes existed, so records
+stored then keep their ids.
 """
 
 from __future__ import annotations
@@ -107,9 +114,15 @@ def _hash32(*parts: str) -> int:
     return int.from_bytes(digest, "big")
 
 
-def concept_bucket(domain: str, subdomain: str, tags: Sequence[str]) -> int:
-    """A stable 32-bit hash of the normalised domain, subdomain and sorted tags."""
-    return _hash32("bucket", domain, subdomain, *sorted(tags))
+def concept_bucket(domain: str, subdomain: str, tags: Sequence[str], scope: str = "global") -> int:
+    """A stable 32-bit hash of the normalised domain, subdomain, sorted tags and scope.
+
+    The ``global`` scope adds nothing to the hash; any other scope is hashed in
+    behind a NUL, which no label or scope name contains.
+    """
+    if scope == "global":
+        return _hash32("bucket", domain, subdomain, *sorted(tags))
+    return _hash32(f"bucket\x00{scope}", domain, subdomain, *sorted(tags))
 
 
 def instance_id(key: str, attempt: int = 0) -> int:

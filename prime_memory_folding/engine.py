@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import recall, writes
+from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
 from .errors import InvalidInput, NotAvailable, NotFound, StoreError
@@ -31,6 +32,7 @@ from .records import (
     StoreResult,
     check_unit_interval,
 )
+from .scopes import ScopeResolution
 from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
@@ -55,6 +57,11 @@ class MemoryEngine:
     Args:
         path: the store file, ``":memory:"`` for a throw-away store, or None for
             :func:`default_store_path`.
+        scope: the current scope, where writes go by default: a scope name, a
+            :class:`~prime_memory_folding.scopes.ScopeResolution`, or None to
+            resolve it from the environment and the working directory (see
+            :mod:`~prime_memory_folding.scopes`). Reads see the current scope,
+            the user's scope and ``global`` unless they name others.
         clock: returns the current time in Unix seconds; inject one in tests.
         storage: a ready storage backend, instead of opening ``path``.
         fold_policy: decay half-lives, fold thresholds and auto-fold triggers
@@ -78,12 +85,15 @@ class MemoryEngine:
         self,
         path: str | os.PathLike[str] | None = None,
         *,
+        scope: str | ScopeResolution | None = None,
         clock: Callable[[], float] | None = None,
         storage: Storage | None = None,
         fold_policy: FoldPolicy | None = None,
         embedder: str | Embedder | None = None,
     ) -> None:
         self._clock = clock or time.time
+        self._scope = scope if isinstance(scope, ScopeResolution) else scope_rules.resolve(scope)
+        self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         # -- recall: the text embedder, loaded on first use --
         self._text = TextEmbedding(embedder)
         self._word_shares = recall.WordShares()
@@ -102,6 +112,7 @@ class MemoryEngine:
         self.path = storage.path
         self._index = StructuralIndex()
         self._writes = 0
+        self._parts = _Parts(self)
         self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
         self._load()
         # -- recall: refuse a store embedded by another model --
@@ -195,6 +206,7 @@ class MemoryEngine:
             half_life=half,
             vector_rows=vector_rows,
             vectors=vectors,
+            scopes=table.scopes,
         )
 
     def _entry(
@@ -223,6 +235,7 @@ class MemoryEngine:
             vector=None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32),
             reinforced_at=since,
             half_life=half,
+            scope=rec.scope,
         )
 
     def _refresh(self) -> None:
@@ -270,12 +283,15 @@ class MemoryEngine:
         vector: Sequence[float] | None = None,
         metadata: Mapping[str, Any] | None = None,
         instance_key: str | None = None,
+        scope: str | None = None,
     ) -> Record:
         """Store a memory, or reinforce the identical one already stored.
 
-        A memory is identical when it has the same domain, subdomain, tags and
-        content (or the same ``instance_key``). Reinforcing raises its strength
-        and access count and keeps its id.
+        A memory is identical when it has the same scope, domain, subdomain,
+        tags and content (or the same ``instance_key``). Reinforcing raises its
+        strength and access count and keeps its id. It goes to the current
+        scope unless ``scope`` names another (e.g. ``"global"``, or the user
+        scope for a personal preference).
 
         Raises:
             InvalidInput: a bad argument; nothing was written.
@@ -290,6 +306,7 @@ class MemoryEngine:
             vector=vector,
             metadata=metadata,
             instance_key=instance_key,
+            scope=scope,
         ).record
 
     def store_result(
@@ -303,6 +320,7 @@ class MemoryEngine:
         vector: Sequence[float] | None = None,
         metadata: Mapping[str, Any] | None = None,
         instance_key: str | None = None,
+        scope: str | None = None,
     ) -> StoreResult:
         """Like :meth:`store`, and also tells whether the record is new."""
         item = writes.prepare(
@@ -315,16 +333,18 @@ class MemoryEngine:
                 "vector": vector,
                 "metadata": metadata,
                 "instance_key": instance_key,
-            }
+                "scope": scope,
+            },
+            self._scope.current,
         )
         with self._lock:
-            return writes.write(self, [item])[0]
+            return writes.write(self._parts, [item])[0]
 
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
 
-        Each item is a mapping with :meth:`store`'s arguments, or a plain string
-        of content. Returns the records in input order.
+        Each item is a mapping with :meth:`store`'s arguments (``scope``
+        included), or a plain string of content. Returns the records in input order.
 
         Raises:
             InvalidInput: an item is bad (its position is named); nothing was written.
@@ -337,11 +357,11 @@ class MemoryEngine:
                     f"item {position} must be a mapping or a string, got {type(raw).__name__}"
                 )
             try:
-                prepared.append(writes.prepare(mapping))
+                prepared.append(writes.prepare(mapping, self._scope.current))
             except InvalidInput as exc:
                 raise type(exc)(f"item {position}: {exc}") from None
         with self._lock:
-            return [result.record for result in writes.write(self, prepared)]
+            return [result.record for result in writes.write(self._parts, prepared)]
 
     # -- reads ----------------------------------------------------------------
 
@@ -353,6 +373,7 @@ class MemoryEngine:
         any_tags: Iterable[str],
         exclude_tags: Iterable[str],
         min_strength: float,
+        scope_names: Iterable[str] | None = None,
     ) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
 
@@ -360,11 +381,44 @@ class MemoryEngine:
         label is added, so a repeated query skips normalising and resolving.
         """
         strength = check_unit_interval("min_strength", min_strength)
+        visible = self._visible(scope_names)
         labels = self._registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
-        if labels is None or strength == 0.0:
+        if labels is None or visible == ():
+            return None
+        if visible is not None:
+            labels = replace(labels, scopes=visible)
+        if strength == 0.0:
             return labels
         # Gate on the strength decayed to now (folding), without writing anything.
         return replace(labels, min_strength=strength, now=float(self._clock()))
+
+    def _visible(self, scope_names: Iterable[str] | None) -> tuple[str, ...] | None:
+        """The scopes a read sees; None when that is every scope the index holds.
+
+        Raises:
+            InvalidInput: a malformed scope name, or a bare string.
+        """
+        wanted: tuple[str, ...] | None
+        if scope_names is None:
+            wanted = self._scope.visible
+        elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
+            # Checked names are kept per distinct list, as label gates are.
+            key = tuple(scope_names)
+            if key in self._scope_names:
+                wanted = self._scope_names[key]
+            else:
+                wanted = scope_rules.normalise_scopes(key)
+                if len(self._scope_names) >= 256:
+                    self._scope_names.clear()
+                self._scope_names[key] = wanted
+        else:
+            wanted = scope_rules.normalise_scopes(scope_names)
+        if not wanted:
+            return wanted
+        held = self._index.scopes()
+        if len(held) <= len(wanted) and set(held).issubset(wanted):
+            return None  # no gate needed: every record is visible
+        return wanted
 
     def query(
         self,
@@ -378,14 +432,19 @@ class MemoryEngine:
         min_strength: float = 0.0,
         vector: Sequence[float] | None = None,
         limit: int = 10,
+        scopes: Iterable[str] | None = None,
     ) -> list[Hit]:
         """Find memories, best first.
 
-        The gates run cheapest first, each only when given: domain and
+        The gates run cheapest first, each only when given: scope, domain and
         subdomain, strength, tags (``tags`` all-of, ``any_tags``, and
         ``exclude_tags`` none-of, by exact prime divisibility), then vector
         similarity. Without a vector, hits are ordered by importance x strength,
         then recency. Unknown labels match nothing.
+
+        ``scopes`` None sees the current scope, the user's and ``global``
+        (:meth:`whoami`); a list sees those scopes, ``["*"]`` every scope. An
+        unknown scope matches nothing.
 
         Raises:
             InvalidInput: a bad argument.
@@ -400,7 +459,7 @@ class MemoryEngine:
             return self._text_query(
                 recall.check_text(text),
                 query_vector,
-                (domain, subdomain, tags, any_tags, exclude_tags, min_strength),
+                (domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes),
                 limit,
             )
         # -- end recall --
@@ -408,7 +467,9 @@ class MemoryEngine:
             self._refresh()
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
                 writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength)
+            gates = self._gates(
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
+            )
             if gates is None or limit == 0:
                 return []
             now = float(self._clock())  # scores show strength decayed to now (folding)
@@ -532,11 +593,17 @@ class MemoryEngine:
         any_tags: Iterable[str] = (),
         exclude_tags: Iterable[str] = (),
         min_strength: float = 0.0,
+        scopes: Iterable[str] | None = None,
     ) -> list[str]:
-        """Every record id that passes the structural gates, unranked and unlimited."""
+        """Every record id that passes the structural gates, unranked and unlimited.
+
+        ``scopes`` works as in :meth:`query`.
+        """
         with self._lock:
             self._refresh()
-            gates = self._gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength)
+            gates = self._gates(
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
+            )
             if gates is None:
                 return []
             return self._index.select_ids(gates)
@@ -573,9 +640,10 @@ class MemoryEngine:
         return found.record
 
     def update(self, record_id: str, **changes: Any) -> Record:
-        """Change a record's content, tags, importance, strength, metadata or vector.
+        """Change a record's content, tags, importance, strength, metadata, vector or scope.
 
-        The id and address stay as they were. ``metadata`` replaces the old
+        The id and address stay as they were, also when the record moves to
+        another scope. ``metadata`` replaces the old
         metadata; ``vector=None`` removes the vector.
 
         Raises:
@@ -583,7 +651,7 @@ class MemoryEngine:
                 record identical to another one.
             NotFound: no record has this id.
         """
-        return writes.update(self, record_id, changes)
+        return writes.update(self._parts, record_id, changes)
 
     def encode(
         self,
@@ -591,13 +659,16 @@ class MemoryEngine:
         subdomain: str = "general",
         tags: Iterable[str] = (),
         instance_key: str | None = None,
+        scope: str | None = None,
     ) -> Encoded:
         """The address a record with these labels would get, without storing anything.
 
         Labels not yet registered get the primes they would be assigned next;
         ``provisional`` is then True, since another writer may claim those first.
-        Without an ``instance_key`` the instance lane is 0.
+        Without an ``instance_key`` the instance lane is 0. The scope (the
+        current one when None) enters the concept bucket lane.
         """
+        scope_name = self._scope.current if scope is None else scope_rules.normalise_scope(scope)
         domain_label = normalise_label(domain, Kind.DOMAIN)
         subdomain_label = normalise_label(subdomain, Kind.SUBDOMAIN)
         tag_labels = normalise_tags(tags)
@@ -623,7 +694,7 @@ class MemoryEngine:
             subdomain_prime = prime_for(Kind.SUBDOMAIN, subdomain_label)
             for tag in tag_labels:
                 prime_for(Kind.TAG, tag)
-        bucket = concept_bucket(domain_label, subdomain_label, tag_labels)
+        bucket = concept_bucket(domain_label, subdomain_label, tag_labels, scope_name)
         instance = 0 if instance_key is None else instance_id(instance_key)
         address = pack(domain_prime, subdomain_prime, bucket, instance)
         return Encoded(
@@ -667,7 +738,32 @@ class MemoryEngine:
                 schema_version=self.storage.schema_version(),
                 archived=sum(archived.values()),
                 archived_by_reason=archived,
+                scopes=self._index.scope_counts(),
+                current_scope=self._scope.current,
+                scope_reason=self._scope.reason,
+                visible_scopes=self._scope.visible,
             )
+
+    # -- scopes -----------------------------------------------------------------
+
+    def whoami(self) -> ScopeResolution:
+        """The current scope, what a read sees by default, and how the current one was found."""
+        return self._scope
+
+    def rescope(self, record_ids: Iterable[str], scope: str) -> list[Record]:
+        """Move records to another scope, all or nothing; their ids never change.
+
+        Returns the records that moved; those already in ``scope`` stay as they are.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            InvalidInput: the scope is malformed, or a record would become
+                identical to one already in ``scope``; nothing moved.
+            NotFound: an id names no live record; nothing moved.
+        """
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        return writes.rescope(self._parts, list(record_ids), scope)
 
     # -- folding ----------------------------------------------------------------
     # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
@@ -706,7 +802,9 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy, progress=progress)
+        return maintenance.fold(
+            self._parts, dry_run=dry_run, now=now, policy=policy, progress=progress
+        )
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
@@ -720,7 +818,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.unfold(self, record_id)
+        return maintenance.unfold(self._parts, record_id)
 
     def restore(self, record_id: str) -> Record:
         """Bring one archived record back exactly as it was archived.
@@ -736,7 +834,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.restore(self, record_id)
+        return maintenance.restore(self._parts, record_id)
 
     def reinforce(self, record_id: str) -> Record:
         """Recall a record: raise its decayed strength and note the reinforcement.
@@ -750,7 +848,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.reinforce(self, record_id, writes.REINFORCE_RATE)
+        return maintenance.reinforce(self._parts, record_id, writes.REINFORCE_RATE)
 
     def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
         """Delete archived records for good and reclaim their space; returns how many.
@@ -766,7 +864,7 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.purge_archive(self, before=before, reason=reason)
+        return maintenance.purge_archive(self._parts, before=before, reason=reason)
 
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).
@@ -787,3 +885,67 @@ class MemoryEngine:
         if due:
             report = self.fold()
             self._fold_size_mark = report.bytes_after
+
+
+class _Parts:
+    """The engine's parts, lent to the write path and to maintenance.
+
+    It implements :class:`~prime_memory_folding.parts.EngineParts`, so that
+    ``writes.py`` and ``maintenance.py`` see only what they need, and never
+    import the facade that calls them.
+    """
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self._engine = engine
+
+    @property
+    def path(self) -> str:
+        return self._engine.path
+
+    @property
+    def storage(self) -> Storage:
+        return self._engine.storage
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._engine._lock
+
+    @property
+    def registry(self) -> LabelRegistry:
+        return self._engine._registry
+
+    @property
+    def text(self) -> TextEmbedding:
+        return self._engine._text
+
+    @property
+    def index(self) -> StructuralIndex:
+        return self._engine._index
+
+    @property
+    def fold_policy(self) -> FoldPolicy:
+        return self._engine._fold_policy
+
+    def now(self) -> float:
+        return float(self._engine._clock())
+
+    def refresh(self) -> None:
+        self._engine._refresh()
+
+    def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
+        self._engine._after_write(upserts, removed)
+
+    def wrote(self) -> None:
+        self._engine._writes += 1
+        writes.trim_changes(self._engine.storage, self._engine._writes)
+
+    def stored(self, count: int) -> None:
+        self._engine._maybe_auto_fold(count)
+
+    def caught_up(self, seq: int) -> None:
+        self._engine._seq = seq
+
+    def folded(self) -> None:
+        self._engine._stores_since_fold = 0

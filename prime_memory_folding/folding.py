@@ -323,6 +323,7 @@ class Merge:
     vector: npt.NDArray[np.float32]
     metadata: dict[str, Any]
     instance_key: str
+    scope: str = "global"
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +401,7 @@ def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
 
     vectors, has_vector = _unit_vectors(rows)
     groups = cluster(
-        [r.domain for r in rows],
+        [_fold_group(r) for r in rows],
         [r.subdomain for r in rows],
         [r.tags for r in rows],
         vectors,
@@ -421,6 +422,14 @@ def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
         if effective[i] < row.strength - _PERSIST_TOLERANCE:
             decayed.append((row.record_id, float(effective[i])))
     return FoldPlan(now=now, records=n, decayed=tuple(decayed), pruned=pruned, merges=merges)
+
+
+def _fold_group(row: SnapshotRow) -> str:
+    """The group a record folds within: its scope and domain (never across either).
+
+    A NUL separates them, which neither a scope name nor a label holds.
+    """
+    return f"{row.scope}\x00{row.domain}"
 
 
 def _unit_vectors(
@@ -731,6 +740,7 @@ def _merge(
         vector=vector,
         metadata={"folded_at": now, "folded_from": list(member_ids), "tier": promoted},
         instance_key=f"folded:{digest.hexdigest()}",
+        scope=ordered[0].scope,
     )
 
 

@@ -1,7 +1,8 @@
 """The in-memory structural index.
 
-It answers the structural gates without touching SQLite: a domain index
-(domain prime -> rows), subdomain and tag posting lists, every record's tag
+It answers the structural gates without touching SQLite: a scope index
+(scope name -> rows), a domain index (domain prime -> rows), subdomain and
+tag posting lists, every record's tag
 product, and numpy columns for importance, strength, recency and normalised
 vectors. Rows are positions in these columns; a forgotten record leaves a dead
 row until the index compacts. Posting lists are compressed (Roaring) bitmaps,
@@ -15,6 +16,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +25,7 @@ from pyroaring import BitMap, FrozenBitMap
 __all__ = ["IndexEntry", "StructuralIndex", "TagQuery"]
 
 Rows = npt.NDArray[np.int64]
+K = TypeVar("K", int, str)
 Posting = BitMap | FrozenBitMap
 _EMPTY = FrozenBitMap()
 _UINT64_LIMIT = 2**64
@@ -61,6 +64,7 @@ class IndexEntry:
     #: Decay: when ``strength`` was last set, and its half-life in seconds (inf: none).
     reinforced_at: float = 0.0
     half_life: float = math.inf
+    scope: str = "global"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ class IndexColumns:
     half_life: Sequence[float] | npt.NDArray[np.float64]
     vector_rows: Sequence[int] = ()
     vectors: npt.NDArray[np.float32] | None = None
+    #: One scope name per record; empty means every record is in ``global``.
+    scopes: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,8 @@ class TagQuery:
     min_strength: float = 0.0
     #: With a time, ``min_strength`` gates on the strength decayed to that time.
     now: float | None = None
+    #: Only records in one of these scopes; None means any scope.
+    scopes: tuple[str, ...] | None = None
 
 
 class StructuralIndex:
@@ -115,6 +123,10 @@ class StructuralIndex:
         self._domain_rows: dict[int, BitMap] = {}
         self._subdomain_rows: dict[int, BitMap] = {}
         self._tag_rows: dict[int, BitMap] = {}
+        self._scope_rows: dict[str, BitMap] = {}
+        self._scope_of: list[str] = []
+        # Unions of several scopes' rows, kept until the next change.
+        self._scope_unions: dict[tuple[str, ...], FrozenBitMap] = {}
         self._entry_keys: list[tuple[int, int, tuple[int, ...]]] = []
         self._tag_product: list[int] = []
         self._capacity = 0
@@ -162,6 +174,10 @@ class StructuralIndex:
     def tag_product(self, row: int) -> int:
         return self._tag_product[row]
 
+    def scopes(self) -> list[str]:
+        """The scopes that hold at least one live record."""
+        return [scope for scope, rows in self._scope_rows.items() if rows]
+
     # -- writes -------------------------------------------------------------
 
     def _grow(self, needed: int) -> None:
@@ -188,11 +204,15 @@ class StructuralIndex:
             self._ids.append(entry.record_id)
             self._id_column[row] = entry.record_id
             self._entry_keys.append((0, 0, ()))
+            self._scope_of.append(entry.scope)
             self._tag_product.append(1)
             self._row_of[entry.record_id] = row
         else:
             self._unlink(row)
         self._entry_keys[row] = (entry.domain_prime, entry.subdomain_prime, entry.tag_primes)
+        self._scope_of[row] = entry.scope
+        _posting(self._scope_rows, entry.scope).add(row)
+        self._scope_unions.clear()
         _posting(self._domain_rows, entry.domain_prime).add(row)
         _posting(self._subdomain_rows, entry.subdomain_prime).add(row)
         tag_rows = self._tag_rows
@@ -221,6 +241,8 @@ class StructuralIndex:
 
     def _unlink(self, row: int) -> None:
         domain, subdomain, tags = self._entry_keys[row]
+        self._scope_rows[self._scope_of[row]].discard(row)
+        self._scope_unions.clear()
         self._domain_rows[domain].discard(row)
         self._subdomain_rows[subdomain].discard(row)
         tag_rows = self._tag_rows
@@ -264,6 +286,7 @@ class StructuralIndex:
         kept = keep.tolist()
         ids = [self._ids[row] for row in kept]
         keys = [self._entry_keys[row] for row in kept]
+        scopes = [self._scope_of[row] for row in kept]
         products = [self._tag_product[row] for row in kept]
         columns = {name: getattr(self, name)[keep] for name in _COLUMNS}
         vectors = None if self._vectors is None else self._vectors[keep]
@@ -277,7 +300,7 @@ class StructuralIndex:
         for name, values in columns.items():
             getattr(self, name)[:n] = values
         self._index_postings(
-            [key[0] for key in keys], [key[1] for key in keys], [key[2] for key in keys]
+            [key[0] for key in keys], [key[1] for key in keys], [key[2] for key in keys], scopes
         )
         if vectors is not None:
             self._vectors = np.zeros((self._capacity, vectors.shape[1]), dtype=np.float32)
@@ -303,6 +326,8 @@ class StructuralIndex:
 
     def _select(self, gates: TagQuery, *, as_ids: bool) -> Rows | list[str]:
         postings: list[Posting] = []
+        if gates.scopes is not None:
+            postings.append(self._in_scopes(gates.scopes))
         if gates.domain_prime is not None:
             postings.append(self._domain_rows.get(gates.domain_prime, _EMPTY))
         if gates.subdomain_prime is not None:
@@ -350,6 +375,19 @@ class StructuralIndex:
             )
             rows = rows[strength >= gates.min_strength]
         return self.record_ids(rows) if as_ids else rows
+
+    def _in_scopes(self, scopes: tuple[str, ...]) -> Posting:
+        """The rows in any of ``scopes``; a union of several is kept until the next change."""
+        if len(scopes) == 1:
+            return self._scope_rows.get(scopes[0], _EMPTY)
+        found = self._scope_unions.get(scopes)
+        if found is None:
+            rows = self._scope_rows
+            found = FrozenBitMap(BitMap.union(*(rows.get(s, _EMPTY) for s in scopes)))
+            if len(self._scope_unions) >= 64:
+                self._scope_unions.clear()
+            self._scope_unions[scopes] = found
+        return found
 
     def _divisible(self, rows: Rows, required: int) -> npt.NDArray[np.bool_]:
         """Exact test: does each row's tag product divide by ``required``?"""
@@ -442,6 +480,10 @@ class StructuralIndex:
 
         return sizes(self._domain_rows), sizes(self._subdomain_rows), sizes(self._tag_rows)
 
+    def scope_counts(self) -> dict[str, int]:
+        """Live records per scope."""
+        return {scope: len(rows) for scope, rows in sorted(self._scope_rows.items()) if rows}
+
     def rebuild(self, entries: Sequence[IndexEntry]) -> None:
         """Replace everything with ``entries`` (also compacts dead rows).
 
@@ -465,6 +507,7 @@ class StructuralIndex:
                 vectors=np.stack([entries[row].vector for row in with_vector])  # type: ignore[misc]
                 if with_vector
                 else None,
+                scopes=[e.scope for e in entries],
             )
         )
 
@@ -473,10 +516,20 @@ class StructuralIndex:
         domain_primes: Sequence[int],
         subdomain_primes: Sequence[int],
         tag_primes: Sequence[tuple[int, ...]],
+        scopes: Sequence[str],
     ) -> None:
         """Build every posting list for rows ``0..n-1``, whose keys these are."""
         n = len(domain_primes)
         rows = np.arange(n, dtype=np.int64)
+        self._scope_of = list(scopes) if scopes else ["global"] * n
+        self._scope_unions = {}
+        names = list(dict.fromkeys(self._scope_of))
+        if len(names) == 1:
+            self._scope_rows = {names[0]: _bitmap(rows)}
+        else:
+            number = {name: i for i, name in enumerate(names)}
+            codes = np.fromiter((number[s] for s in self._scope_of), dtype=np.int64, count=n)
+            self._scope_rows = {names[k]: v for k, v in _postings(codes, rows).items()}
         self._domain_rows = _postings(np.asarray(domain_primes, dtype=np.int64), rows)
         self._subdomain_rows = _postings(np.asarray(subdomain_primes, dtype=np.int64), rows)
         lengths = np.fromiter((len(t) for t in tag_primes), dtype=np.int64, count=n)
@@ -497,7 +550,9 @@ class StructuralIndex:
         self._entry_keys = list(
             zip(columns.domain_primes, columns.subdomain_primes, columns.tag_primes)
         )
-        self._index_postings(columns.domain_primes, columns.subdomain_primes, columns.tag_primes)
+        self._index_postings(
+            columns.domain_primes, columns.subdomain_primes, columns.tag_primes, columns.scopes
+        )
         products = list(columns.tag_products)
         self._tag_product = products
         fits = [p < _UINT64_LIMIT for p in products]
@@ -537,7 +592,7 @@ class StructuralIndex:
             self._has_vector[with_vector] = True
 
 
-def _posting(postings: dict[int, BitMap], key: int) -> BitMap:
+def _posting(postings: dict[K, BitMap], key: K) -> BitMap:
     """The posting list under ``key``, created empty when missing."""
     found = postings.get(key)
     if found is None:

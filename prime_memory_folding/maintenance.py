@@ -35,7 +35,7 @@ from .records import Record
 from .storage import SQLiteStorage, StoredRow, archive
 
 if TYPE_CHECKING:
-    from .engine import MemoryEngine
+    from .parts import EngineParts
 
 __all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unfold"]
 
@@ -44,7 +44,7 @@ __all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unf
 FoldProgress = Callable[[str, int, int], None]
 
 
-def sqlite_storage(engine: MemoryEngine) -> SQLiteStorage:
+def sqlite_storage(engine: EngineParts) -> SQLiteStorage:
     """The engine's store, which folding needs to be the embedded SQLite one.
 
     Raises:
@@ -57,7 +57,7 @@ def sqlite_storage(engine: MemoryEngine) -> SQLiteStorage:
 
 
 def fold(
-    engine: MemoryEngine,
+    engine: EngineParts,
     *,
     dry_run: bool = False,
     now: float | None = None,
@@ -79,10 +79,10 @@ def fold(
         isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
     ):
         raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
-    when = float(engine._clock()) if now is None else float(now)
+    when = engine.now() if now is None else float(now)
     storage = sqlite_storage(engine)
     started = time.perf_counter()
-    with engine._lock, archive.bulk_cache(storage), paused_gc():
+    with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
         step("reading records", 0)
         with archive.read_snapshot(storage):
@@ -95,14 +95,14 @@ def fold(
         primes: dict[Kind, dict[str, int]] = {}
         new_rows: list[StoredRow] = []
         if dry_run:
-            engine._registry.reload()
-            new_rows = _folded_rows(engine, plan.merges, engine._registry.primes, when)
+            engine.registry.reload()
+            new_rows = _folded_rows(engine, plan.merges, engine.registry.primes, when)
         else:
             with storage.transaction():
-                engine._refresh()
+                engine.refresh()
                 if storage.newest_change() != seen:
                     plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
-                primes = writes.assign_primes(engine._registry, storage, _items(plan.merges))
+                primes = writes.assign_primes(engine.registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
                     (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
@@ -115,17 +115,17 @@ def fold(
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
                 storage.insert(new_rows)
-                writes.trim_changes(engine)
+                engine.wrote()
                 newest = storage.newest_change()
-            engine._seq = newest
-            engine._registry.add(primes)
-            index = engine._index
+            engine.caught_up(newest)
+            engine.registry.add(primes)
+            index = engine.index
             for rid, strength in plan.decayed:
                 index.restamp(rid, strength, when)
             # Most rows may go at once: drop them in one pass rather than reload the index.
             index.remove_many([entry[0] for entry in entries])
-            engine._after_write(new_rows)
-            engine._stores_since_fold = 0
+            engine.after_write(new_rows)
+            engine.folded()
             if len(entries) >= max(1_000, plan.records // 10):
                 archive.checkpoint(storage)
         folded = sum(len(m.member_ids) for m in plan.merges)
@@ -156,14 +156,14 @@ def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
     return [
         writes.StoreItem(
             m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
-            m.instance_key,
+            m.instance_key, m.scope,
         )
         for m in merges
     ]  # fmt: skip
 
 
 def _folded_rows(
-    engine: MemoryEngine,
+    engine: EngineParts,
     merges: Sequence[Merge],
     primes: Mapping[Kind, Mapping[str, int]],
     now: float,
@@ -171,7 +171,7 @@ def _folded_rows(
     """Rows for the folded records; allocating addresses only reads the store."""
     table = {kind: dict(primes.get(kind, {})) for kind in Kind}
     for kind in Kind:
-        for label, prime in engine._registry.primes[kind].items():
+        for label, prime in engine.registry.primes[kind].items():
             table[kind].setdefault(label, prime)
     keyed = [(item.dedupe_key, item) for item in _items(merges)]
     addresses = writes.allocate(engine.storage, keyed, table)
@@ -196,12 +196,12 @@ def _check_restorable(storage: SQLiteStorage, rows: Sequence[StoredRow]) -> None
         )
 
 
-def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
+def unfold(engine: EngineParts, record_id: str) -> list[Record]:
     """See :meth:`.MemoryEngine.unfold`."""
     rid = parse_record_id(record_id)
     storage = sqlite_storage(engine)
-    with engine._lock:
-        engine._registry.reload()
+    with engine.lock:
+        engine.registry.reload()
         with storage.transaction():
             folded = storage.fetch([rid]).get(rid)
             if folded is None:
@@ -224,16 +224,16 @@ def unfold(engine: MemoryEngine, record_id: str) -> list[Record]:
             storage.delete([rid])
             _check_restorable(storage, [m.stored for m in members])
             archive.restore_entries(storage, [m.seq for m in members])
-        engine._after_write([m.stored for m in members], removed=[rid])
+        engine.after_write([m.stored for m in members], removed=[rid])
     return [m.stored.record for m in members]
 
 
-def restore(engine: MemoryEngine, record_id: str) -> Record:
+def restore(engine: EngineParts, record_id: str) -> Record:
     """See :meth:`.MemoryEngine.restore`."""
     rid = parse_record_id(record_id)
     storage = sqlite_storage(engine)
-    with engine._lock:
-        engine._registry.reload()
+    with engine.lock:
+        engine.registry.reload()
         with storage.transaction():
             entry = archive.archived(storage, rid)
             if entry is None:
@@ -245,24 +245,24 @@ def restore(engine: MemoryEngine, record_id: str) -> Record:
                 )
             _check_restorable(storage, [entry.stored])
             archive.restore_entries(storage, [entry.seq])
-        engine._after_write([entry.stored])
+        engine.after_write([entry.stored])
     return entry.stored.record
 
 
-def reinforce(engine: MemoryEngine, record_id: str, rate: float) -> Record:
+def reinforce(engine: EngineParts, record_id: str, rate: float) -> Record:
     """See :meth:`.MemoryEngine.reinforce`.
 
     Strength moves ``rate`` of the way from its decayed value to 1.
     """
     rid = parse_record_id(record_id)
     storage = engine.storage
-    with engine._lock:
+    with engine.lock:
         with storage.transaction():
             current = storage.fetch([rid]).get(rid)
             if current is None:
                 raise NotFound(f"no live record {rid} in {engine.path}; restore it if archived")
             rec = current.record
-            now = float(engine._clock())
+            now = engine.now()
             since, half = decay_terms(
                 engine.fold_policy,
                 rec.importance,
@@ -281,12 +281,12 @@ def reinforce(engine: MemoryEngine, record_id: str, rate: float) -> Record:
             )
             row = replace(current, record=record, strength_at=None)
             storage.replace([row])
-        engine._after_write([row])
+        engine.after_write([row])
     return record
 
 
 def purge_archive(
-    engine: MemoryEngine, *, before: float | None = None, reason: str | None = None
+    engine: EngineParts, *, before: float | None = None, reason: str | None = None
 ) -> int:
     """See :meth:`.MemoryEngine.purge_archive`."""
     if reason not in (None, "pruned", "folded"):
@@ -296,7 +296,7 @@ def purge_archive(
     ):
         raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
     storage = sqlite_storage(engine)
-    with engine._lock:
+    with engine.lock:
         with storage.transaction():
             purged = archive.purge(storage, before, reason)
         if purged:

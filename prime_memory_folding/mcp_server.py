@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
@@ -35,16 +36,29 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from . import scopes as scope_rules
 from .errors import PrimeMemoryError
+from .mcp_models import (
+    EncodeOutput,
+    FoldOutput,
+    QueryHit,
+    QueryOutput,
+    RecordOutput,
+    ScopeOutput,
+    StatsOutput,
+    StoreOutput,
+    record_output,
+    stats_output,
+)
 from .records import MAX_CONTENT_CHARS
+from .scopes import ScopeResolution
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
     from .engine import MemoryEngine
-    from .records import Record
 
 __all__ = [
     "EncodeOutput",
@@ -52,6 +66,7 @@ __all__ = [
     "QueryHit",
     "QueryOutput",
     "RecordOutput",
+    "ScopeOutput",
     "StatsOutput",
     "StoreOutput",
     "build_server",
@@ -66,141 +81,12 @@ INSTRUCTIONS = """\
 Long-term memory that survives across sessions. Before answering a question that may
 depend on earlier work, call prime_memory_query with the domain and tags that fit. When
 you learn a durable fact, decision or preference, save it with prime_memory_store. Use
-the same domain and tag names every time: stats lists the ones already in use."""
+the same domain and tag names every time: stats lists the ones already in use. The server
+knows which project it serves: memories go to that project and queries see it, your user
+scope and global, without any scope argument."""
 
 #: The engine, or a zero-argument callable that opens it on first use.
 EngineSource = Union["MemoryEngine", Callable[[], "MemoryEngine"]]
-
-
-# -- output models -----------------------------------------------------------------
-
-
-class EncodeOutput(BaseModel):
-    """The 128-bit address a record with these labels would get."""
-
-    address: str = Field(description="The address as a decimal string (too big for a JSON number).")
-    address_hex: str = Field(description="The address as 32 hex digits.")
-    record_id: str = Field(description="The record id derived from the address.")
-    domain_prime: int = Field(description="Lane 1: the domain's prime.")
-    subdomain_prime: int = Field(description="Lane 2: the subdomain's prime.")
-    concept_bucket: int = Field(description="Lane 3: a bucket derived from the tags.")
-    instance_id: int = Field(description="Lane 4: from instance_key, else 0.")
-    provisional: bool = Field(
-        description="True when a label is not registered yet, so its prime may still change."
-    )
-
-
-class RecordOutput(BaseModel):
-    """One stored memory, without its vector."""
-
-    record_id: str
-    address: str = Field(description="The 128-bit address as a decimal string.")
-    domain: str
-    subdomain: str
-    tags: list[str]
-    content: str
-    importance: float
-    strength: float
-    created_at: float = Field(description="Unix seconds.")
-    updated_at: float = Field(description="Unix seconds.")
-    accessed_at: float = Field(description="Unix seconds.")
-    access_count: int
-    metadata: dict[str, Any]
-    vector_dims: int | None = Field(description="Length of the stored vector, if any.")
-
-
-class StoreOutput(BaseModel):
-    """What a store did."""
-
-    created: bool = Field(
-        description="True for a new record, False when an identical one was reinforced."
-    )
-    record: RecordOutput
-
-
-class QueryHit(BaseModel):
-    """A compact query result."""
-
-    record_id: str
-    content: str
-    domain: str
-    subdomain: str
-    tags: list[str]
-    score: float
-    score_parts: dict[str, float]
-    strength: float
-    created_at: float
-    updated_at: float
-    vector: list[float] | None = Field(default=None, description="Only with include_vectors.")
-
-
-class QueryOutput(BaseModel):
-    """Hits, best first."""
-
-    count: int
-    hits: list[QueryHit]
-
-
-class FoldOutput(BaseModel):
-    """What folding did, or would do on a dry run. Folded and pruned records are archived."""
-
-    dry_run: bool
-    records_before: int
-    records_after: int
-    decayed: int = Field(description="Records whose strength was lowered to its decayed value.")
-    pruned: int = Field(description="Faded records moved to the archive.")
-    clustered: int = Field(description="Clusters of near-duplicates found.")
-    folded: int = Field(description="Records archived into a new folded record.")
-    created: int = Field(description="Folded records created.")
-    bytes_before: int
-    bytes_after: int
-    duration_s: float
-    pruned_ids: list[str] = Field(description="Some of the pruned records.")
-    created_ids: list[str] = Field(description="Some of the folded records created.")
-    folded_from: dict[str, list[str]] = Field(
-        description="Folded record id -> the ids it replaced."
-    )
-
-
-class StatsOutput(BaseModel):
-    """A summary of the store."""
-
-    path: str
-    records: int
-    domains: dict[str, int] = Field(description="Records per domain.")
-    subdomains: dict[str, int] = Field(description="Records per subdomain.")
-    tags: dict[str, int] = Field(description="Records per tag.")
-    registries: dict[str, dict[str, int]] = Field(description="Kind -> label -> prime.")
-    store_bytes: int
-    embedding_space: str | None = Field(
-        description="The vector space the store is bound to, if any."
-    )
-    schema_version: int
-    archived: int = Field(
-        0, description="Records in the fold archive (pruned or folded away, restorable)."
-    )
-    archived_by_reason: dict[str, int] = Field(
-        default_factory=dict, description="Archived records per reason: folded, pruned."
-    )
-
-
-def _record_output(record: Record) -> RecordOutput:
-    return RecordOutput(
-        record_id=record.record_id,
-        address=str(record.address),
-        domain=record.domain,
-        subdomain=record.subdomain,
-        tags=list(record.tags),
-        content=record.content,
-        importance=record.importance,
-        strength=record.strength,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        accessed_at=record.accessed_at,
-        access_count=record.access_count,
-        metadata=dict(record.metadata),
-        vector_dims=None if record.vector is None else len(record.vector),
-    )
 
 
 # -- the engine, opened once -------------------------------------------------------
@@ -250,6 +136,65 @@ class _EngineHolder:
                 logger.warning("opening the memory store in the background failed", exc_info=True)
 
         threading.Thread(target=run, name="prime-memory-open", daemon=True).start()
+
+
+class _ScopeHolder:
+    """The server's current scope: resolved at start-up, and from MCP roots at most once.
+
+    Roots are asked for only when start-up found no project and the client
+    offers them: the 2026-07-28 protocol deprecates roots, so they are a
+    fallback, never a source that overrides the server's own resolution.
+    """
+
+    #: How long to wait for a client's answer to roots/list.
+    ROOTS_TIMEOUT_S = 5.0
+
+    def __init__(self, resolution: ScopeResolution | None) -> None:
+        self._resolution = resolution
+        self._asked = resolution is None
+
+    def known(self) -> ScopeResolution | None:
+        """The resolution as it stands, without asking the client."""
+        return self._resolution
+
+    async def get(self, ctx: Context | None) -> ScopeResolution | None:
+        resolution = self._resolution
+        if self._asked or resolution is None or resolution.source != "default" or ctx is None:
+            return resolution
+        self._asked = True
+        folders = await _client_roots(ctx, self.ROOTS_TIMEOUT_S)
+        if folders:
+            try:
+                found = scope_rules.resolve(
+                    None, user=resolution.user.partition(":")[2], roots=folders
+                )
+            except PrimeMemoryError:
+                return resolution
+            if found.source == "roots":
+                self._resolution = found
+        return self._resolution
+
+
+async def _client_roots(ctx: Context, timeout: float) -> list[str]:
+    """The local folders among the client's MCP roots; empty when it offers none."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        capabilities = ctx.client_capabilities
+        if capabilities is None or getattr(capabilities, "roots", None) is None:
+            return []
+        with anyio.fail_after(timeout), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # roots are deprecated; that is why they come last
+            result = await ctx.session.list_roots()
+    except Exception:
+        logger.debug("the client did not list its roots", exc_info=True)
+        return []
+    folders = []
+    for root in result.roots:
+        parts = urlsplit(str(root.uri))
+        if parts.scheme == "file" and parts.path:
+            folders.append(unquote(parts.path))
+    return folders
 
 
 class _MemoryServer(MCPServer):
@@ -316,15 +261,37 @@ Vector = Annotated[
 ]
 
 
-def build_server(engine: EngineSource) -> MCPServer:
+Scope = Annotated[
+    str | None,
+    Field(
+        description="Leave this out: the memory goes to the project the server serves. Use "
+        "'global' for a fact true in every project, or the user scope (prime_memory_stats: "
+        "user_scope) for a personal preference.",
+        max_length=512,
+    ),
+]
+Scopes = Annotated[
+    list[str] | None,
+    Field(
+        description="Leave this out to see the current project, the user scope and global. "
+        "Name scopes to see only those; ['*'] sees every scope."
+    ),
+]
+
+
+def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> MCPServer:
     """Build the MCP server over ``engine``.
 
     Args:
         engine: a :class:`MemoryEngine`, or a zero-argument callable that opens
             one; the callable runs once, in the background after the client's
             ``initialize`` or on the first tool call, whichever comes first.
+        scope: the scope the server resolved at start-up. When it found no
+            project, the client's MCP roots are asked once, at the first call
+            that needs the scope. None leaves the scope to the engine.
     """
     holder = _EngineHolder(engine)
+    scope_holder = _ScopeHolder(scope)
 
     async def warm_after_handshake(
         ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -361,7 +328,8 @@ def build_server(engine: EngineSource) -> MCPServer:
         # through it) instead of blocking on the lock.
         nonlocal slow_calls
         try:
-            engine = holder.ready() or await anyio.to_thread.run_sync(holder.get)
+            ready = holder.ready()
+            engine = ready if ready is not None else await anyio.to_thread.run_sync(holder.get)
             if not slow and not slow_calls:
                 return fn(engine)
             slow_calls += 1 if slow else 0
@@ -372,6 +340,15 @@ def build_server(engine: EngineSource) -> MCPServer:
         except PrimeMemoryError as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
+    async def current_scope(ctx: Context | None) -> str | None:
+        """Where a write goes: the server's scope, or None to leave it to the engine."""
+        resolution = await scope_holder.get(ctx)
+        return None if resolution is None else resolution.current
+
+    async def visible_scopes(ctx: Context | None) -> list[str] | None:
+        resolution = await scope_holder.get(ctx)
+        return None if resolution is None else list(resolution.visible)
+
     @tool(_annotations("Encode an address", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_encode(
         domain: Label,
@@ -380,12 +357,15 @@ def build_server(engine: EngineSource) -> MCPServer:
         instance_key: Annotated[
             str | None, Field(description="A stable key that names one instance, e.g. a file path.")
         ] = None,
+        scope: Scope = None,
+        ctx: Context | None = None,
     ) -> EncodeOutput:
         """Show the 128-bit prime address a memory with these labels would get, without storing it.
 
         Use it to inspect or compare addresses; to save a memory, call prime_memory_store instead.
         """
-        encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key))
+        where = scope or await current_scope(ctx)
+        encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key, where))
         return EncodeOutput(
             address=str(encoded.address),
             address_hex=f"{encoded.address:032x}",
@@ -394,7 +374,7 @@ def build_server(engine: EngineSource) -> MCPServer:
             subdomain_prime=encoded.subdomain_prime,
             concept_bucket=encoded.concept_bucket,
             instance_id=encoded.instance_id,
-            provisional=getattr(encoded, "provisional", False),
+            provisional=encoded.provisional,
         )
 
     @tool(_annotations("Store a memory", read_only=False, destructive=False, idempotent=False))
@@ -417,11 +397,15 @@ def build_server(engine: EngineSource) -> MCPServer:
         metadata: Annotated[
             dict[str, Any] | None, Field(description="Any JSON object, e.g. a source file or URL.")
         ] = None,
+        scope: Scope = None,
+        ctx: Context | None = None,
     ) -> StoreOutput:
         """Save a durable fact, decision or preference to long-term memory.
 
         Storing the same content under the same labels again reinforces the existing memory.
+        It goes to the current project unless scope says otherwise.
         """
+        where = scope or await current_scope(ctx)
         result = await call(
             lambda e: e.store_result(
                 content,
@@ -431,9 +415,10 @@ def build_server(engine: EngineSource) -> MCPServer:
                 importance=importance,
                 vector=vector,
                 metadata=metadata,
+                scope=where,
             )
         )
-        return StoreOutput(created=result.created, record=_record_output(result.record))
+        return StoreOutput(created=result.created, record=record_output(result.record))
 
     @tool(_annotations("Query memories", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_query(
@@ -451,11 +436,15 @@ def build_server(engine: EngineSource) -> MCPServer:
         include_vectors: Annotated[
             bool, Field(description="Return each hit's vector too.")
         ] = False,
+        scopes: Scopes = None,
+        ctx: Context | None = None,
     ) -> QueryOutput:
         """Recall stored memories, best first, before answering what may depend on earlier work.
 
-        Filter by domain and exact tags; add text or a vector to rank by similarity.
+        Filter by domain and exact tags; add text or a vector to rank by similarity. It sees the
+        current project, the user scope and global unless scopes says otherwise.
         """
+        seen = scopes if scopes is not None else await visible_scopes(ctx)
         hits = await call(
             lambda e: e.query(
                 text=text,
@@ -467,6 +456,7 @@ def build_server(engine: EngineSource) -> MCPServer:
                 min_strength=min_strength,
                 vector=vector,
                 limit=limit,
+                scopes=seen,
             )
         )
         out = [
@@ -481,6 +471,7 @@ def build_server(engine: EngineSource) -> MCPServer:
                 strength=hit.record.strength,
                 created_at=hit.record.created_at,
                 updated_at=hit.record.updated_at,
+                scope=hit.record.scope,
                 vector=list(hit.record.vector)
                 if include_vectors and hit.record.vector is not None
                 else None,
@@ -528,12 +519,14 @@ def build_server(engine: EngineSource) -> MCPServer:
         )
 
     @tool(_annotations("Memory statistics", read_only=True, destructive=False, idempotent=True))
-    async def prime_memory_stats() -> StatsOutput:
-        """Count memories per domain and tag and list the registered labels.
+    async def prime_memory_stats(ctx: Context | None = None) -> StatsOutput:
+        """Count memories per domain, tag and scope, and list the registered labels.
 
-        Call it to reuse existing domain and tag names instead of inventing new ones.
+        Call it to reuse existing domain and tag names instead of inventing new ones. It also
+        says which scope memories go to, and why.
         """
-        return _stats_output(await call(lambda e: e.stats()))
+        resolution = await scope_holder.get(ctx) or await call(lambda e: e.whoami())
+        return stats_output(await call(lambda e: e.stats()), resolution)
 
     server.tool_names = frozenset(
         [
@@ -553,7 +546,20 @@ def build_server(engine: EngineSource) -> MCPServer:
         mime_type="application/json",
     )
     async def stats_resource() -> str:
-        return _stats_output(await call(lambda e: e.stats())).model_dump_json()
+        resolution = scope_holder.known() or await call(lambda e: e.whoami())
+        return stats_output(await call(lambda e: e.stats()), resolution).model_dump_json()
+
+    @server.resource(
+        "memory://scope",
+        name="scope",
+        title="The current scope",
+        description="Where memories go, what queries see by default, and how the server "
+        "found it, as JSON.",
+        mime_type="application/json",
+    )
+    async def scope_resource() -> str:
+        resolution = scope_holder.known() or await call(lambda e: e.whoami())
+        return ScopeOutput(**resolution.as_dict()).model_dump_json()
 
     @server.resource(
         "memory://record/{record_id}",
@@ -563,7 +569,7 @@ def build_server(engine: EngineSource) -> MCPServer:
         mime_type="application/json",
     )
     async def record_resource(record_id: str) -> str:
-        return _record_output(await call(lambda e: e.get(record_id))).model_dump_json()
+        return record_output(await call(lambda e: e.get(record_id))).model_dump_json()
 
     @server.prompt(
         name="recall",
@@ -578,22 +584,6 @@ def build_server(engine: EngineSource) -> MCPServer:
         )
 
     return server
-
-
-def _stats_output(stats: Any) -> StatsOutput:
-    return StatsOutput(
-        path=str(stats.path),
-        records=stats.records,
-        domains=dict(stats.domains),
-        subdomains=dict(getattr(stats, "subdomains", {})),
-        tags=dict(stats.tags),
-        registries={kind: dict(table) for kind, table in stats.registries.items()},
-        store_bytes=stats.store_bytes,
-        embedding_space=stats.embedding_space,
-        schema_version=getattr(stats, "schema_version", 0),
-        archived=getattr(stats, "archived", 0),
-        archived_by_reason=dict(getattr(stats, "archived_by_reason", {})),
-    )
 
 
 def _version() -> str:
@@ -614,6 +604,19 @@ def _parser() -> argparse.ArgumentParser:
         "--store",
         metavar="PATH",
         help="the store file (default: $PRIME_MEMORY_HOME/memory.db, else the user data folder)",
+    )
+    parser.add_argument(
+        "--scope",
+        metavar="SCOPE",
+        help="the current scope, where memories go: global, user:NAME, project:ID, ... "
+        "(default: $PRIME_MEMORY_SCOPE, else the project the server runs in)",
+    )
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the project folder whose scope is current, for clients that start servers "
+        "outside it (e.g. --project ${workspaceFolder}); default: $CLAUDE_PROJECT_DIR, "
+        "else the git repository of the working directory",
     )
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument(
@@ -656,15 +659,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem:
             print(f"prime-memory-mcp: {problem}", file=sys.stderr)
             return 2
+    try:
+        resolution = scope_rules.resolve(args.scope, project=args.project)
+    except PrimeMemoryError as exc:
+        print(f"prime-memory-mcp: {exc}", file=sys.stderr)
+        return 2
+    logger.info("scope %s: %s", resolution.current, resolution.reason)
     opened: list[MemoryEngine] = []
 
     def open_engine() -> MemoryEngine:
         from .engine import MemoryEngine
 
-        opened.append(MemoryEngine(args.store))
+        opened.append(MemoryEngine(args.store, scope=resolution))
         return opened[-1]
 
-    server = build_server(open_engine)
+    server = build_server(open_engine, resolution)
     try:
         if args.transport == "stdio":
             mcp_transport.run_stdio(server)

@@ -124,6 +124,8 @@ class Record:
     access_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
     vector: Vector | None = None
+    #: The scope the record belongs to: ``global``, ``user:<name>``, ``project:<id>``, ...
+    scope: str = "global"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,13 @@ class Stats:
     archived: int = 0
     #: Archived records per reason (``folded``, ``pruned``).
     archived_by_reason: dict[str, int] = field(default_factory=dict)
+    #: Live records per scope.
+    scopes: dict[str, int] = field(default_factory=dict)
+    #: Where writes go by default, and how that was resolved.
+    current_scope: str = "global"
+    scope_reason: str = ""
+    #: What a read sees by default.
+    visible_scopes: tuple[str, ...] = ()
 
 
 def check_content(content: object) -> str:

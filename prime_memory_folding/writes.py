@@ -3,7 +3,8 @@
 :class:`~prime_memory_folding.engine.MemoryEngine` exposes these as ``store``,
 ``store_many`` and ``update``; folding and imports build their rows with the
 same helpers, so every record enters a store the same way. The functions that
-take an engine run under its lock.
+take the engine's parts (:class:`~prime_memory_folding.parts.EngineParts`) run
+under its lock.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from .records import (
     check_unit_interval,
     check_vector,
 )
+from .scopes import GLOBAL, normalise_scope
 from .storage import Storage, StoredRow
 
 if TYPE_CHECKING:
-    from .engine import MemoryEngine
+    from .parts import EngineParts
 
 __all__ = [
     "CHANGE_LOG_KEEP",
@@ -46,6 +48,7 @@ __all__ = [
     "new_row",
     "prepare",
     "reinforced",
+    "rescope",
     "trim_changes",
     "update",
     "vector_blob",
@@ -58,9 +61,19 @@ REINFORCE_RATE = 0.5
 CHANGE_LOG_KEEP = 50_000
 
 STORE_FIELDS = frozenset(
-    {"content", "domain", "subdomain", "tags", "importance", "vector", "metadata", "instance_key"}
+    {
+        "content",
+        "domain",
+        "subdomain",
+        "tags",
+        "importance",
+        "vector",
+        "metadata",
+        "instance_key",
+        "scope",
+    }
 )
-UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector"})
+UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +88,22 @@ class StoreItem:
     vector: npt.NDArray[np.float32] | None
     metadata: dict[str, Any]
     instance_key: str | None
+    scope: str = GLOBAL
 
     @property
     def dedupe_key(self) -> str:
-        """Equal for requests with the same labels and content (or instance key)."""
+        """Equal for requests with the same scope, labels and content (or instance key).
+
+        The ``global`` scope adds nothing, so keys made before scopes existed
+        still match; any other scope leads the text behind a NUL, which no
+        scope name holds.
+        """
         identity = (
             f"k:{self.instance_key}" if self.instance_key is not None else f"c:{self.content}"
         )
         text = "\x1f".join((self.domain, self.subdomain, *self.tags, identity))
+        if self.scope != GLOBAL:
+            text = f"{self.scope}\x00{text}"
         return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
@@ -94,8 +115,8 @@ def vector_blob(vector: npt.NDArray[np.float32] | None) -> bytes | None:
 # -- validation -------------------------------------------------------------------
 
 
-def prepare(raw: Mapping[str, Any]) -> StoreItem:
-    """A store request checked and normalised.
+def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
+    """A store request checked and normalised; ``scope`` unless the request names one.
 
     Raises:
         InvalidInput: a field is unknown, missing or bad.
@@ -121,6 +142,7 @@ def prepare(raw: Mapping[str, Any]) -> StoreItem:
         vector=None if vector is None else as_vector(vector),
         metadata=metadata,
         instance_key=key,
+        scope=scope if raw.get("scope") is None else normalise_scope(raw["scope"]),
     )
 
 
@@ -165,14 +187,14 @@ def check_space(storage: Storage, dim: int, *, claim: bool) -> None:
 # -- store ------------------------------------------------------------------------
 
 
-def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]:
+def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
     """Store or reinforce ``items`` in one transaction; results in input order."""
     if not items:
         return []
     storage = engine.storage
-    now = float(engine._clock())
+    now = engine.now()
     dims = {len(item.vector) for item in items if item.vector is not None}
-    text = engine._text
+    text = engine.text
     # Load the embedder before taking the write lock.
     if (
         text.enabled
@@ -190,7 +212,7 @@ def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]
             items = _embedded(storage, engine, items, dims)
         for dim in dims:
             check_space(storage, dim, claim=True)
-        primes = assign_primes(engine._registry, storage, items)
+        primes = assign_primes(engine.registry, storage, items)
         keys = [item.dedupe_key for item in items]
         known = storage.find_dedupe(list(dict.fromkeys(keys)))
         first_new: dict[str, StoreItem] = {}
@@ -214,18 +236,18 @@ def write(engine: MemoryEngine, items: Sequence[StoreItem]) -> list[StoreResult]
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
-        trim_changes(engine)
-    engine._registry.add(primes)
-    engine._after_write(rows.values())
-    engine._maybe_auto_fold(len(items))  # off unless the fold policy asks
+        engine.wrote()
+    engine.registry.add(primes)
+    engine.after_write(rows.values())
+    engine.stored(len(items))  # folds only when the fold policy asks
     return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
 
 
 def _embedded(
-    storage: Storage, engine: MemoryEngine, items: Sequence[StoreItem], dims: set[int]
+    storage: Storage, engine: EngineParts, items: Sequence[StoreItem], dims: set[int]
 ) -> Sequence[StoreItem]:
     """``items`` with the contents that came without a vector embedded (see recall.py)."""
-    text = recall.texts_to_embed(storage, engine._text, dims)
+    text = recall.texts_to_embed(storage, engine.text, dims)
     if text is None:
         return items
     bare = [i for i, item in enumerate(items) if item.vector is None]
@@ -271,7 +293,7 @@ def allocate(
     """
     firsts: list[tuple[tuple[int, int, int], str, int]] = []
     for _, item in planned:
-        bucket = concept_bucket(item.domain, item.subdomain, item.tags)
+        bucket = concept_bucket(item.domain, item.subdomain, item.tags, item.scope)
         base = (
             primes[Kind.DOMAIN][item.domain],
             primes[Kind.SUBDOMAIN][item.subdomain],
@@ -323,6 +345,7 @@ def new_row(
         access_count=0,
         metadata=item.metadata,
         vector=None if item.vector is None else Vector(item.vector),
+        scope=item.scope,
     )
     return StoredRow(
         record=record,
@@ -354,17 +377,16 @@ def reinforced(current: StoredRow, item: StoreItem, now: float) -> StoredRow:
     return replace(current, record=record, vector_blob=blob)
 
 
-def trim_changes(engine: MemoryEngine) -> None:
-    """Now and then, drop change-log entries too old for any reader to need."""
-    engine._writes += 1
-    if engine._writes % 1000 == 0:
-        engine.storage.trim_changes(CHANGE_LOG_KEEP)
+def trim_changes(storage: Storage, writes: int) -> None:
+    """Every 1,000th write, drop change-log entries too old for any reader to need."""
+    if writes % 1000 == 0:
+        storage.trim_changes(CHANGE_LOG_KEEP)
 
 
 # -- update -----------------------------------------------------------------------
 
 
-def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> Record:
+def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> Record:
     """See :meth:`.MemoryEngine.update`."""
     rid = parse_record_id(record_id)
     unknown = set(changes) - UPDATABLE
@@ -389,9 +411,10 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
     new_vector = None
     if changes.get("vector") is not None:
         new_vector = as_vector(changes["vector"])
+    scope = normalise_scope(changes["scope"]) if changes.get("scope") is not None else None
     storage = engine.storage
-    registry = engine._registry
-    with engine._lock:
+    registry = engine.registry
+    with engine.lock:
         with storage.transaction():
             current = storage.fetch([rid]).get(rid)
             if current is None:
@@ -409,6 +432,7 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 vector=None,
                 metadata={},
                 instance_key=current.instance_key,
+                scope=rec.scope if scope is None else scope,
             )
             assigned: dict[Kind, dict[str, int]] = (
                 {kind: {} for kind in Kind}
@@ -416,13 +440,13 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 else assign_primes(registry, storage, [item])
             )
             key = current.dedupe_key
-            if content is not None or tags is not None:
+            if content is not None or tags is not None or item.scope != rec.scope:
                 key = item.dedupe_key
                 clash = storage.find_dedupe([key]).get(key)
                 if clash is not None and clash.record.record_id != rid:
                     raise InvalidInput(
                         f"record {clash.record.record_id} already holds this content with "
-                        "these labels; forget one of them instead"
+                        f"these labels in scope {item.scope}; forget one of them instead"
                     )
             tag_table = {**registry.primes[Kind.TAG], **assigned[Kind.TAG]}
             blob = current.vector_blob
@@ -438,8 +462,9 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
                 importance=rec.importance if importance is None else importance,
                 strength=rec.strength if strength is None else strength,
                 metadata=rec.metadata if metadata is None else metadata,
-                updated_at=float(engine._clock()),
+                updated_at=engine.now(),
                 vector=vector,
+                scope=item.scope,
             )
             row = replace(
                 current,
@@ -451,5 +476,54 @@ def update(engine: MemoryEngine, record_id: str, changes: Mapping[str, Any]) -> 
             )
             storage.replace([row])
         registry.add(assigned)
-        engine._after_write([row])
+        engine.after_write([row])
     return record
+
+
+def rescope(engine: EngineParts, record_ids: Sequence[str], scope: str) -> list[Record]:
+    """Move records to ``scope`` in one transaction; ids stay (:meth:`.MemoryEngine.rescope`).
+
+    Returns the records that moved (those already in ``scope`` are left as they are).
+    """
+    target = normalise_scope(scope)
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = engine.storage
+    with engine.lock:
+        with storage.transaction():
+            found = storage.fetch(ids)
+            missing = [rid for rid in ids if rid not in found]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise NotFound(
+                    f"{len(missing)} of the records to move are not in {engine.path}: {shown}; "
+                    "nothing was moved"
+                )
+            now = engine.now()
+            rows: list[StoredRow] = []
+            for rid in ids:
+                current = found[rid]
+                rec = current.record
+                if rec.scope == target:
+                    continue
+                key = StoreItem(
+                    rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, {},
+                    current.instance_key, target,
+                ).dedupe_key  # fmt: skip
+                record = replace(rec, scope=target, updated_at=now)
+                rows.append(replace(current, record=record, dedupe_key=key))
+            keys = [row.dedupe_key for row in rows]
+            taken = storage.find_dedupe(keys)
+            clashes = [
+                (row.record.record_id, taken[row.dedupe_key].record.record_id)
+                for row in rows
+                if row.dedupe_key in taken
+            ]
+            if len(set(keys)) < len(keys) or clashes:
+                pair = clashes[0] if clashes else ("several records", "each other")
+                raise InvalidInput(
+                    f"{pair[0]} would hold the same content and labels as {pair[1]} in scope "
+                    f"{target}; forget one of them first. Nothing was moved"
+                )
+            storage.replace(rows)
+        engine.after_write(rows)
+    return [row.record for row in rows]

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
+from unittest.mock import patch
 
 import pytest
 
 from prime_memory_folding import MemoryEngine
+from tests.cli_helpers import run  # noqa: F401  (the command-line tests' fixture)
+
+
+def skip_unless_ci(reason: str) -> NoReturn:
+    """Skip with ``reason``; but when the ``CI`` environment variable is set, fail.
+
+    For a test that needs a tool this machine may lack: on a workstation it
+    skips and says why, while CI, which is meant to have every tool, never
+    turns a missing one into a silent pass.
+    """
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so this test must run, not skip)")
+    pytest.skip(reason)
 
 
 class FakeClock:
@@ -30,6 +46,10 @@ def memory_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     # Tests are structural unless they opt in to embedding (embedder=...), so that
     # small caller vectors fit and no test pays for loading the built-in model.
     monkeypatch.setenv("PRIME_MEMORY_EMBEDDER", "none")
+    # The current scope would otherwise follow the checkout the tests run in;
+    # tests of scope resolution clear or set these themselves.
+    monkeypatch.setenv("PRIME_MEMORY_SCOPE", "global")
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     return home
 
 
@@ -47,3 +67,21 @@ def store_path(tmp_path: Path) -> Path:
 def engine(store_path: Path, clock: FakeClock) -> Iterator[MemoryEngine]:
     with MemoryEngine(store_path, clock=clock) as memory:
         yield memory
+
+
+@pytest.fixture(scope="module", params=["default", "lowered"])
+def candidate_paths(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The index's exact tag tests, both ways: Python ints and numpy columns.
+
+    Up to ``_PYTHON_TEST_MAX`` candidates, the index tests tag products as
+    Python ints; past it, on numpy columns (and as Python ints where a product
+    is 2**64 or more). Property tests hold a few dozen records, so with the
+    default they only take the first path; lowered to 0, every candidate set
+    takes the second. Module-scoped, so hypothesis runs every example of a
+    test under one threshold; yields the threshold in force.
+    """
+    from prime_memory_folding import index
+
+    limit = index._PYTHON_TEST_MAX if request.param == "default" else 0
+    with patch.object(index, "_PYTHON_TEST_MAX", limit):
+        yield limit

@@ -25,13 +25,21 @@ PROTOCOL_VERSION = "2025-11-25"
 class StdioServer:
     """The server as a subprocess; ``frames`` holds every parsed stdout line."""
 
-    def __init__(self, store: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Path,
+        env: dict[str, str] | None = None,
+        *,
+        cwd: Path | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.proc = subprocess.Popen(
-            [*SERVER, "--store", str(store)],
+            [*SERVER, "--store", str(store), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
         self.frames: queue.Queue[Any] = queue.Queue()
         self.stray: list[bytes] = []
@@ -91,12 +99,12 @@ class StdioServer:
         result: dict[str, Any] = frame["result"]
         return result
 
-    def handshake(self) -> None:
+    def handshake(self, capabilities: dict[str, Any] | None = None) -> None:
         reply = self.request(
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "clientInfo": {"name": "pytest", "version": "1"},
             },
         )

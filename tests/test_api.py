@@ -39,8 +39,8 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-ADAPTERS = ("cli", "mcp_server", "mcp_transport")
-ADAPTER_LIBRARIES = ("mcp", "click", "typer", "rich")
+ADAPTERS = ("cli", "mcp_server", "mcp_models", "mcp_transport")
+ADAPTER_LIBRARIES = ("mcp", "pydantic", "click", "typer", "rich")
 
 
 def imported_names(path: Path) -> list[tuple[int, str]]:
@@ -85,3 +85,60 @@ def test_the_core_never_imports_an_adapter(path: Path) -> None:
         or (name.startswith("prime_memory_folding.") and name.split(".")[1] in ADAPTERS)
     ]
     assert wrong == []
+
+
+def _module_of(name: str) -> str | None:
+    """The package module a dotted import name lands in (``a.b.c`` may be ``a.b``'s ``c``)."""
+    parts = name.split(".")
+    while parts:
+        path = PACKAGE.parent.joinpath(*parts)
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere: at the top, lazily or for types."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        module = ".".join(parts)
+        targets = {_module_of(name) for _, name in imported_names(path)}
+        graph[module] = {t for t in targets if t and t != module and t != "prime_memory_folding"}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle in ``graph``, as the modules along it, or None."""
+    state: dict[str, int] = {}
+    trail: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        trail.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        trail.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    graph = _import_graph()
+    assert "prime_memory_folding.engine" in graph["prime_memory_folding.cli._common"]
+    assert _cycle(graph) is None

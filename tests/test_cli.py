@@ -11,32 +11,13 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from prime_memory_folding import MemoryEngine, NotAvailable
 from prime_memory_folding.cli import cli
+from tests.cli_helpers import one_line_error
 
 COMMANDS = sorted(cli.commands)
-
-
-@pytest.fixture
-def run(store_path: Path, clock: Any) -> Any:
-    runner = CliRunner()
-
-    def invoke(*args: str, store: bool = True, input: str | None = None) -> Result:
-        argv = (["--store", str(store_path)] if store else []) + list(args)
-        return runner.invoke(cli, argv, obj={"clock": clock}, input=input)
-
-    return invoke
-
-
-def _one_line_error(result: Result, *fragments: str) -> None:
-    assert result.exit_code != 0
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def _store(run: Any, content: str, *args: str) -> str:
@@ -77,7 +58,7 @@ def test_store_then_get_query_update_and_forget(run: Any) -> None:
     assert json.loads(updated.stdout)["importance"] == 0.9
     assert json.loads(run("get", rid, "--json").stdout)["tags"] == ["db"]
     assert run("forget", rid).stdout == f"forgot {rid}\n"
-    _one_line_error(run("get", rid), "no record")
+    one_line_error(run("get", rid), "no record")
 
 
 def test_store_reads_standard_input(run: Any) -> None:
@@ -108,7 +89,7 @@ def test_query_with_no_hits_says_so(run: Any) -> None:
 )
 def test_errors_are_one_line_and_non_zero(run: Any, args: list[str], fragment: str) -> None:
     _store(run, "an existing store")
-    _one_line_error(run(*args), fragment)
+    one_line_error(run(*args), fragment)
 
 
 def test_update_without_changes_is_a_usage_error(run: Any) -> None:
@@ -124,7 +105,7 @@ def test_text_query_that_the_store_cannot_serve_is_one_line(
 
     _store(run, "We deploy on Fridays")
     monkeypatch.setattr(MemoryEngine, "query", refuse)
-    _one_line_error(run("query", "how do we deploy"), "text queries are not available")
+    one_line_error(run("query", "how do we deploy"), "text queries are not available")
 
 
 def test_store_option_works_after_the_command_and_home_is_the_default(
@@ -150,19 +131,6 @@ def test_encode_and_stats(run: Any) -> None:
     assert "1 records" in text and "sqlite" in text
 
 
-@pytest.mark.parametrize(
-    "command", [["fold"], ["fold", "--dry-run"], ["unfold", "0" * 32], ["restore", "0" * 32]]
-)
-def test_folding_commands_without_folding_are_one_line(
-    run: Any, monkeypatch: pytest.MonkeyPatch, command: list[str]
-) -> None:
-    _store(run, "one")
-    for name in ("fold", "unfold", "restore"):
-        monkeypatch.delattr(MemoryEngine, name, raising=False)
-    _one_line_error(run(*command), "folding is not available")
-
-
-@pytest.mark.skipif(not hasattr(MemoryEngine, "fold"), reason="folding is not in this tree")
 def test_fold_dry_run_prints_a_report(run: Any) -> None:
     _store(run, "one")
     result = run("fold", "--dry-run")
@@ -204,7 +172,7 @@ def test_import_dry_run_writes_nothing(run: Any, tmp_path: Path) -> None:
 def test_import_bad_lines_and_skip_bad(run: Any, tmp_path: Path) -> None:
     pack = tmp_path / "p.jsonl"
     pack.write_text('{"format": "prime-memory-pack", "version": 1}\n{"content": "x"}\n{oops\n')
-    _one_line_error(run("import", str(pack)), "p.jsonl:3", "--skip-bad")
+    one_line_error(run("import", str(pack)), "p.jsonl:3", "--skip-bad")
     assert json.loads(run("stats", "--json").stdout)["records"] == 0
     result = run("import", str(pack), "--skip-bad")
     assert result.exit_code == 0 and "1 bad line skipped" in result.stdout
@@ -225,7 +193,7 @@ def test_import_input_errors_are_one_line(
 ) -> None:
     (tmp_path / "f.txt").write_text("hello\n")
     (tmp_path / "v9.jsonl").write_text('{"format": "prime-memory-pack", "version": 9}\n')
-    _one_line_error(run("import", str(make(tmp_path)), *args), fragment)
+    one_line_error(run("import", str(make(tmp_path)), *args), fragment)
 
 
 def test_import_detects_markdown_graphs_and_json_stores(run: Any, tmp_path: Path) -> None:
@@ -300,7 +268,7 @@ def test_serve_without_the_server_module_is_one_line(
     run: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp_server", None)
-    _one_line_error(run("serve"), "MCP server")
+    one_line_error(run("serve"), "MCP server")
 
 
 def test_doctor_passes_on_a_healthy_store(run: Any) -> None:
@@ -339,7 +307,7 @@ def test_demo_with_a_store_keeps_it_there_and_never_reuses_one(run: Any, store_p
         summary = kept.stats()
     assert summary.records > 10 and summary.archived_by_reason["folded"] >= 2
     before = store_path.read_bytes()
-    _one_line_error(run("demo"), "already exists")
+    one_line_error(run("demo"), "already exists")
     assert store_path.read_bytes() == before
 
 
@@ -366,7 +334,7 @@ def test_reembed_with_a_missing_model_is_one_line_and_changes_nothing(
 ) -> None:
     _store(run, "We deploy on Fridays")
     result = run("reembed", "--embedder", f"model2vec:{tmp_path / 'no-such-model'}")
-    _one_line_error(result, "no-such-model")
+    one_line_error(result, "no-such-model")
     assert json.loads(run("stats", "--json").stdout)["embedding_space"] is None
 
 
@@ -500,7 +468,7 @@ def test_a_time_out_of_range_in_a_pack_is_a_bad_line_not_a_crash(run: Any, tmp_p
         '{"content": "far past", "created_at": -1e20}\n'
         '{"content": "fine"}\n'
     )
-    _one_line_error(run("import", str(pack)), "p.jsonl:2", "created_at")
+    one_line_error(run("import", str(pack)), "p.jsonl:2", "created_at")
     result = run("import", str(pack), "--skip-bad")
     assert result.exit_code == 0 and "1 bad line skipped" in result.stdout
     [hit] = json.loads(run("query", "--json").stdout)
@@ -524,7 +492,7 @@ def test_skip_bad_skips_a_bad_vector_by_its_line(
         '{"content": "good", "vector": [1, 0, 0]}\n'
         f'{{"content": "bad", "vector": {vector}}}\n'
     )
-    _one_line_error(run("import", str(pack)), "p.jsonl:3", fragment)
+    one_line_error(run("import", str(pack)), "p.jsonl:3", fragment)
     result = run("import", str(pack), "--skip-bad")
     assert result.exit_code == 0, result.output
     assert "2 memories" not in result.stdout and "added 1" in result.stdout
@@ -542,7 +510,7 @@ def test_unexpected_errors_are_one_line_with_their_type(
 
     monkeypatch.setattr(MemoryEngine, "stats", broken)
     result = run("stats")
-    _one_line_error(result, "Error: OverflowError: timestamp out of range", "PRIME_MEMORY_DEBUG")
+    one_line_error(result, "Error: OverflowError: timestamp out of range", "PRIME_MEMORY_DEBUG")
     assert result.exit_code == 1
     monkeypatch.setenv("PRIME_MEMORY_DEBUG", "1")
     assert isinstance(run("stats").exception, OverflowError)
@@ -564,14 +532,24 @@ def test_an_interrupt_is_not_turned_into_an_error_line(
 
 @pytest.mark.parametrize(
     "command",
-    [["stats"], ["query", "-t", "x"], ["get", "0" * 32], ["export"], ["encode"], ["fold"]],
+    [
+        ["stats"],
+        ["query", "-t", "x"],
+        ["get", "0" * 32],
+        ["export"],
+        ["encode"],
+        ["fold"],
+        ["scopes"],
+        ["rescope", "0" * 32, "--to", "global"],
+        ["rescope", "--from", "global", "--to", "user:x", "--yes"],
+    ],
 )
 def test_read_commands_on_a_missing_store_fail_and_create_nothing(
     tmp_path: Path, command: list[str]
 ) -> None:
     missing = tmp_path / "no" / "such" / "dir" / "x.db"
     result = CliRunner().invoke(cli, ["--store", str(missing), *command])
-    _one_line_error(result, f"no store at {missing}", "prime-memory store")
+    one_line_error(result, f"no store at {missing}", "prime-memory store")
     assert not (tmp_path / "no").exists()
 
 
@@ -596,7 +574,7 @@ def test_usage_errors_are_one_line_with_status_2(
 ) -> None:
     result = run(*(arg.format(tmp=tmp_path) for arg in args))
     assert result.exit_code == 2
-    _one_line_error(result, "Error: ", *fragments)
+    one_line_error(result, "Error: ", *fragments)
     assert "Usage:" not in result.output
 
 

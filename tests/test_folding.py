@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from prime_memory_folding import FoldPolicy, InvalidInput, MemoryEngine, NotFound, Record
 from prime_memory_folding.folding import (
     TIERS,
+    FoldReport,
     cluster,
     decay_columns,
     decay_terms,
@@ -519,11 +520,19 @@ _memory = st.fixed_dictionaries(
 )
 
 
-def build(memories: list[dict[str, Any]]) -> tuple[MemoryEngine, FakeClock, list[Record]]:
+def build(
+    memories: list[dict[str, Any]], order: list[int] | None = None
+) -> tuple[MemoryEngine, FakeClock, list[Record]]:
+    """A store of ``memories``, stored in ``order`` (their list order by default).
+
+    A memory's content and vector depend on its place in ``memories``, not on
+    when it is stored, so any order stores the same records.
+    """
     clock = FakeClock()
     engine = MemoryEngine(":memory:", clock=clock)
     records = []
-    for i, m in enumerate(memories):
+    for i in range(len(memories)) if order is None else order:
+        m = memories[i]
         clock.now = 1_700_000_000.0 - m["age_days"] * DAY
         vector = near(unit(m["family"]), 1000 + i, m["noise"]) if m["has_vector"] else None
         records.append(
@@ -584,26 +593,54 @@ def test_unfolding_every_folded_record_restores_the_exact_records(
             assert engine.get(rid) == rec
 
 
+def fold_by_content(
+    engine: MemoryEngine, stored: list[Record], report: FoldReport
+) -> dict[str, Any]:
+    """A fold's outcome told by contents, not ids.
+
+    Labels take primes in the order they are first stored, so the same records
+    stored in another order get other addresses and ids.
+    """
+    content = {r.record_id: r.content for r in stored}
+
+    def kept(rid: str) -> tuple[Any, ...]:
+        r = engine.get(rid)
+        return (r.content, r.domain, r.subdomain, r.tags, r.importance, r.strength, r.created_at)
+
+    return {
+        "pruned": sorted(content[rid] for rid in report.pruned_ids),
+        "folded": sorted(
+            (kept(into), sorted(content[m] for m in members))
+            for into, members in report.folded_from.items()
+        ),
+        "live": sorted(kept(rid) for rid in live_ids(engine)),
+    }
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_memory, min_size=1, max_size=20), st.randoms(use_true_random=False))
-def test_same_store_policy_and_time_give_the_same_fold(
+def test_same_records_policy_and_time_give_the_same_fold_in_any_store_order(
     memories: list[dict[str, Any]], random: Any
 ) -> None:
-    first, _, _ = build(memories)
-    shuffled = list(memories)
-    random.shuffle(shuffled)
-    second, _, _ = build(memories)
-    with first, second:
-        a = first.fold(now=1_700_000_000.0 + DAY)
-        b = second.fold(now=1_700_000_000.0 + DAY)
+    order = list(range(len(memories)))
+    random.shuffle(order)
+    first, _, stored = build(memories)
+    again, _, _ = build(memories)
+    shuffled, _, restored = build(memories, order)
+    with first, again, shuffled:
+        now = 1_700_000_000.0 + DAY
+        a, b, c = first.fold(now=now), again.fold(now=now), shuffled.fold(now=now)
+        # The same order: the very same fold, ids and all.
         assert (a.pruned_ids, a.created_ids, a.folded_from) == (
             b.pruned_ids,
             b.created_ids,
             b.folded_from,
         )
-        assert live_ids(first) == live_ids(second)
+        assert live_ids(first) == live_ids(again)
         for rid in a.created_ids:
-            assert first.get(rid) == second.get(rid)
+            assert first.get(rid) == again.get(rid)
+        # Another order: the same fold of the same contents.
+        assert fold_by_content(first, stored, a) == fold_by_content(shuffled, restored, c)
 
 
 # -- concurrency ---------------------------------------------------------------------

@@ -6,7 +6,10 @@ from hypothesis import strategies as st
 
 from prime_memory_folding.index import IndexEntry, StructuralIndex, TagQuery
 
-PRIMES = [2, 3, 5, 7, 11, 13]
+#: Small primes, and large ones whose products reach 2**64 and more: a product
+#: of 2**64 or more cannot sit in the index's uint64 column and is tested as a
+#: Python int, both as a record's tag product and as a query's.
+PRIMES = [2, 3, 5, 7, 11, 13, 2**31 - 1, 4_294_967_311, 2**61 - 1]
 
 entries = st.lists(
     st.tuples(
@@ -44,7 +47,10 @@ def _entries(specs: list[tuple[int, set[int], float, bool]]) -> list[IndexEntry]
 @settings(max_examples=50, deadline=None)
 @given(entries, st.sets(st.sampled_from(PRIMES), max_size=2), st.sampled_from([None, 2, 3]))
 def test_bulk_rebuild_equals_upserting_one_by_one(
-    specs: list[tuple[int, set[int], float, bool]], tags: set[int], domain: int | None
+    candidate_paths: int,
+    specs: list[tuple[int, set[int], float, bool]],
+    tags: set[int],
+    domain: int | None,
 ) -> None:
     items = _entries(specs)
     bulk, single = StructuralIndex(), StructuralIndex()
@@ -53,6 +59,11 @@ def test_bulk_rebuild_equals_upserting_one_by_one(
         single.upsert(item)
     gates = TagQuery(domain_prime=domain, all_of=tuple(sorted(tags)), min_strength=0.3)
     assert bulk.select(gates).tolist() == single.select(gates).tolist()
+    assert set(bulk.record_ids(bulk.select(gates))) == {
+        f"{i:032x}"
+        for i, (d, t, strength, _) in enumerate(specs)
+        if domain in (None, d) and tags <= t and strength >= 0.3
+    }
     assert bulk.counts() == single.counts()
     query = np.array([0.6, 0.8], dtype=np.float32)
     assert np.array_equal(bulk.cosine(None, query), single.cosine(None, query))
@@ -81,6 +92,7 @@ operations = st.lists(
     st.sets(st.sampled_from(PRIMES), max_size=2),
 )
 def test_posting_lists_stay_exact_through_updates(
+    candidate_paths: int,
     ops: list[tuple[str, int, int, set[int]]],
     wanted: set[int],
     any_of: set[int],
@@ -124,3 +136,30 @@ def test_a_large_posting_follows_writes() -> None:
     (late,) = _entries([(2, {3, 5}, 1.0, False)])
     index.upsert(IndexEntry(**{**_fields(late), "record_id": "f" * 32}))
     assert index.record_ids(index.select(gates)) == ["f" * 32]
+
+
+def test_tag_products_past_64_bits_are_tested_exactly(candidate_paths: int) -> None:
+    big, bigger = 4_294_967_311, 2**61 - 1  # big * big and bigger * 11 pass 2**64
+    specs = [(2, {3}, 1.0, False)] * 8 + [
+        (2, {3, big}, 1.0, False),
+        (2, {3, 11, bigger}, 1.0, False),
+        (2, {3, big, bigger}, 1.0, False),
+        (2, {big, 4_294_967_291}, 1.0, False),
+    ]
+    index = StructuralIndex()
+    index.rebuild(_entries(specs))
+    assert sum(e.tag_product >= 2**64 for e in _entries(specs)) == 3
+
+    def ids(**gates: tuple[int, ...]) -> set[int]:
+        found = index.select_ids(TagQuery(domain_prime=2, **gates))
+        assert set(index.record_ids(index.select(TagQuery(domain_prime=2, **gates)))) == set(found)
+        return {int(rid, 16) for rid in found}
+
+    assert ids(all_of=(3,)) == set(range(11))
+    assert ids(all_of=(big,)) == {8, 10, 11}
+    assert ids(all_of=(3, bigger)) == {9, 10}
+    assert ids(all_of=(big, bigger)) == {10}  # the query's own product passes 2**64
+    assert ids(any_of=(11, bigger)) == {9, 10}
+    assert ids(any_of=(big, bigger)) == {8, 9, 10, 11}
+    assert ids(all_of=(3,), none_of=(big,)) == set(range(8)) | {9}
+    assert ids(all_of=(3,), any_of=(bigger, 7)) == {9, 10}

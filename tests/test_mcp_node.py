@@ -3,7 +3,8 @@ official conformance suite.
 
 The Inspector and the suite need Node >= 22; ``bash scripts/install_node22.sh``
 installs it with both tools into a cache folder. Without them these tests skip
-and say so.
+and say so, except when the ``CI`` environment variable is set: CI installs
+them, so there a missing tool fails the test.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_unless_ci
 from tests.test_mcp_http import HttpServer
 from tests.test_mcp_stdio import INITIALIZED, initialize
 
@@ -58,7 +60,7 @@ def _node22_reason(tool: Path) -> str | None:
 def node22(tool: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     reason = _node22_reason(tool)
     if reason:
-        pytest.skip(reason)
+        skip_unless_ci(reason)
     env = dict(os.environ, PATH=f"{NODE22.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(  # type: ignore[call-overload,no-any-return]
         [str(NODE22), str(tool.resolve()), *args],
@@ -119,7 +121,7 @@ def test_inspector_calls_a_tool(tmp_path: Path) -> None:
 def test_conformance_suite_passes_but_for_listed_fixture_scenarios(tmp_path: Path) -> None:
     reason = _node22_reason(CONFORMANCE)
     if reason:
-        pytest.skip(reason)
+        skip_unless_ci(reason)
     env = {k: v for k, v in os.environ.items() if k != "PRIME_MEMORY_TOKEN"}
     server = HttpServer(tmp_path / "memory.db", env=env)
     try:
@@ -145,7 +147,7 @@ def test_conformance_suite_passes_but_for_listed_fixture_scenarios(tmp_path: Pat
 def node() -> str:
     found = shutil.which("node")
     if not found or _node_major(found) < 18:
-        pytest.skip("Node >= 18 is not on PATH")
+        skip_unless_ci("Node >= 18 is not on PATH")
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +23,8 @@ from prime_memory_folding.mcp_server import (
     StoreOutput,
     build_server,
 )
+from prime_memory_folding.storage.migrations import latest_version
+from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +123,8 @@ async def test_encode_gives_the_address_as_strings_and_its_lanes(client: Client)
 
 
 async def test_encode_stores_nothing(client: Client) -> None:
-    await call(client, "prime_memory_encode", domain="decision", tags=["new-tag"])
+    encoded = await call(client, "prime_memory_encode", domain="decision", tags=["new-tag"])
+    assert encoded["provisional"] is True  # the new tag's prime is not claimed yet
     assert (await call(client, "prime_memory_stats"))["records"] == 0
 
 
@@ -179,6 +183,7 @@ async def test_query_returns_compact_hits_without_vectors(client: Client) -> Non
     assert set(hit) == {
         "record_id",
         "content",
+        "scope",
         "domain",
         "subdomain",
         "tags",
@@ -320,6 +325,20 @@ async def test_stats_counts_domains_and_tags(client: Client, engine: MemoryEngin
     assert out["store_bytes"] > 0
 
 
+async def test_stats_report_the_schema_version_and_the_archive(
+    client: Client, engine: MemoryEngine, clock: FakeClock
+) -> None:
+    out = await call(client, "prime_memory_stats")
+    assert out["schema_version"] == latest_version() > 0
+    assert (out["archived"], out["archived_by_reason"]) == (0, {})
+    await call(client, "prime_memory_store", content="soon forgotten", importance=0.1)
+    await call(client, "prime_memory_store", content="kept", importance=0.9)
+    clock.advance(400 * 86_400.0)
+    assert (await call(client, "prime_memory_fold", dry_run=False))["pruned"] == 1
+    out = await call(client, "prime_memory_stats")
+    assert (out["records"], out["archived"], out["archived_by_reason"]) == (1, 1, {"pruned": 1})
+
+
 async def test_stats_resource_matches_the_tool(client: Client) -> None:
     await call(client, "prime_memory_store", content="a")
     result = await client.read_resource("memory://stats")
@@ -431,3 +450,17 @@ async def test_quick_calls_wait_off_the_event_loop_while_a_fold_holds_the_engine
     # Afterwards, quick calls run on the loop again.
     await call(client, "prime_memory_store", content="after the fold")
     assert store_threads[-1] == loop_thread
+
+
+async def test_stats_report_the_engines_scope_when_the_server_resolved_none(
+    client: Client, engine: MemoryEngine
+) -> None:
+    await call(client, "prime_memory_store", content="mine", scope="user:someone")
+    out = await call(client, "prime_memory_stats")
+    who = engine.whoami()
+    assert (out["current_scope"], out["user_scope"]) == (who.current, who.user)
+    assert out["visible_scopes"] == list(who.visible) and out["scope_reason"] == who.reason
+    assert out["scopes"] == {"user:someone": 1}
+    result = await client.read_resource("memory://scope")
+    [content] = result.contents
+    assert json.loads(content.text)["current"] == who.current  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ from prime_memory_folding.packs import (
     parse_timestamp,
     write_source,
 )
+from tests.conftest import FakeClock
 
 
 def _records(engine: MemoryEngine) -> list[Any]:
@@ -439,3 +440,14 @@ def test_export_reports_progress(engine: MemoryEngine) -> None:
     seen: list[tuple[int, int | None]] = []
     export_pack(engine, io.StringIO(), progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 1)]
+
+
+def test_export_stamps_the_time_from_the_engines_clock(
+    engine: MemoryEngine, clock: FakeClock
+) -> None:
+    engine.store("one")
+    clock.now = 1_000_000_000.0  # 2001-09-09T01:46:40Z
+    out = io.StringIO()
+    export_pack(engine, out)
+    header = json.loads(out.getvalue().splitlines()[0])
+    assert header["exported_at"] == "2001-09-09T01:46:40+00:00"

@@ -10,18 +10,27 @@ from prime_memory_folding import MemoryEngine
 
 TAGS = ["a", "b", "c", "d", "e", "f"]
 DOMAINS = ["memory", "project", "task"]
+#: Twelve more tags: any twelve tag primes multiply to 2**64 or more (the first
+#: twelve free ones, 31 to 79, make 27 * 2**64), so a record or a gate holding
+#: these has a tag product past the index's uint64 column.
+WIDE = frozenset(f"w{i:02d}" for i in range(12))
+
+
+def _maybe_wide(tags: st.SearchStrategy[set[str]]) -> st.SearchStrategy[set[str]]:
+    return st.one_of(tags, tags.map(lambda t: t | WIDE))
+
 
 records = st.lists(
     st.tuples(
         st.sampled_from(DOMAINS),
         st.sampled_from(["general", "code"]),
-        st.sets(st.sampled_from(TAGS), max_size=4),
+        _maybe_wide(st.sets(st.sampled_from(TAGS), max_size=4)),
         st.floats(0, 1),
     ),
     min_size=0,
     max_size=40,
 )
-tag_sets = st.sets(st.sampled_from([*TAGS, "unknown"]), max_size=3)
+tag_sets = _maybe_wide(st.sets(st.sampled_from([*TAGS, "unknown"]), max_size=3))
 
 
 def _load(items: list[tuple[str, str, set[str], float]]) -> tuple[MemoryEngine, dict[str, Any]]:
@@ -49,6 +58,7 @@ def _load(items: list[tuple[str, str, set[str], float]]) -> tuple[MemoryEngine, 
     st.sampled_from([0.0, 0.3, 0.9]),
 )
 def test_gates_equal_set_semantics(
+    candidate_paths: int,
     items: list[tuple[str, str, set[str], float]],
     all_of: set[str],
     any_of: set[str],
@@ -104,7 +114,7 @@ def test_gates_equal_set_semantics(
 @settings(max_examples=40, deadline=None)
 @given(records, st.sampled_from(DOMAINS))
 def test_domain_filter_equals_a_scan(
-    items: list[tuple[str, str, set[str], float]], domain: str
+    candidate_paths: int, items: list[tuple[str, str, set[str], float]], domain: str
 ) -> None:
     memory, truth = _load(items)
     with memory:
@@ -126,6 +136,60 @@ def test_salience_order_is_best_first_and_limited(
         everything = memory.query(limit=100)
         if hits:
             assert min(scores) >= max([h.score for h in everything[len(hits) :]], default=0.0)
+
+
+FEW = ["a", "b", "c"]
+few_tags = _maybe_wide(st.sets(st.sampled_from(FEW), max_size=2))
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(few_tags, min_size=1, max_size=30),
+    few_tags,
+    few_tags,
+    st.sets(st.sampled_from([*FEW, min(WIDE)]), max_size=1),
+    st.sampled_from([0.0, 0.5]),
+)
+def test_tag_gates_on_products_past_64_bits_equal_set_semantics(
+    candidate_paths: int,
+    tag_lists: list[set[str]],
+    all_of: set[str],
+    any_of: set[str],
+    none_of: set[str],
+    min_strength: float,
+) -> None:
+    # Few tags and no other gate: candidate sets are large, so a lowered
+    # threshold sends them down the numpy path, products past 2**64 and all.
+    with MemoryEngine(":memory:") as memory:
+        stored = memory.store_many(
+            [{"content": f"record {i}", "tags": sorted(t)} for i, t in enumerate(tag_lists)]
+        )
+        for i, record in enumerate(stored[::2]):
+            memory.update(record.record_id, strength=0.25 + i % 2 * 0.5)
+        strengths = {r.record_id: memory.get(r.record_id).strength for r in stored}
+        truth = dict(zip((r.record_id for r in stored), tag_lists))
+        assert {r.record_id for r in stored if r.tag_product >= 2**64} == {
+            rid for rid, tags in truth.items() if tags >= WIDE
+        }
+        got = memory.match_ids(
+            tags=all_of, any_tags=any_of, exclude_tags=none_of, min_strength=min_strength
+        )
+        expected = {
+            rid
+            for rid, tags in truth.items()
+            if all_of <= tags
+            and (not any_of or bool(any_of & tags))
+            and not none_of & tags
+            and strengths[rid] >= min_strength
+        }
+        assert len(got) == len(set(got)) and set(got) == expected
+        assert set(memory.match_ids(tags=all_of)) == {
+            rid for rid, tags in truth.items() if all_of <= tags
+        }
+        hits = memory.query(
+            tags=all_of, any_tags=any_of, exclude_tags=none_of, min_strength=min_strength, limit=100
+        )
+        assert {h.record.record_id for h in hits} == expected
 
 
 def test_tag_gate_divisibility_has_no_false_positives(engine: MemoryEngine) -> None:

@@ -99,7 +99,8 @@ def require(way: str, problems: dict[str, Callable[[], str | None]]) -> None:
     others = {name: check() for name, check in problems.items() if name != way}
     if os.environ.get("CI") and all(others.values()):
         pytest.fail(f"no way to simulate this works here ({way}: {problem}; {others})")
-    pytest.skip(f"{way}: {problem}")
+    covered = [name for name, other in others.items() if other is None]
+    pytest.skip(f"{way}: {problem}" + (f"; the {covered[0]} way runs instead" if covered else ""))
 
 
 READ_ONLY_WAYS = {"tmpfs": mount_problem, "chmod": chmod_problem}

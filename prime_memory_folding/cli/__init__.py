@@ -1,7 +1,8 @@
 """The ``prime-memory`` command line: a thin adapter from commands to engine calls.
 
 Every command takes ``--store PATH`` (before or after its name) and honours
-``PRIME_MEMORY_HOME``. Engine errors become one line on standard error and a
+``PRIME_MEMORY_HOME``; ``--scope`` and ``--project`` choose the current scope
+the same way. Engine errors become one line on standard error and a
 non-zero exit status, never a traceback.
 """
 
@@ -12,9 +13,10 @@ from typing import Any
 import click
 
 from .. import __version__
-from ._common import STORE_HELP, Group, _remember_store, examples
+from ._common import STORE_HELP, Group, _remember_store, examples, project_option, scope_option
 from .maintenance import doctor, fold, reembed, restore, unfold
 from .records import encode, forget, get, query, stats, store, update
+from .scoping import rescope, scopes, whoami
 from .setup import demo, ide_config, serve
 from .transfer import export, import_
 
@@ -32,18 +34,23 @@ __all__ = ["cli", "main"]
     callback=_remember_store,
     help=STORE_HELP,
 )
+@scope_option()
+@project_option
 @click.version_option(__version__, prog_name="prime-memory")
 @examples(
     "prime-memory demo",
     'prime-memory store "We use SQLite in WAL mode" -d decision -t architecture',
     "prime-memory query -d decision -t architecture",
     "prime-memory ide-config claude-code",
+    "prime-memory whoami",
 )
 def cli() -> None:
     """Prime Memory Folding: a local-first memory store for AI agents and IDEs.
 
     Memories live in one SQLite file ($PRIME_MEMORY_HOME/memory.db, or the
-    per-user data folder); pick another with --store.
+    per-user data folder); pick another with --store. Each memory belongs to a
+    scope (global, user:NAME, project:ID); the current one follows the git
+    project you are in (see prime-memory whoami).
     """
 
 
@@ -55,6 +62,9 @@ for command in (
     update,
     encode,
     stats,
+    whoami,
+    scopes,
+    rescope,
     fold,
     unfold,
     restore,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import json
 import os
@@ -23,12 +22,19 @@ from ..records import Record
 
 if TYPE_CHECKING:
     from ..engine import MemoryEngine
+    from ..scopes import ScopeResolution
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 STORE_HELP = (
     "The store file (default: $PRIME_MEMORY_HOME/memory.db, else the per-user data folder)."
 )
+SCOPE_HELP = (
+    "A scope: global, user:NAME or project:ID. Where store and import write; the only "
+    "scopes query and export read (repeat for several). Default: resolved from "
+    "$PRIME_MEMORY_SCOPE, --project, the git repository here, ... (see whoami)."
+)
+PROJECT_HELP = "The project folder that names the current scope (its git origin, else its path)."
 
 
 #: Click 8.2+ raises this for a group run without arguments; older versions print help.
@@ -53,10 +59,22 @@ class Group(click.Group):
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            return super().main(
+                args,
+                prog_name,
+                complete_var,
+                False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
         try:
             result = super().main(
-                args, prog_name, complete_var, False, windows_expand_args, **extra
+                args,
+                prog_name,
+                complete_var,
+                False,
+                windows_expand_args=windows_expand_args,
+                **extra,
             )
         except click.UsageError as exc:
             if _NO_ARGS is not None and isinstance(exc, _NO_ARGS):
@@ -113,6 +131,112 @@ def store_option(fn: F, help_text: str = STORE_HELP) -> F:
     )(fn)
 
 
+def _remember_scopes(
+    ctx: click.Context, _param: click.Parameter, value: Sequence[str] | str | None
+) -> None:
+    if value is None:
+        return
+    values = [value] if isinstance(value, str) else list(value)
+    if values:
+        ctx.meta.setdefault("prime_memory.scopes", []).extend(values)
+
+
+def _remember_project(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta["prime_memory.project"] = value
+
+
+def scope_option(help_text: str = SCOPE_HELP) -> Callable[[F], F]:
+    """``--scope``, accepted before or after the command name like ``--store``.
+
+    Every ``--scope`` given, wherever it stands, is gathered in one list
+    (:func:`given_scopes`); each command says what it means for it, and
+    those that take one refuse several (:func:`one_scope`).
+    """
+
+    def attach(fn: F) -> F:
+        return click.option(
+            "--scope",
+            "scope",
+            metavar="SCOPE",
+            multiple=True,
+            expose_value=False,
+            is_eager=True,
+            callback=_remember_scopes,
+            help=help_text,
+        )(fn)
+
+    return attach
+
+
+def project_option(fn: F) -> F:
+    """``--project DIR``: the folder that names the current scope, before or after the command."""
+    return click.option(
+        "--project",
+        "project",
+        metavar="DIR",
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_project,
+        help=PROJECT_HELP,
+    )(fn)
+
+
+def given_scopes(ctx: click.Context) -> tuple[str, ...]:
+    """Every ``--scope`` given, before and after the command name, in order."""
+    return tuple(ctx.meta.get("prime_memory.scopes", ()))
+
+
+def given_project(ctx: click.Context) -> str | None:
+    value = ctx.meta.get("prime_memory.project")
+    return None if value is None else str(value)
+
+
+def one_scope(ctx: click.Context, what: str) -> str | None:
+    """The one ``--scope`` a command takes, normalised, or None.
+
+    Raises:
+        click.UsageError: several were given.
+        InvalidInput: it is malformed (``*`` included: it names no one scope).
+    """
+    from ..scopes import normalise_scope
+
+    given = given_scopes(ctx)
+    if len(given) > 1:
+        raise click.UsageError(f"give one --scope ({what}); got {len(given)}: {', '.join(given)}")
+    return normalise_scope(given[0]) if given else None
+
+
+def resolution(ctx: click.Context) -> ScopeResolution:
+    """The current scope for this command: one ``--scope``, else the documented order.
+
+    Several ``--scope`` (a read of several scopes) or ``*`` leave the current
+    scope to the rest of the order.
+
+    Raises:
+        InvalidInput: a malformed scope, or a ``--project`` that is not a folder.
+    """
+    from .. import scopes
+
+    given = given_scopes(ctx)
+    explicit = given[0] if len(given) == 1 and given[0].strip() != scopes.ALL else None
+    return scopes.resolve(explicit, project=given_project(ctx))
+
+
+def read_scopes(ctx: click.Context, all_scopes: bool) -> list[str] | None:
+    """What a read sees: the ``--scope`` list, ``["*"]`` for ``--all-scopes``, else None.
+
+    Raises:
+        click.UsageError: both ``--scope`` and ``--all-scopes``.
+    """
+    given = given_scopes(ctx)
+    if all_scopes and given:
+        raise click.UsageError("give --scope or --all-scopes, not both")
+    if all_scopes:
+        return ["*"]
+    return list(given) if given else None
+
+
 def store_path(ctx: click.Context) -> str | None:
     """The store the user chose, or None for the default."""
     value = ctx.meta.get("prime_memory.store")
@@ -131,7 +255,10 @@ def chosen_store(ctx: click.Context) -> Path:
 def open_engine(
     ctx: click.Context, embedder: str | None = None, *, create: bool = False
 ) -> Iterator[MemoryEngine]:
-    """Open the chosen store; tests may inject ``clock`` through ``obj``.
+    """Open the chosen store in the current scope; tests may inject ``clock`` through ``obj``.
+
+    The scope is resolved (and a malformed one refused) before the store is
+    opened, so a bad ``--scope`` leaves no store behind.
 
     Only commands that add memories ``create`` a missing store; the others
     stop with one line, so a mistyped ``--store`` does not leave an empty
@@ -146,8 +273,11 @@ def open_engine(
                 f"no store at {target} (create one with prime-memory store, "
                 "or check --store / PRIME_MEMORY_HOME)"
             )
+    scope = resolution(ctx)
     obj = ctx.find_root().obj or {}
-    with MemoryEngine(store_path(ctx), clock=obj.get("clock"), embedder=embedder) as engine:
+    with MemoryEngine(
+        store_path(ctx), scope=scope, clock=obj.get("clock"), embedder=embedder
+    ) as engine:
         yield engine
 
 
@@ -327,13 +457,3 @@ def human_bytes(size: int) -> str:
 
 def env_store_home() -> str | None:
     return os.environ.get("PRIME_MEMORY_HOME") or None
-
-
-def needs(engine: Any, feature: str, what: str) -> Callable[..., Any]:
-    """The engine's method ``feature``, or a one-line error that it is not in this install."""
-    method = getattr(engine, feature, None)
-    if method is None:
-        raise click.ClickException(
-            f"{what} is not available in this version of prime-memory-folding"
-        )
-    return functools.partial(method)

@@ -12,7 +12,6 @@ from ._common import (
     echo_json,
     examples,
     human_bytes,
-    needs,
     open_engine,
     phases,
     progress,
@@ -21,7 +20,6 @@ from ._common import (
     vectors_option,
 )
 
-_NO_FOLDING = "folding"
 _LIST_PREVIEW = 10
 
 
@@ -73,8 +71,7 @@ def fold(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     On a terminal a progress bar names each step (reading, planning, writing).
     """
     with open_engine(ctx) as engine, phases("folding") as report_step:
-        run = needs(engine, "fold", _NO_FOLDING)
-        report = run(dry_run=dry_run, progress=report_step)
+        report = engine.fold(dry_run=dry_run, progress=report_step)
     if as_json:
         echo_json(report)
     else:
@@ -115,7 +112,7 @@ def unfold(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> 
     from .records import show_record
 
     with open_engine(ctx) as engine:
-        records = needs(engine, "unfold", _NO_FOLDING)(record_id)
+        records = engine.unfold(record_id)
     if as_json:
         echo_json(records, vectors=vectors)
         return
@@ -139,7 +136,7 @@ def restore(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) ->
     from .records import show_record
 
     with open_engine(ctx) as engine:
-        rec = needs(engine, "restore", _NO_FOLDING)(record_id)
+        rec = engine.restore(record_id)
     if as_json:
         echo_json(rec, vectors=vectors)
     else:

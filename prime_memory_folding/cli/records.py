@@ -13,14 +13,24 @@ from ._common import (
     echo_json,
     examples,
     human_bytes,
+    jsonable,
+    one_scope,
     open_engine,
     parse_metadata,
+    project_option,
+    read_scopes,
+    scope_option,
     short_time,
     store_option,
     vectors_option,
 )
 
 TAG_HELP = "A tag (repeat for several)."
+READ_SCOPE_HELP = (
+    "Read only this scope (repeat for several; '*' for all). Default: the current "
+    "project's scope, the user's and global."
+)
+ALL_SCOPES_HELP = "Read every scope (the same as --scope '*')."
 
 
 def _record_table(
@@ -33,6 +43,7 @@ def _record_table(
     table = Table(show_lines=False, pad_edge=False)
     if not compact:
         table.add_column("id", no_wrap=True, style="cyan")
+        table.add_column("scope", overflow="fold", min_width=12)
     table.add_column("domain/subdomain", no_wrap=True)
     table.add_column("tags")
     if not compact:
@@ -42,7 +53,7 @@ def _record_table(
     table.add_column("content", overflow="fold", min_width=20)
     for n, rec in enumerate(records):
         content = rec.content if len(rec.content) <= 200 else rec.content[:199] + "…"
-        row = [] if compact else [rec.record_id]
+        row = [] if compact else [rec.record_id, rec.scope]
         row += [f"{rec.domain}/{rec.subdomain}", ", ".join(rec.tags)]
         if not compact:
             row.append(f"{rec.strength:.2f}")
@@ -56,6 +67,7 @@ def _record_table(
 def show_record(rec: Any, verb: str) -> None:
     out = console()
     out.print(f"[bold]{verb}[/bold] {rec.record_id}")
+    out.print(f"  scope      {rec.scope}", markup=False)
     out.print(f"  domain     {rec.domain}/{rec.subdomain}")
     out.print(f"  tags       {', '.join(rec.tags) or '-'}")
     out.print(
@@ -80,11 +92,14 @@ def show_record(rec: Any, verb: str) -> None:
 @click.option("--instance-key", help="A stable key: storing the same key again updates it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @vectors_option
+@scope_option("Store into this scope (default: the current scope; see prime-memory whoami).")
+@project_option
 @store_option
 @click.pass_context
 @examples(
     'prime-memory store "We use SQLite in WAL mode" -d decision -t architecture',
     'echo "Deploys run on Fridays" | prime-memory store - -d workflow',
+    'prime-memory store "I prefer tabs" -d preference --scope user:alice',
 )
 def store(
     ctx: click.Context,
@@ -100,14 +115,17 @@ def store(
 ) -> None:
     """Store a memory (CONTENT, or - to read it from standard input).
 
-    Storing the same memory again (same labels and content) reinforces it
-    instead of adding a copy.
+    Storing the same memory again (same scope, labels and content)
+    reinforces it instead of adding a copy. The memory goes to the current
+    scope (prime-memory whoami) unless --scope names another.
     """
+    one_scope(ctx, "the scope to store into")
     if content == "-":
         content = sys.stdin.read().strip()
     with open_engine(ctx, create=True) as engine:
         result = engine.store_result(
             content,
+            scope=engine.whoami().current,
             domain=domain,
             subdomain=subdomain,
             tags=tags,
@@ -131,14 +149,19 @@ def store(
 @click.option("--exclude-tag", "exclude_tags", multiple=True, help="Hits must have none of these.")
 @click.option("--min-strength", type=float, default=0.0, show_default=True, help="0 to 1.")
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="Most hits to show.")
+@click.option("--all-scopes", is_flag=True, help=ALL_SCOPES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
 @vectors_option
+@scope_option(READ_SCOPE_HELP)
+@project_option
 @store_option
 @click.pass_context
 @examples(
     "prime-memory query -d decision -t architecture",
     'prime-memory query "how do we deploy" --limit 5',
     "prime-memory query --any-tag bug --any-tag regression --exclude-tag done --json",
+    "prime-memory query -d decision --scope global --scope user:alice",
+    "prime-memory query -t sqlite --all-scopes",
 )
 def query(
     ctx: click.Context,
@@ -150,10 +173,17 @@ def query(
     exclude_tags: tuple[str, ...],
     min_strength: float,
     limit: int,
+    all_scopes: bool,
     as_json: bool,
     vectors: bool,
 ) -> None:
-    """Find memories, best first, by TEXT and/or labels."""
+    """Find memories, best first, by TEXT and/or labels.
+
+    By default a query sees the current scope, the user's scope and global
+    (prime-memory whoami); --scope reads exactly the scopes given, and
+    --all-scopes every scope. A scope that holds nothing matches nothing.
+    """
+    scopes = read_scopes(ctx, all_scopes)
     with open_engine(ctx) as engine:
         try:
             hits = engine.query(
@@ -165,6 +195,7 @@ def query(
                 exclude_tags=exclude_tags,
                 min_strength=min_strength,
                 limit=limit,
+                scopes=scopes,
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None
@@ -273,9 +304,14 @@ def update(
 @click.option("-t", "--tag", "tags", multiple=True, help=TAG_HELP)
 @click.option("--instance-key", help="An instance key, for the instance lane.")
 @click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
+@scope_option("The scope the memory would be in (default: the current scope).")
+@project_option
 @store_option
 @click.pass_context
-@examples("prime-memory encode -d decision -s architecture -t sqlite")
+@examples(
+    "prime-memory encode -d decision -s architecture -t sqlite",
+    "prime-memory encode -d preference --scope user:alice",
+)
 def encode(
     ctx: click.Context,
     domain: str,
@@ -284,13 +320,20 @@ def encode(
     instance_key: str | None,
     as_json: bool,
 ) -> None:
-    """Show the address that memories with these labels get, without storing anything."""
+    """Show the address that memories with these labels get, without storing anything.
+
+    The scope enters the address's concept bucket, so the same labels get
+    another address in another scope.
+    """
+    one_scope(ctx, "the scope the memory would be in")
     with open_engine(ctx) as engine:
-        enc = engine.encode(domain, subdomain, tags, instance_key)
+        scope = engine.whoami().current
+        enc = engine.encode(domain, subdomain, tags, instance_key, scope)
     if as_json:
-        echo_json(enc)
+        echo_json({"scope": scope, **jsonable(enc)})
         return
     out = console()
+    out.print(f"scope            {scope}", markup=False)
     out.print(f"record id        {enc.record_id}")
     out.print(f"domain prime     {enc.domain_prime}")
     out.print(f"subdomain prime  {enc.subdomain_prime}")
@@ -312,18 +355,52 @@ _SHOWN_STATS = {
     "schema_version",
     "archived",
     "archived_by_reason",
+    "scopes",
+    "current_scope",
+    "scope_reason",
+    "visible_scopes",
 }
+
+
+def scope_table(counts: dict[str, int], current: str, visible: tuple[str, ...]) -> Any:
+    """Records per scope, the current and the visible ones marked.
+
+    The current and visible scopes are listed even when they hold nothing yet.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(pad_edge=False)
+    table.add_column("scope", overflow="fold")
+    table.add_column("records", justify="right")
+    table.add_column("", no_wrap=True)
+    names = sorted({*counts, *visible}, key=lambda s: (s not in visible, -counts.get(s, 0), s))
+    for name in names:
+        mark = "current" if name == current else "visible" if name in visible else ""
+        table.add_row(Text(name), f"{counts.get(name, 0):,}", mark)
+    return table
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@scope_option("Show this scope as the current one (default: resolved; see prime-memory whoami).")
+@project_option
 @store_option
 @click.pass_context
-@examples("prime-memory stats", "prime-memory --store ./team.db stats --json")
+@examples(
+    "prime-memory stats",
+    "prime-memory --store ./team.db stats --json",
+    "prime-memory stats --project ~/code/api",
+)
 def stats(ctx: click.Context, as_json: bool) -> None:
-    """Counts per domain and tag, store size, embedding space and archive."""
+    """Counts per scope, domain and tag, store size, embedding space and archive.
+
+    Also shows the current scope, why it is the current one, and which
+    scopes a query sees by default.
+    """
     import dataclasses
 
+    one_scope(ctx, "the current scope")
     with open_engine(ctx) as engine:
         summary = engine.stats()
     if as_json:
@@ -345,12 +422,19 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         )
     else:
         out.print("archive: empty")
+    out.print(
+        f"current scope: {summary.current_scope} - {summary.scope_reason}",
+        markup=False,
+        soft_wrap=True,
+    )
+    out.print(f"a query sees: {', '.join(summary.visible_scopes)}", markup=False, soft_wrap=True)
     for field in dataclasses.fields(summary):
         if field.name not in _SHOWN_STATS:
             value = getattr(summary, field.name)
             if isinstance(value, dict):
                 value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
             out.print(f"{field.name.replace('_', ' ')}: {value}", markup=False)
+    out.print(scope_table(summary.scopes, summary.current_scope, summary.visible_scopes))
     for title, counts in (("domain", summary.domains), ("tag", summary.tags)):
         if not counts:
             continue

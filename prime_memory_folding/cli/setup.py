@@ -12,7 +12,17 @@ from typing import Any
 import click
 
 from ..errors import PrimeMemoryError
-from ._common import F, console, examples, store_option, store_path
+from ._common import (
+    F,
+    console,
+    examples,
+    given_project,
+    one_scope,
+    project_option,
+    scope_option,
+    store_option,
+    store_path,
+)
 
 SERVER_NAME = "prime-memory"
 CLIENTS = ("claude-code", "cursor", "vscode", "jetbrains", "claude-desktop")
@@ -48,17 +58,25 @@ def _load_server_module() -> Any:
 @click.option(
     "--token", help="Bearer token HTTP requests must carry (default: $PRIME_MEMORY_TOKEN)."
 )
+@scope_option("The server's current scope (default: resolved where it runs; see whoami).")
+@project_option
 @store_option
 @click.pass_context
 @examples(
     "prime-memory serve",
     "prime-memory serve --transport http --port 8765",
     "prime-memory --store ./team.db serve",
+    "prime-memory serve --project ~/code/api",
 )
 def serve(ctx: click.Context, transport: str, host: str, port: int, token: str | None) -> None:
-    """Run the MCP server on this store, so IDEs and agents can use it as tools."""
-    module = _load_server_module()
+    """Run the MCP server on this store, so IDEs and agents can use it as tools.
+
+    The server resolves its current scope once, at start-up, as
+    prime-memory whoami shows; --scope or --project fix it.
+    """
     argv = ["--transport", "stdio" if transport == "stdio" else "streamable-http"]
+    argv += [f"--{option}={value}" for option, value in pinned_scope(ctx)]
+    module = _load_server_module()
     path = store_path(ctx)
     if path is not None:
         argv.append(f"--store={path}")
@@ -69,8 +87,38 @@ def serve(ctx: click.Context, transport: str, host: str, port: int, token: str |
     ctx.exit(int(module.main(argv) or 0))
 
 
-def server_command(ctx: click.Context) -> tuple[str, list[str]]:
-    """The absolute command that starts this install's MCP server, with its arguments."""
+def pinned_scope(ctx: click.Context) -> list[tuple[str, str]]:
+    """The ``--scope`` and ``--project`` the user gave, checked: (option, value) pairs.
+
+    Raises:
+        InvalidInput: a malformed scope.
+        click.ClickException: the project is not a folder.
+    """
+    scope = one_scope(ctx, "the server's current scope")
+    project = given_project(ctx)
+    pinned: list[tuple[str, str]] = []
+    if scope is not None:
+        pinned.append(("scope", scope))
+    if project is not None and "${" in project:
+        # A client's variable, for the server to expand or fall through from.
+        pinned.append(("project", project))
+    elif project is not None:
+        folder = Path(project).expanduser()
+        if not folder.is_dir():
+            raise click.ClickException(
+                f"--project {project} is not a folder; give the project's folder"
+            )
+        pinned.append(("project", str(folder.resolve())))
+    return pinned
+
+
+def server_command(
+    ctx: click.Context, scope_args: list[str] | None = None
+) -> tuple[str, list[str]]:
+    """The absolute command that starts this install's MCP server, with its arguments.
+
+    ``scope_args`` come before ``--store``.
+    """
     script_name = "prime-memory-mcp.exe" if os.name == "nt" else "prime-memory-mcp"
     script = Path(sys.executable).parent / script_name
     if script.is_file():
@@ -82,6 +130,7 @@ def server_command(ctx: click.Context) -> tuple[str, list[str]]:
         from ..engine import default_store_path
 
         chosen = str(default_store_path())
+    args += scope_args or []
     if chosen is not None:
         args += ["--store", str(Path(chosen).expanduser().resolve())]
     return command, args
@@ -100,6 +149,53 @@ _WHERE = {
     ),
     "claude-code": "Run:",
 }
+
+#: The folder variable a client fills in with the open workspace, for ``--project``.
+_WORKSPACE = {"vscode": "${workspaceFolder}", "cursor": "${workspaceFolder}"}
+
+#: How the server finds each client's project, said once the snippet is printed.
+_SCOPE_NOTE = {
+    "claude-code": (
+        "Scopes: Claude Code starts the server in the project and sets CLAUDE_PROJECT_DIR, "
+        "so each project gets its own scope with nothing to add."
+    ),
+    "vscode": (
+        "Scopes: VS Code fills in ${workspaceFolder}, so --project gives each workspace "
+        "its own scope."
+    ),
+    "cursor": (
+        "Scopes: Cursor starts servers of a global ~/.cursor/mcp.json in your home folder, "
+        "not in the project; it fills in ${workspaceFolder}, so --project gives each "
+        "workspace its own scope."
+    ),
+    "jetbrains": (
+        "Scopes: JetBrains IDEs have no workspace variable for MCP arguments. Without "
+        "--project the scope follows the folder the IDE starts the server in (global outside "
+        "a git repository); for a project's own scope, add the server to that project with "
+        "prime-memory ide-config jetbrains --project DIR."
+    ),
+    "claude-desktop": (
+        "Scopes: Claude Desktop has no projects, so memories go to global and queries see "
+        "global and your user scope. Pin one with prime-memory ide-config claude-desktop "
+        "--scope user:NAME (personal) or --project DIR."
+    ),
+}
+
+
+def client_scope_args(ctx: click.Context, client: str) -> tuple[list[str], str]:
+    """The server arguments that make scope resolution work for ``client``, and why.
+
+    A ``--scope`` or ``--project`` the user gave is pinned as it is; otherwise
+    a client that starts servers outside the project gets ``--project`` with
+    its workspace variable.
+    """
+    pinned = [part for option, value in pinned_scope(ctx) for part in (f"--{option}", value)]
+    if pinned:
+        what = " ".join(pinned)
+        return pinned, f"Scopes: the snippet pins {what} for every session of {client}."
+    workspace = _WORKSPACE.get(client)
+    args = [] if workspace is None else ["--project", workspace]
+    return args, _SCOPE_NOTE[client]
 
 
 def ide_snippet(client: str, command: str, args: list[str]) -> str:
@@ -121,22 +217,34 @@ def ide_snippet(client: str, command: str, args: list[str]) -> str:
 
 @click.command(name="ide-config")
 @click.argument("client", type=click.Choice(CLIENTS))
+@scope_option("Pin this scope in the snippet, for every project.")
+@project_option
 @store_option
 @click.pass_context
 @examples(
     "prime-memory ide-config claude-code",
     "prime-memory ide-config vscode > .vscode/mcp.json",
     "prime-memory --store ~/work/team.db ide-config cursor",
+    "prime-memory ide-config jetbrains --project ~/code/api",
+    "prime-memory ide-config claude-desktop --scope user:alice",
 )
 def ide_config(ctx: click.Context, client: str) -> None:
     """Print the snippet that connects CLIENT to this install's MCP server.
 
-    The snippet goes to standard output and where to put it to standard
-    error, so it can be redirected into a file as it is.
+    The snippet carries what the server needs to find the current project:
+    nothing for Claude Code, which starts it in the project; --project
+    ${workspaceFolder} for VS Code and Cursor. JetBrains IDEs and Claude
+    Desktop have no such variable: pin --project DIR or --scope SCOPE.
+
+    The snippet goes to standard output, and where to put it and how the
+    scope is found to standard error, so it can be redirected into a file
+    as it is.
     """
-    command, args = server_command(ctx)
+    scope_args, note = client_scope_args(ctx, client)
+    command, args = server_command(ctx, scope_args)
     click.echo(_WHERE[client], err=True)
     click.echo(ide_snippet(client, command, args))
+    click.echo(note, err=True)
 
 
 # -- demo ---------------------------------------------------------------------------
@@ -245,31 +353,27 @@ def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
     else:
         out.print(_record_table([h.record for h in hits], compact=True))
     out.print(Rule("4. fold"))
-    fold = getattr(engine, "fold", None)
-    if fold is None:
-        out.print("(skipped: folding is not available in this version)")
-    else:
-        from .maintenance import show_fold
+    from .maintenance import show_fold
 
-        contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
-        out.print("$ prime-memory fold --dry-run", markup=False)
-        preview = fold(dry_run=True)
-        show_fold(preview, ids=False)
-        for rid in preview.pruned_ids[:8]:
-            out.print(f"  would prune: {contents.get(rid, rid)}", markup=False)
-        for members in list(preview.folded_from.values())[:4]:
-            out.print("  would fold together:", markup=False)
-            for rid in members:
-                out.print(f"    {contents.get(rid, rid)}", markup=False)
-        out.print("$ prime-memory fold", markup=False)
-        report = fold(dry_run=False)
-        after = engine.stats()
-        out.print(
-            f"{after.records} memories remain: {report.folded} were folded into "
-            f"{report.created} and {report.pruned} pruned; all {after.archived} wait in the "
-            "archive (prime-memory unfold / restore bring them back).",
-            markup=False,
-        )
+    contents = {h.record.record_id: h.record.content for h in engine.query(limit=1000)}
+    out.print("$ prime-memory fold --dry-run", markup=False)
+    preview = engine.fold(dry_run=True)
+    show_fold(preview, ids=False)
+    for rid in preview.pruned_ids[:8]:
+        out.print(f"  would prune: {contents.get(rid, rid)}", markup=False)
+    for members in list(preview.folded_from.values())[:4]:
+        out.print("  would fold together:", markup=False)
+        for rid in members:
+            out.print(f"    {contents.get(rid, rid)}", markup=False)
+    out.print("$ prime-memory fold", markup=False)
+    report = engine.fold(dry_run=False)
+    after = engine.stats()
+    out.print(
+        f"{after.records} memories remain: {report.folded} were folded into "
+        f"{report.created} and {report.pruned} pruned; all {after.archived} wait in the "
+        "archive (prime-memory unfold / restore bring them back).",
+        markup=False,
+    )
     out.print(Rule())
     out.print(
         'Next: prime-memory store "..." -d decision -t architecture; '

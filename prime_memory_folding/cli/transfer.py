@@ -13,9 +13,13 @@ from ._common import (
     count_of,
     echo_json,
     examples,
+    one_scope,
     open_engine,
     parse_when,
     progress,
+    project_option,
+    read_scopes,
+    scope_option,
     store_option,
 )
 
@@ -31,12 +35,15 @@ FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
 @click.option("--since", help="Only records updated at or after: 2024-05-01, Unix seconds, 7d.")
 @click.option("--until", help="Only records updated before this time.")
 @click.option("--vectors", is_flag=True, help="Include each record's vector.")
+@click.option("--all-scopes", is_flag=True, help="Every scope (the default for export).")
+@scope_option("Only this scope (repeat for several). Default: every scope.")
 @store_option
 @click.pass_context
 @examples(
     "prime-memory export memories.jsonl",
     "prime-memory export decisions.jsonl -d decision --since 30d",
     "prime-memory export - --vectors | gzip > backup.jsonl.gz",
+    "prime-memory export api.jsonl --scope project:github.com/acme/api",
 )
 def export(
     ctx: click.Context,
@@ -48,14 +55,18 @@ def export(
     since: str | None,
     until: str | None,
     vectors: bool,
+    all_scopes: bool,
 ) -> None:
     """Write memories to a pack: JSON Lines, a header then one record per line.
 
     OUTPUT defaults to standard output. Import the pack into any store with
-    `prime-memory import`; ids, addresses and timestamps are kept.
+    `prime-memory import`; ids, addresses, timestamps and scopes are kept.
+    Without --scope every scope is exported, so a pack of the whole store is
+    a whole backup.
     """
     from ..packs import export_pack
 
+    scopes = read_scopes(ctx, all_scopes)
     now = clock_of(ctx)()
     start = parse_when(since, now, "--since")
     end = parse_when(until, now, "--until")
@@ -72,6 +83,7 @@ def export(
                 until=end,
                 vectors=vectors,
                 progress=advance,
+                scopes=scopes,
             )
             sys.stdout.flush()
             return
@@ -92,6 +104,7 @@ def export(
                 until=end,
                 vectors=vectors,
                 progress=advance,
+                scopes=scopes,
             )
     with_vectors = " with vectors" if report.vectors else ""
     click.echo(f"exported {report.records} records{with_vectors} to {target}", err=True)
@@ -138,6 +151,10 @@ def _report(report: Any) -> None:
     )
     for domain, count in report.added_per_domain.items():
         say(f"  {domain}: {count}")
+    if report.added_per_scope:
+        say("  per scope: " + ", ".join(f"{s} {n:,}" for s, n in report.added_per_scope.items()))
+    if report.not_selected:
+        say(f"  {count_of(report.not_selected, 'memory', 'memories')} in other scopes left out")
     for change in report.relabelled:
         say(
             f"  {change.kind} {change.label!r} has prime {change.store_prime} here "
@@ -180,11 +197,26 @@ def _report(report: Any) -> None:
     show_default=True,
     help="Markdown and knowledge graphs: the domain for notes at the top of the folder.",
 )
+@click.option(
+    "--only-scope",
+    "only_scopes",
+    metavar="SCOPE",
+    multiple=True,
+    help="Only records of this scope (repeat for several); records that name none count as "
+    "the current scope's.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@scope_option(
+    "Put every record into this scope. Default: the scope each record names, else the "
+    "current scope."
+)
+@project_option
 @store_option
 @click.pass_context
 @examples(
     "prime-memory import memories.jsonl",
+    "prime-memory import ~/notes --format markdown --scope user:alice",
+    "prime-memory import backup.jsonl --only-scope global",
     "prime-memory import old-store.json --dry-run",
     "prime-memory import ~/notes --format markdown",
     "prime-memory import memory.jsonl --format knowledge-graph --skip-bad",
@@ -197,6 +229,7 @@ def import_(
     skip_bad: bool,
     no_vectors: bool,
     domain: str,
+    only_scopes: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Import memories from a pack, a JSON store, a folder of Markdown notes or a knowledge graph.
@@ -212,10 +245,17 @@ def import_(
                      one per relation ("alice works_at acme")
 
     Importing the same input twice adds nothing. Without --skip-bad, one
-    malformed line stops the import before anything is written.
+    malformed line stops the import before anything is written. A pack keeps
+    each record's scope; what names none (notes, graphs, older packs) goes to
+    the current scope (prime-memory whoami), or to --scope.
     """
     from .. import importers, packs
 
+    target = one_scope(ctx, "the scope to import into")
+    if only_scopes:
+        from ..scopes import normalise_scopes
+
+        normalise_scopes(only_scopes)  # a malformed one stops here, before anything is read
     kind = detect_format(source) if fmt == "auto" else fmt
     with progress(f"reading {source.name}") as advance:
         if kind == "markdown":
@@ -234,6 +274,8 @@ def import_(
             dry_run=dry_run,
             vectors=not no_vectors,
             progress=advance,
+            scope=target,
+            scopes=list(only_scopes) if only_scopes else None,
         )
     if as_json:
         echo_json(report)

@@ -43,8 +43,8 @@ __all__ = [
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "
-    "accessed_at, access_count, strength_at, json_extract(metadata, '$.tier'), vector "
-    "FROM records"
+    "accessed_at, access_count, strength_at, json_extract(metadata, '$.tier'), vector, "
+    "scope FROM records"
 )
 #: The page cache a fold uses (KiB); SQLite's default of 2 MiB makes archiving
 #: many scattered rows re-read the same pages.
@@ -68,6 +68,7 @@ class SnapshotRow:
     strength_at: float | None
     tier: str | None
     vector: npt.NDArray[np.float32] | None
+    scope: str = "global"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,7 @@ def snapshot_rows(storage: SQLiteStorage) -> list[SnapshotRow]:
                 strength_at=r[10],
                 tier=r[11] if isinstance(r[11], str) else None,
                 vector=None if blob is None else np.frombuffer(blob, dtype="<f4"),
+                scope=r[13],
             )
         )
     return rows

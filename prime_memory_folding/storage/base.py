@@ -49,6 +49,7 @@ class IndexRow:
     access_count: int = 0
     strength_at: float | None = None
     tier: str | None = None
+    scope: str = "global"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class IndexTable:
     access_count: Sequence[int]
     strength_at: Sequence[float | None]
     tiers: Sequence[str | None]
+    scopes: Sequence[str] = ()
 
     def __len__(self) -> int:
         return len(self.record_ids)

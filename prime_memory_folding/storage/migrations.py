@@ -311,3 +311,23 @@ def index_archive_reasons(db: sqlite3.Connection) -> None:
         DROP INDEX archive_folded_into;
         """,
     )
+
+
+# -- scopes: migration 6 ----------------------------------------------------------------
+
+
+@migration(6)
+def add_scopes(db: sqlite3.Connection) -> None:
+    """Every record, live or archived, belongs to one scope; existing ones to ``global``.
+
+    The default puts every record stored before scopes existed in ``global``,
+    which every reader sees, so nothing is lost and nothing moves: their ids
+    and dedupe keys are what ``global`` gives (see ``address.concept_bucket``).
+    """
+    run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+        ALTER TABLE archive ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
+        """,
+    )

@@ -21,7 +21,7 @@ from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
 from .base import IndexRow, IndexTable, StoredRow
-from .migrations import MIGRATIONS, latest_version
+from .migrations import MIGRATIONS, Migration, latest_version
 
 __all__ = ["SQLiteStorage"]
 
@@ -41,7 +41,7 @@ WAL_AUTOCHECKPOINT_PAGES = 4_000
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at"
+    "instance_key, strength_at, scope"
 )
 
 
@@ -181,20 +181,32 @@ class SQLiteStorage:
                 f"store {self.path} has schema version {max(applied)}, but this version of "
                 f"prime-memory-folding knows only up to {newest}; upgrade the package"
             )
-        for step in sorted(MIGRATIONS, key=lambda m: m.version):
-            if step.version in applied:
-                continue
+        pending = [
+            m for m in sorted(MIGRATIONS, key=lambda m: m.version) if m.version not in applied
+        ]
+        if not applied:
+            # A new store is made in one transaction: it appears whole or not at
+            # all, and its schema pages reach the log once rather than per step.
             with self.transaction():
-                # Another process may have applied it while this one waited for the lock.
-                if self.db.execute(
-                    "SELECT 1 FROM schema_migrations WHERE version = ?", (step.version,)
-                ).fetchone():
-                    continue
-                step.apply(self.db)
-                self.db.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (step.version, step.name, time.time()),
-                )
+                for step in pending:
+                    self._apply(step)
+            return
+        for step in pending:
+            with self.transaction():
+                self._apply(step)
+
+    def _apply(self, step: Migration) -> None:
+        """Apply one schema step, inside the caller's transaction, unless already applied."""
+        # Another process may have applied it while this one waited for the lock.
+        if self.db.execute(
+            "SELECT 1 FROM schema_migrations WHERE version = ?", (step.version,)
+        ).fetchone():
+            return
+        step.apply(self.db)
+        self.db.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (step.version, step.name, time.time()),
+        )
 
     def schema_version(self) -> int:
         """The newest migration applied to this store."""
@@ -313,7 +325,7 @@ class SQLiteStorage:
         """Insert new rows, in order. Call inside a transaction."""
         values = [_row_values(row) for row in rows]
         if len(values) < STAGED_MIN:
-            marks = ",".join("?" * 17)
+            marks = ",".join("?" * 18)
             self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
             return
         [[last_id]] = self.db.execute("SELECT coalesce(max(id), 0) FROM records")
@@ -358,7 +370,7 @@ class SQLiteStorage:
             "UPDATE records SET dedupe_key = ?, domain = ?, subdomain = ?, tags = ?, "
             "tag_product = ?, content = ?, vector = ?, importance = ?, strength = ?, "
             "created_at = ?, updated_at = ?, accessed_at = ?, access_count = ?, metadata = ?, "
-            "instance_key = ?, strength_at = ? "
+            "instance_key = ?, strength_at = ?, scope = ? "
             "WHERE record_id = ?",
             ((*_row_values(row)[1:], row.record.record_id) for row in rows),
         )
@@ -398,7 +410,7 @@ class SQLiteStorage:
     def index_table(self) -> IndexTable:
         """What :meth:`index_rows` gives for every row, as columns, in one read."""
         rows = self.db.execute(_INDEX_SQL + " ORDER BY id").fetchall()
-        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * 14
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * 15
         parsed = _parse_many_tags(columns[3])
         tags = [parsed[text] for text in columns[3]]
         del rows
@@ -417,6 +429,7 @@ class SQLiteStorage:
             access_count=columns[11],
             strength_at=columns[12],
             tiers=[tier if isinstance(tier, str) else None for tier in columns[13]],
+            scopes=columns[14],
         )
 
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]:
@@ -484,6 +497,7 @@ def _row_values(row: StoredRow) -> tuple[Any, ...]:
         json.dumps(rec.metadata, sort_keys=True, ensure_ascii=False),
         row.instance_key,
         row.strength_at,
+        rec.scope,
     )
 
 
@@ -506,6 +520,7 @@ def _stored_row(row: Sequence[Any]) -> StoredRow:
         access_count=row[13],
         metadata=json.loads(row[14]),
         vector=vector,
+        scope=row[17],
     )
     return StoredRow(
         record=record,
@@ -543,7 +558,7 @@ def _parse_many_tags(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
 _INDEX_SQL = (
     "SELECT record_id, domain, subdomain, tags, tag_product, importance, strength, "
     "updated_at, vector, created_at, accessed_at, access_count, strength_at, "
-    "json_extract(metadata, '$.tier') FROM records"
+    "json_extract(metadata, '$.tier'), scope FROM records"
 )
 
 
@@ -563,4 +578,5 @@ def _index_row(row: Sequence[Any]) -> IndexRow:
         access_count=row[11],
         strength_at=row[12],
         tier=row[13] if isinstance(row[13], str) else None,
+        scope=row[14],
     )

@@ -1,0 +1,198 @@
+"""The MCP server's output models: what each tool returns, as pydantic models.
+
+Every tool returns one of these, so clients get ``structuredContent`` and an
+``outputSchema``; the descriptions are what an agent reads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from .records import Record
+    from .scopes import ScopeResolution
+
+__all__ = [
+    "EncodeOutput",
+    "FoldOutput",
+    "QueryHit",
+    "QueryOutput",
+    "RecordOutput",
+    "ScopeOutput",
+    "StatsOutput",
+    "StoreOutput",
+    "record_output",
+    "stats_output",
+]
+
+
+class EncodeOutput(BaseModel):
+    """The 128-bit address a record with these labels would get."""
+
+    address: str = Field(description="The address as a decimal string (too big for a JSON number).")
+    address_hex: str = Field(description="The address as 32 hex digits.")
+    record_id: str = Field(description="The record id derived from the address.")
+    domain_prime: int = Field(description="Lane 1: the domain's prime.")
+    subdomain_prime: int = Field(description="Lane 2: the subdomain's prime.")
+    concept_bucket: int = Field(description="Lane 3: a bucket derived from the tags.")
+    instance_id: int = Field(description="Lane 4: from instance_key, else 0.")
+    provisional: bool = Field(
+        description="True when a label is not registered yet, so its prime may still change."
+    )
+
+
+class RecordOutput(BaseModel):
+    """One stored memory, without its vector."""
+
+    record_id: str
+    address: str = Field(description="The 128-bit address as a decimal string.")
+    domain: str
+    subdomain: str
+    tags: list[str]
+    content: str
+    importance: float
+    strength: float
+    created_at: float = Field(description="Unix seconds.")
+    updated_at: float = Field(description="Unix seconds.")
+    accessed_at: float = Field(description="Unix seconds.")
+    access_count: int
+    metadata: dict[str, Any]
+    vector_dims: int | None = Field(description="Length of the stored vector, if any.")
+    scope: str = Field(description="The scope the memory belongs to.")
+
+
+class StoreOutput(BaseModel):
+    """What a store did."""
+
+    created: bool = Field(
+        description="True for a new record, False when an identical one was reinforced."
+    )
+    record: RecordOutput
+
+
+class QueryHit(BaseModel):
+    """A compact query result."""
+
+    record_id: str
+    content: str
+    domain: str
+    subdomain: str
+    tags: list[str]
+    score: float
+    score_parts: dict[str, float]
+    strength: float
+    created_at: float
+    updated_at: float
+    scope: str = Field(description="The scope the memory belongs to.")
+    vector: list[float] | None = Field(default=None, description="Only with include_vectors.")
+
+
+class QueryOutput(BaseModel):
+    """Hits, best first."""
+
+    count: int
+    hits: list[QueryHit]
+
+
+class FoldOutput(BaseModel):
+    """What folding did, or would do on a dry run. Folded and pruned records are archived."""
+
+    dry_run: bool
+    records_before: int
+    records_after: int
+    decayed: int = Field(description="Records whose strength was lowered to its decayed value.")
+    pruned: int = Field(description="Faded records moved to the archive.")
+    clustered: int = Field(description="Clusters of near-duplicates found.")
+    folded: int = Field(description="Records archived into a new folded record.")
+    created: int = Field(description="Folded records created.")
+    bytes_before: int
+    bytes_after: int
+    duration_s: float
+    pruned_ids: list[str] = Field(description="Some of the pruned records.")
+    created_ids: list[str] = Field(description="Some of the folded records created.")
+    folded_from: dict[str, list[str]] = Field(
+        description="Folded record id -> the ids it replaced."
+    )
+
+
+class StatsOutput(BaseModel):
+    """A summary of the store."""
+
+    path: str
+    records: int
+    domains: dict[str, int] = Field(description="Records per domain.")
+    subdomains: dict[str, int] = Field(description="Records per subdomain.")
+    tags: dict[str, int] = Field(description="Records per tag.")
+    registries: dict[str, dict[str, int]] = Field(description="Kind -> label -> prime.")
+    store_bytes: int
+    embedding_space: str | None = Field(
+        description="The vector space the store is bound to, if any."
+    )
+    schema_version: int
+    archived: int = Field(
+        0, description="Records in the fold archive (pruned or folded away, restorable)."
+    )
+    archived_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="Archived records per reason: folded, pruned."
+    )
+    scopes: dict[str, int] = Field(description="Records per scope.")
+    current_scope: str = Field(description="Where memories go unless a store names a scope.")
+    user_scope: str = Field(description="This user's scope, for personal preferences.")
+    visible_scopes: list[str] = Field(description="What a query sees unless it names scopes.")
+    scope_reason: str = Field(description="How the server found the current scope.")
+
+
+class ScopeOutput(BaseModel):
+    """The current scope, what queries see by default, and how the server found it."""
+
+    current: str
+    user: str
+    visible: list[str]
+    source: str = Field(
+        description="Which rule chose it: argument, env, project, claude_project_dir, git, "
+        "roots or default."
+    )
+    reason: str
+
+
+def record_output(record: Record) -> RecordOutput:
+    return RecordOutput(
+        record_id=record.record_id,
+        address=str(record.address),
+        domain=record.domain,
+        subdomain=record.subdomain,
+        tags=list(record.tags),
+        content=record.content,
+        importance=record.importance,
+        strength=record.strength,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        accessed_at=record.accessed_at,
+        access_count=record.access_count,
+        metadata=dict(record.metadata),
+        vector_dims=None if record.vector is None else len(record.vector),
+        scope=record.scope,
+    )
+
+
+def stats_output(stats: Any, resolution: ScopeResolution) -> StatsOutput:
+    return StatsOutput(
+        scopes=dict(stats.scopes),
+        current_scope=resolution.current,
+        visible_scopes=list(resolution.visible),
+        scope_reason=resolution.reason,
+        user_scope=resolution.user,
+        path=str(stats.path),
+        records=stats.records,
+        domains=dict(stats.domains),
+        subdomains=dict(stats.subdomains),
+        tags=dict(stats.tags),
+        registries={kind: dict(table) for kind, table in stats.registries.items()},
+        store_bytes=stats.store_bytes,
+        embedding_space=stats.embedding_space,
+        schema_version=stats.schema_version,
+        archived=stats.archived,
+        archived_by_reason=dict(stats.archived_by_reason),
+    )

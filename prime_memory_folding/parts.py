@@ -1,0 +1,90 @@
+"""The small interface the engine hands to the write path and to maintenance.
+
+:mod:`~prime_memory_folding.writes` and :mod:`~prime_memory_folding.maintenance`
+work on a live store: they need its lock, storage, registry, embedder, index
+and clock, and must tell it what they changed. They get exactly that through
+:class:`EngineParts`, which :class:`~prime_memory_folding.engine.MemoryEngine`
+implements for them, so neither imports the facade that calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .folding import FoldPolicy
+    from .index import StructuralIndex
+    from .labels import LabelRegistry
+    from .recall import TextEmbedding
+    from .storage import Storage, StoredRow
+
+__all__ = ["EngineParts"]
+
+
+class EngineParts(Protocol):
+    """What a live engine lends the functions that write to it."""
+
+    @property
+    def path(self) -> str:
+        """The store's path, for messages."""
+        ...
+
+    @property
+    def storage(self) -> Storage:
+        """The open storage backend (raises ``StoreError`` once closed)."""
+        ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """The engine's lock: hold it for anything that reads and then writes."""
+        ...
+
+    @property
+    def registry(self) -> LabelRegistry:
+        """This process's copy of the prime registries."""
+        ...
+
+    @property
+    def text(self) -> TextEmbedding:
+        """The text embedder, loaded on first use."""
+        ...
+
+    @property
+    def index(self) -> StructuralIndex:
+        """The in-memory structural index."""
+        ...
+
+    @property
+    def fold_policy(self) -> FoldPolicy:
+        """The engine's fold policy."""
+        ...
+
+    def now(self) -> float:
+        """The engine's clock: Unix seconds."""
+        ...
+
+    def refresh(self) -> None:
+        """Catch up with what other connections committed."""
+        ...
+
+    def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
+        """Tell the index what a committed write added, changed or removed."""
+        ...
+
+    def wrote(self) -> None:
+        """Count one write transaction, inside it; every so often, trim the change log."""
+        ...
+
+    def stored(self, count: int) -> None:
+        """After a committed store of ``count`` memories: fold if the policy asks for it."""
+        ...
+
+    def caught_up(self, seq: int) -> None:
+        """The index holds every change up to ``seq`` of the change log."""
+        ...
+
+    def folded(self) -> None:
+        """A fold just ran: restart the count towards the next automatic one."""
+        ...
