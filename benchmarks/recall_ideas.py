@@ -411,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("weights, reach 1", (1.0,), (1,)),
             ("weights, reach 1 or 2", (1.0,), (1, 2)),
             ("weights, reach 1, sentence vectors", (1.0, 0.7, 0.5), (1,)),
+            ("weights, reach 1 or 2, sentence vectors", (1.0, 0.7, 0.5), (1, 2)),
         ):
             row = leave_one_out(bench, shares, reaches)
             results.setdefault("leave_one_out", {})[label] = row

@@ -540,7 +540,7 @@ def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> 
     assert agreement["engine"] == agreement["re-implementation"]
     assert "sentence vectors: best sentence" in report["ideas"]
     assert "the engine's default now" in report["ideas"]
-    assert len(report["leave_one_out"]) == 3
+    assert len(report["leave_one_out"]) == 4
 
 
 def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_path: Path) -> None:
