@@ -301,6 +301,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 None,
                 f"reference server unavailable: {m.get('peer_unavailable')}",
             )
+    i = sections.get("inspector")
+    if i and not section_failed(i) and i.get("agreement"):
+        worst = max(p50["page"] for p50 in i["p50_seconds"].values())
+        add(
+            "inspector page p50 <= 100 ms",
+            ms(worst) + " (slowest page)",
+            f"{i['records']:,} records"
+            + ("" if i["records"] == TARGET_RECORDS else " (indicative)"),
+            worst <= 0.100,
+        )
     return out
 
 
@@ -352,6 +362,7 @@ def markdown(results: dict[str, Any]) -> str:
         "ingest": "6. Writes",
         "soak": "7. Soaks (checks, not timings)",
         "warmth": "8. Warm and cold calls",
+        "inspector": "9. The inspector's pages",
     }
     render = {
         "structure": _structure,
@@ -362,6 +373,7 @@ def markdown(results: dict[str, Any]) -> str:
         "ingest": _ingest,
         "soak": _soak,
         "warmth": _warmth,
+        "inspector": _inspector,
     }
     for name, section in results["sections"].items():
         parts.append(f"\n## {titles[name]}\n")
@@ -724,6 +736,20 @@ def _warmth(w: dict[str, Any]) -> str:
         table(["call", *modes], rows)
         + f"\n{w['rounds']} rounds over {w['records']:,} records; (Nx) = that median over "
         "the warm one.\n"
+    )
+
+
+def _inspector(section: dict[str, Any]) -> str:
+    if not section.get("agreement"):
+        return "Agreement FAILED: " + "; ".join(section.get("problems", [])) + "\n"
+    rows = [
+        [page, ms(p50["page"]), section["engine_calls"][page], ms(p50["engine"])]
+        for page, p50 in section["p50_seconds"].items()
+    ]
+    return (
+        table(["page", "page p50", "engine calls", "engine p50"], rows)
+        + f"\n{section['rounds']} requests per page over {section['records']:,} records, "
+        "in process through Starlette's test client.\n"
     )
 
 

@@ -21,7 +21,9 @@ Sections, each measured side by side in this one run:
    during stores and folds) and ``http_load.py`` (concurrent HTTP clients),
    for their checks only;
 8. warmth: ``warmth.py`` (the same calls warm and after a 2 ms pause, which
-   tells how much this machine's caches forget between calls).
+   tells how much this machine's caches forget between calls);
+9. inspector: ``inspector.py`` (server time per page of ``prime-memory ui``
+   beside the engine calls each page makes).
 
 Every script checks that the systems it compares agree before it times them.
 A check that fails anywhere (any size, any system, any script) is listed in the
@@ -50,7 +52,9 @@ from typing import Any
 from _shared import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
-SECTIONS = ("structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth")
+SECTIONS = (
+    "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
+)  # fmt: skip
 
 PROFILES: dict[str, dict[str, Any]] = {
     "full": {
@@ -74,6 +78,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "crash_soak": ["--kills", "1000"],
         "http_load": ["--clients", "4", "--calls", "2000"],
         "warmth": ["--records", "20000", "--rounds", "300"],
+        "inspector": ["--records", "100000", "--rounds", "30"],
     },
     "quick": {
         "structure": [1_000, 10_000, 100_000],
@@ -96,6 +101,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "crash_soak": ["--kills", "5"],
         "http_load": ["--clients", "4", "--calls", "100"],
         "warmth": ["--records", "5000", "--rounds", "100"],
+        "inspector": ["--records", "10000", "--rounds", "10"],
     },
     # For the test suite: everything tiny, nothing timed that matters.
     "smoke": {
@@ -119,6 +125,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "crash_soak": ["--kills", "2"],
         "http_load": ["--clients", "2", "--calls", "10"],
         "warmth": ["--records", "300", "--rounds", "3"],
+        "inspector": ["--records", "300", "--rounds", "2"],
     },
 }
 
@@ -338,6 +345,11 @@ def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     return script("warmth.py", [*p["warmth"], *p["inject"]], tmp / "warmth.json")
 
 
+def inspector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    log(f"inspector: {' '.join(p['inspector'])}")
+    return script("inspector.py", p["inspector"], tmp / "inspector.json")
+
+
 # -- the run --------------------------------------------------------------------------
 
 
@@ -408,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         "ingest": ingest,
         "soak": soak,
         "warmth": warmth,
+        "inspector": inspector,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
     started = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import recall, writes
+from . import recall, survey, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -623,20 +623,24 @@ class MemoryEngine:
         return found.record
 
     def forget(self, record_id: str) -> Record:
-        """Delete a record and return what it held.
+        """Forget a record: move it to the archive, and return what it held.
+
+        Nothing is lost: :meth:`restore` brings it back, until
+        :meth:`purge_archive` deletes it for good.
 
         Raises:
             InvalidRecordId: the id is malformed.
-            NotFound: no record has it.
+            NotFound: no live record has it.
+            NotAvailable: the store is not the embedded SQLite store.
         """
+        from . import maintenance
+
         rid = parse_record_id(record_id)
-        with self._lock, self.storage.transaction():
+        with self._lock:
             found = self.storage.fetch([rid]).get(rid)
             if found is None:
                 raise NotFound(f"no record {rid} in {self.path}")
-            self.storage.delete([rid])
-        with self._lock:
-            self._after_write((), removed=[rid])
+            maintenance.archive_by_hand(self._parts, [rid], "forgotten")
         return found.record
 
     def update(self, record_id: str, **changes: Any) -> Record:
@@ -744,6 +748,103 @@ class MemoryEngine:
                 visible_scopes=self._scope.visible,
             )
 
+    # -- views for people (survey.py) -------------------------------------------------
+
+    def browse(
+        self,
+        *,
+        domain: str | None = None,
+        subdomain: str | None = None,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        exclude_tags: Iterable[str] = (),
+        min_strength: float = 0.0,
+        max_strength: float = 1.0,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
+        scopes: Iterable[str] | None = None,
+        among: Sequence[str] | None = None,
+        order: str = "salience",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> survey.Page:
+        """One page of the records that pass the gates, in a chosen order, and their count.
+
+        The gates are :meth:`query`'s, plus the strength decayed to now at most
+        ``max_strength``, and the last update in ``[updated_after, updated_before)``.
+        ``among`` keeps only those ids (unknown ones are skipped). ``order`` is
+        ``salience`` (importance x strength), ``newest``, ``oldest`` (by last
+        update), ``importance``, ``strength``, or ``given`` (``among``'s order).
+        Writes nothing.
+
+        Raises:
+            InvalidInput: a bad argument.
+        """
+        return survey.browse(
+            self._parts,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
+            max_strength=max_strength,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            scopes=scopes,
+            among=among,
+            order=order,
+            offset=offset,
+            limit=limit,
+        )
+
+    def decay(self, record_id: str) -> survey.Decay:
+        """A live record's tier, half-life and strength now, to draw its decay.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has it.
+        """
+        return survey.decay(self._parts, record_id)
+
+    def archive_entries(
+        self,
+        *,
+        reason: str | None = None,
+        contains: str | None = None,
+        record_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> survey.ArchiveListing:
+        """Archived records, newest first, with why and when they left, and their count.
+
+        Args:
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries.
+            contains: only records whose content holds this text (any case).
+            record_id: only this record's entries and those of the members
+                folded into it.
+
+        Raises:
+            InvalidInput: a bad argument.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        return survey.archive_entries(
+            self._parts,
+            reason=reason,
+            contains=contains,
+            record_id=record_id,
+            limit=limit,
+            offset=offset,
+        )
+
+    def profile(self) -> survey.Profile:
+        """Every live record's id, creation time, access count and strength now.
+
+        Raises:
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        return survey.profile(self._parts)
+
     # -- scopes -----------------------------------------------------------------
 
     def whoami(self) -> ScopeResolution:
@@ -765,6 +866,26 @@ class MemoryEngine:
             raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
         return writes.rescope(self._parts, list(record_ids), scope)
 
+    def retag(
+        self, record_ids: Iterable[str], *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> list[Record]:
+        """Add and remove tags on many records, all or nothing; their ids never change.
+
+        Returns the records whose tags changed; those that already had the
+        tags asked for stay as they are.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            InvalidInput: no tag named, a bad tag, a tag both added and removed, or
+                a record would become identical to another; nothing changed.
+            NotFound: an id names no live record; nothing changed.
+        """
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        if isinstance(add, str) or isinstance(remove, str):
+            raise InvalidInput("add and remove must be lists of tags, not one string")
+        return writes.retag(self._parts, list(record_ids), list(add), list(remove))
+
     # -- folding ----------------------------------------------------------------
     # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
     # storage/archive.py, and maintenance.py applies them to this engine.
@@ -781,6 +902,7 @@ class MemoryEngine:
         now: float | None = None,
         policy: FoldPolicy | None = None,
         progress: Callable[[str, int, int], None] | None = None,
+        keep_apart: Iterable[str] = (),
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
 
@@ -795,6 +917,9 @@ class MemoryEngine:
             policy: overrides the engine's fold policy for this fold.
             progress: called as ``progress(step, done, total)`` when each step
                 starts (reading records, planning, writing) and when the fold is done.
+            keep_apart: record ids whose groups are left unmerged this time: a
+                group that would fold any of them is skipped (a preview's
+                ``folded_from`` names each group's members).
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
@@ -803,7 +928,12 @@ class MemoryEngine:
         from . import maintenance
 
         return maintenance.fold(
-            self._parts, dry_run=dry_run, now=now, policy=policy, progress=progress
+            self._parts,
+            dry_run=dry_run,
+            now=now,
+            policy=policy,
+            progress=progress,
+            keep_apart=keep_apart,
         )
 
     def unfold(self, record_id: str) -> list[Record]:
@@ -836,6 +966,25 @@ class MemoryEngine:
 
         return maintenance.restore(self._parts, record_id)
 
+    def archive(self, record_ids: Iterable[str], *, detail: str = "archived by hand") -> int:
+        """Move live records to the archive, all or nothing; :meth:`restore` brings each back.
+
+        As with :meth:`forget`, nothing is lost: the records wait in the archive
+        (reason ``forgotten``, with ``detail`` saying why) until restored or
+        purged. Returns how many moved.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            NotFound: an id names no live record; nothing moved.
+            InvalidInput: ``detail`` is empty.
+            NotAvailable: the store is not the embedded SQLite store.
+        """
+        from . import maintenance
+
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        return maintenance.archive_by_hand(self._parts, list(record_ids), detail)
+
     def reinforce(self, record_id: str) -> Record:
         """Recall a record: raise its decayed strength and note the reinforcement.
 
@@ -855,7 +1004,7 @@ class MemoryEngine:
 
         Args:
             before: only entries archived before this time (Unix seconds).
-            reason: only ``"pruned"`` or only ``"folded"`` entries. Purging folded
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries. Purging folded
                 members means their folded records can no longer be unfolded.
 
         Raises:
@@ -933,6 +1082,20 @@ class _Parts:
 
     def refresh(self) -> None:
         self._engine._refresh()
+
+    def gates(
+        self,
+        domain: str | None,
+        subdomain: str | None,
+        tags: Iterable[str],
+        any_tags: Iterable[str],
+        exclude_tags: Iterable[str],
+        min_strength: float,
+        scopes: Iterable[str] | None = None,
+    ) -> TagQuery | None:
+        return self._engine._gates(
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
+        )
 
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
         self._engine._after_write(upserts, removed)

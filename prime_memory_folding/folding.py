@@ -351,6 +351,8 @@ class FoldReport:
         created: folded records created.
         pruned_ids, created_ids, folded_from: the records involved, for
             explanation; each list holds at most ``MAX_REPORTED`` entries.
+        summaries: each created record's content, by its id.
+        pruned_strengths: each pruned record's decayed strength, by its id.
     """
 
     dry_run: bool
@@ -368,6 +370,8 @@ class FoldReport:
     pruned_ids: tuple[str, ...] = ()
     created_ids: tuple[str, ...] = ()
     folded_from: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    summaries: dict[str, str] = field(default_factory=dict)
+    pruned_strengths: dict[str, float] = field(default_factory=dict)
 
 
 #: The most ids a report lists per kind.

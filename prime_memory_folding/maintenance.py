@@ -10,7 +10,7 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from .address import parse_record_id
 from .errors import InvalidInput, NotAvailable, NotFound
 from .folding import (
     MAX_REPORTED,
+    FoldPlan,
     FoldPolicy,
     FoldReport,
     Merge,
@@ -37,7 +38,18 @@ from .storage import SQLiteStorage, StoredRow, archive
 if TYPE_CHECKING:
     from .parts import EngineParts
 
-__all__ = ["FoldProgress", "fold", "purge_archive", "reinforce", "restore", "unfold"]
+__all__ = [
+    "FoldProgress",
+    "archive_by_hand",
+    "fold",
+    "purge_archive",
+    "reinforce",
+    "restore",
+    "unfold",
+]
+
+#: The store's meta key for when the last fold (not a dry run) ran, in Unix seconds.
+LAST_FOLD_KEY = "last_fold_at"
 
 #: ``progress(step, done, total)``: a fold names each step as it starts, with
 #: how many of its ``total`` steps are done.
@@ -63,8 +75,12 @@ def fold(
     now: float | None = None,
     policy: FoldPolicy | None = None,
     progress: FoldProgress | None = None,
+    keep_apart: Iterable[str] = (),
 ) -> FoldReport:
     """See :meth:`.MemoryEngine.fold`."""
+    if isinstance(keep_apart, str):
+        raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
+    apart = frozenset(parse_record_id(rid) for rid in keep_apart)
     steps = 3
 
     def step(name: str, done: int) -> None:
@@ -89,7 +105,7 @@ def fold(
             seen = storage.newest_change()
             snapshot = Snapshot.of(archive.snapshot_rows(storage))
             step("planning", 1)
-            plan = plan_fold(snapshot, policy, when)
+            plan = _apart(plan_fold(snapshot, policy, when), apart)
             del snapshot  # the plan keeps what it needs; let the rest go before writing
         step("preparing folded records" if dry_run else "writing", 2)
         primes: dict[Kind, dict[str, int]] = {}
@@ -101,7 +117,9 @@ def fold(
             with storage.transaction():
                 engine.refresh()
                 if storage.newest_change() != seen:
-                    plan = plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when)
+                    plan = _apart(
+                        plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when), apart
+                    )
                 primes = writes.assign_primes(engine.registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
@@ -115,6 +133,7 @@ def fold(
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
                 storage.insert(new_rows)
+                storage.set_meta(LAST_FOLD_KEY, repr(when))
                 engine.wrote()
                 newest = storage.newest_change()
             engine.caught_up(newest)
@@ -149,7 +168,17 @@ def fold(
             folded_from={
                 rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
             },
+            summaries={rid: m.content for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)},
+            pruned_strengths=dict(plan.pruned[:MAX_REPORTED]),
         )
+
+
+def _apart(plan: FoldPlan, apart: frozenset[str]) -> FoldPlan:
+    """The plan without the merges that would fold any record in ``apart``."""
+    if not apart:
+        return plan
+    merges = tuple(m for m in plan.merges if apart.isdisjoint(m.member_ids))
+    return replace(plan, merges=merges)
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
@@ -249,6 +278,29 @@ def restore(engine: EngineParts, record_id: str) -> Record:
     return entry.stored.record
 
 
+def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str) -> int:
+    """See :meth:`.MemoryEngine.archive`."""
+    if not isinstance(detail, str) or not detail.strip():
+        raise InvalidInput("detail must say why the records are archived")
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = sqlite_storage(engine)
+    with engine.lock:
+        with storage.transaction():
+            live = storage.existing_ids(ids)
+            missing = [rid for rid in ids if rid not in live]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise NotFound(
+                    f"{len(missing)} of the records to archive are not live in {engine.path}: "
+                    f"{shown}; nothing was archived"
+                )
+            entries = [(rid, "forgotten", detail.strip(), None) for rid in ids]
+            archive.archive_records(storage, entries, engine.now())
+        engine.index.remove_many(ids)
+        engine.after_write(())
+    return len(ids)
+
+
 def reinforce(engine: EngineParts, record_id: str, rate: float) -> Record:
     """See :meth:`.MemoryEngine.reinforce`.
 
@@ -289,8 +341,10 @@ def purge_archive(
     engine: EngineParts, *, before: float | None = None, reason: str | None = None
 ) -> int:
     """See :meth:`.MemoryEngine.purge_archive`."""
-    if reason not in (None, "pruned", "folded"):
-        raise InvalidInput(f"reason must be 'pruned', 'folded' or None, got {reason!r}")
+    if reason is not None and reason not in archive.REASONS:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(archive.REASONS)}, or None; got {reason!r}"
+        )
     if before is not None and (
         isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
     ):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .folding import FoldPolicy
-    from .index import StructuralIndex
+    from .index import StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .recall import TextEmbedding
     from .storage import Storage, StoredRow
@@ -67,6 +67,19 @@ class EngineParts(Protocol):
 
     def refresh(self) -> None:
         """Catch up with what other connections committed."""
+        ...
+
+    def gates(
+        self,
+        domain: str | None,
+        subdomain: str | None,
+        tags: Iterable[str],
+        any_tags: Iterable[str],
+        exclude_tags: Iterable[str],
+        min_strength: float,
+        scopes: Iterable[str] | None = None,
+    ) -> TagQuery | None:
+        """The query gates as the index takes them; None when nothing can match."""
         ...
 
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:

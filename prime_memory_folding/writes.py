@@ -527,3 +527,76 @@ def rescope(engine: EngineParts, record_ids: Sequence[str], scope: str) -> list[
             storage.replace(rows)
         engine.after_write(rows)
     return [row.record for row in rows]
+
+
+def retag(
+    engine: EngineParts,
+    record_ids: Sequence[str],
+    add: Sequence[str],
+    remove: Sequence[str],
+) -> list[Record]:
+    """Add and remove tags on many records in one transaction (:meth:`.MemoryEngine.retag`).
+
+    Returns the records whose tags changed; the others are left as they are.
+    """
+    added = normalise_tags(add)
+    dropped = set(normalise_tags(remove))
+    if not added and not dropped:
+        raise InvalidInput("name at least one tag to add or remove")
+    both = dropped.intersection(added)
+    if both:
+        raise InvalidInput(f"tag(s) {sorted(both)} cannot be both added and removed")
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = engine.storage
+    registry = engine.registry
+    with engine.lock:
+        with storage.transaction():
+            found = storage.fetch(ids)
+            missing = [rid for rid in ids if rid not in found]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise NotFound(
+                    f"{len(missing)} of the records to retag are not in {engine.path}: {shown}; "
+                    "nothing was changed"
+                )
+            items: list[tuple[StoredRow, StoreItem]] = []
+            for rid in ids:
+                current = found[rid]
+                rec = current.record
+                tags = normalise_tags([*(t for t in rec.tags if t not in dropped), *added])
+                if tags == rec.tags:
+                    continue
+                item = StoreItem(
+                    rec.content, rec.domain, rec.subdomain, tags, rec.importance, None, {},
+                    current.instance_key, rec.scope,
+                )  # fmt: skip
+                items.append((current, item))
+            assigned = assign_primes(registry, storage, [item for _, item in items])
+            tag_table = {**registry.primes[Kind.TAG], **assigned[Kind.TAG]}
+            keys = [item.dedupe_key for _, item in items]
+            taken = storage.find_dedupe(keys)
+            clashes = [
+                (current.record.record_id, taken[key].record.record_id)
+                for (current, _), key in zip(items, keys)
+                if key in taken and taken[key].record.record_id != current.record.record_id
+            ]
+            if len(set(keys)) < len(keys) or clashes:
+                pair = clashes[0] if clashes else ("several records", "each other")
+                raise InvalidInput(
+                    f"{pair[0]} would hold the same content and labels as {pair[1]}; "
+                    "forget one of them first. Nothing was changed"
+                )
+            now = engine.now()
+            rows: list[StoredRow] = []
+            for (current, item), key in zip(items, keys):
+                record = replace(
+                    current.record,
+                    tags=item.tags,
+                    tag_product=prime_product(tag_table[t] for t in item.tags),
+                    updated_at=now,
+                )
+                rows.append(replace(current, record=record, dedupe_key=key))
+            storage.replace(rows)
+        registry.add(assigned)
+        engine.after_write(rows)
+    return [row.record for row in rows]

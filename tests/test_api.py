@@ -39,8 +39,11 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-ADAPTERS = ("cli", "mcp_server", "mcp_models", "mcp_transport")
-ADAPTER_LIBRARIES = ("mcp", "pydantic", "click", "typer", "rich")
+ADAPTERS = ("cli", "mcp_server", "mcp_models", "mcp_transport", "web")
+ADAPTER_LIBRARIES = (
+    *("mcp", "pydantic", "click", "typer", "rich"),
+    *("starlette", "jinja2", "uvicorn", "markupsafe"),
+)
 
 
 def imported_names(path: Path) -> list[tuple[int, str]]:
@@ -74,6 +77,13 @@ def test_the_layering_check_sees_the_adapters_imports() -> None:
     names = {name for _, name in imported_names(PACKAGE / "mcp_server.py")}
     assert "prime_memory_folding.mcp_transport" in names
     assert any(name.split(".")[0] == "mcp" for name in names)
+
+
+def test_the_layering_check_sees_the_inspectors_imports() -> None:
+    names = {name for _, name in imported_names(PACKAGE / "web" / "app.py")}
+    assert "prime_memory_folding.engine" in names
+    assert {"starlette.applications", "jinja2"} <= names
+    assert not any(path.relative_to(PACKAGE).parts[0] == "web" for path in CORE)
 
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -136,7 +136,8 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## 2. Exact vector top-10" in report
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
-    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth"}
+    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth", "inspector"}
+    assert "## 9. The inspector's pages" in report
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
     assert {t["target"] for t in results["targets"]} >= {
         "tag intersection >= 10x faster than SQLite SQL",
@@ -218,7 +219,7 @@ def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path:
     result = subprocess.run(
         [
             sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
-            "--skip", "fold", "ingest", "soak", "--out", str(out),
+            "--skip", "fold", "ingest", "soak", "inspector", "--out", str(out),
             "--inject-mismatch", "--peer-command", *STAND_IN_PEER,
         ],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
@@ -558,3 +559,31 @@ def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_pat
     for gate in ("no gate", "domain gate"):
         assert report[gate]["p50_s_reach_compared"] > 0
     assert "with context from 1 neighbour(s) a side" in result.stdout
+
+
+def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "inspector.json"
+    result = run(
+        "inspector.py", "--records", "300", "--rounds", "2", "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK - every page lists the records its engine calls return" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["agreement"] is True
+    assert set(report["p50_seconds"]) == {
+        "memories page",
+        "memories page, text query",
+        "a memory's page",
+    }
+    for sides in report["p50_seconds"].values():
+        assert set(sides) == {"page", "engine"}
+        assert all(seconds > 0 for seconds in sides.values())
+
+
+def test_inspector_benchmark_fails_when_a_page_and_the_engine_disagree(tmp_path: Path) -> None:
+    result = run(
+        "inspector.py", "--records", "200", "--rounds", "1", "--inject-mismatch", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement: FAILED" in result.stdout
+    assert "page p50" not in result.stdout

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from prime_memory_folding import MemoryEngine
+from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.mcp_server import build_server
 from tests.conftest import FakeClock
 
@@ -74,3 +76,54 @@ async def test_the_stats_tool_reports_the_archive(engine: MemoryEngine, clock: F
         3,
         {"folded": 2, "pruned": 1},
     )
+
+
+def test_forget_archives_and_restore_brings_it_back(engine: MemoryEngine) -> None:
+    kept = engine.store("keep me")
+    gone = engine.store("forget me", tags=["x"], metadata={"why": "test"})
+    assert engine.forget(gone.record_id) == gone
+    assert engine.match_ids(scopes=["*"]) == [kept.record_id]
+    stats = engine.stats()
+    assert (stats.archived, stats.archived_by_reason) == (1, {"forgotten": 1})
+    assert engine.restore(gone.record_id) == gone
+    assert engine.stats().archived == 0
+    engine.forget(gone.record_id)
+    assert engine.purge_archive(reason="pruned") == 0
+    assert engine.purge_archive(reason="forgotten") == 1
+    with pytest.raises(InvalidInput, match="forgotten"):
+        engine.purge_archive(reason="lost")
+
+
+def test_the_archive_keeps_its_entries_and_sequence_across_its_rebuild(tmp_path: Path) -> None:
+    from prime_memory_folding.storage.migrations import latest_version
+    from tests.old_stores import build_store
+
+    path = tmp_path / "six.db"
+    build_store(path, 6)
+    db = sqlite3.connect(path, isolation_level=None)
+    columns = (
+        "reason, detail, folded_into, archived_at, record_id, dedupe_key, domain, subdomain, "
+        "tags, tag_product, content, importance, strength, created_at, updated_at, "
+        "accessed_at, access_count, metadata, scope"
+    )
+    for n in range(3):
+        db.execute(
+            f"INSERT INTO archive ({columns}) VALUES "
+            "('pruned', 'faded', NULL, 1.0, ?, ?, 'memory', 'general', '[]', '1', ?, 0.5, 0.01,"
+            " 0, 0, 0, 0, '{}', 'project:a')",
+            (f"{n:032x}", f"key{n}", f"old {n}"),
+        )
+    db.execute("DELETE FROM archive WHERE seq = 3")  # the sequence must not fall back to 2
+    before = db.execute("SELECT * FROM archive ORDER BY seq").fetchall()
+    db.close()
+    with MemoryEngine(path, embedder="none") as memory:
+        assert memory.storage.schema_version() == latest_version()
+        after = memory.storage.db.execute(  # type: ignore[attr-defined]
+            "SELECT * FROM archive ORDER BY seq"
+        ).fetchall()
+        assert after == before
+        record = memory.store("new")
+        memory.forget(record.record_id)
+        seqs = [row[0] for row in memory.storage.db.execute("SELECT seq FROM archive")]  # type: ignore[attr-defined]
+        assert seqs == [1, 2, 4]
+        assert memory.restore(f"{0:032x}").scope == "project:a"

@@ -19,6 +19,7 @@ from .records import encode, forget, get, query, stats, store, update
 from .scoping import rescope, scopes, whoami
 from .setup import demo, ide_config, serve
 from .transfer import export, import_
+from .ui import ui
 
 __all__ = ["cli", "main"]
 
@@ -75,6 +76,7 @@ for command in (
     serve,
     ide_config,
     demo,
+    ui,
 ):
     cli.add_command(command)
 

@@ -236,13 +236,13 @@ def get(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> Non
 @click.pass_context
 @examples("prime-memory forget 0000000b0000000200c0ffee12345678")
 def forget(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
-    """Delete a memory by its id."""
+    """Forget a memory by its id: it moves to the archive, and `restore` brings it back."""
     with open_engine(ctx) as engine:
         rec = engine.forget(record_id)
     if as_json:
         echo_json(rec, vectors=vectors)
     else:
-        click.echo(f"forgot {rec.record_id}")
+        click.echo(f"forgot {rec.record_id} (archived; prime-memory restore brings it back)")
 
 
 @click.command()

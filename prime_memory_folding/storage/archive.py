@@ -25,6 +25,7 @@ from .sqlite import (
 )
 
 __all__ = [
+    "REASONS",
     "ArchiveEntry",
     "SnapshotRow",
     "archive_records",
@@ -33,6 +34,9 @@ __all__ = [
     "checkpoint",
     "count",
     "count_by_reason",
+    "count_entries",
+    "list_entries",
+    "live_profile",
     "purge",
     "read_snapshot",
     "restore_entries",
@@ -40,6 +44,9 @@ __all__ = [
     "snapshot_rows",
     "vacuum",
 ]
+
+#: Why a record is in the archive: decayed, merged into a folded record, or forgotten.
+REASONS = ("pruned", "folded", "forgotten")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "
@@ -181,6 +188,69 @@ def _entries(storage: SQLiteStorage, where: str, params: Sequence[object]) -> li
         ArchiveEntry(r[0], r[1], r[2], r[3], r[4], _stored_row(r[5:]))
         for r in storage.db.execute(sql, params)
     ]
+
+
+def _filter(
+    reason: str | None, contains: str | None, record_id: str | None
+) -> tuple[str, list[object]]:
+    clauses: list[str] = ["1"]
+    params: list[object] = []
+    if reason is not None:
+        clauses.append("reason = ?")
+        params.append(reason)
+    if contains:
+        clauses.append("instr(lower(content), lower(?)) > 0")
+        params.append(contains)
+    if record_id is not None:
+        clauses.append("(record_id = ? OR folded_into = ?)")
+        params.extend((record_id, record_id))
+    return " AND ".join(clauses), params
+
+
+def list_entries(
+    storage: SQLiteStorage,
+    *,
+    reason: str | None,
+    contains: str | None,
+    record_id: str | None,
+    limit: int,
+    offset: int,
+) -> list[ArchiveEntry]:
+    """Archive entries, newest first, filtered by reason, content and record id.
+
+    ``record_id`` matches the archived record itself and the members folded into it.
+    """
+    where, params = _filter(reason, contains, record_id)
+    sql = (
+        f"SELECT seq, reason, detail, folded_into, archived_at, {_RECORD_COLUMNS} "
+        f"FROM archive WHERE {where} ORDER BY seq DESC LIMIT ? OFFSET ?"
+    )
+    return [
+        ArchiveEntry(r[0], r[1], r[2], r[3], r[4], _stored_row(r[5:]))
+        for r in storage.db.execute(sql, [*params, limit, offset])
+    ]
+
+
+def count_entries(
+    storage: SQLiteStorage, *, reason: str | None, contains: str | None, record_id: str | None
+) -> int:
+    """How many entries :func:`list_entries` filters from, before paging."""
+    where, params = _filter(reason, contains, record_id)
+    found = storage.db.execute(f"SELECT count(*) FROM archive WHERE {where}", params)
+    return int(found.fetchone()[0])
+
+
+def live_profile(
+    storage: SQLiteStorage,
+) -> list[tuple[str, float, float, int, float, float, float | None, object]]:
+    """Per live record: id, created_at, accessed_at, access_count, importance,
+    strength, strength_at and the tier label, for summaries of the whole store."""
+    return list(
+        storage.db.execute(
+            "SELECT record_id, created_at, accessed_at, access_count, importance, strength, "
+            "strength_at, json_extract(metadata, '$.tier') FROM records"
+        )
+    )
 
 
 def archived(storage: SQLiteStorage, record_id: str) -> ArchiveEntry | None:

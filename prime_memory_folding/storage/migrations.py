@@ -331,3 +331,59 @@ def add_scopes(db: sqlite3.Connection) -> None:
         ALTER TABLE archive ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';
         """,
     )
+
+
+# -- forgotten records are archived: migration 7 --------------------------------------------
+
+
+@migration(7)
+def archive_forgotten(db: sqlite3.Connection) -> None:
+    """The archive also keeps records forgotten on purpose (reason ``forgotten``).
+
+    SQLite cannot change a CHECK constraint in place, so the archive is rebuilt
+    with the wider one: every entry keeps its ``seq`` and every column, the
+    sequence goes on from where it was, and the two indexes are made again.
+    """
+    columns = (
+        "seq, reason, detail, folded_into, archived_at, record_id, dedupe_key, domain, "
+        "subdomain, tags, tag_product, content, vector, importance, strength, created_at, "
+        "updated_at, accessed_at, access_count, metadata, instance_key, strength_at, scope"
+    )
+    run_script(
+        db,
+        f"""
+        CREATE TABLE archive_new (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reason TEXT NOT NULL CHECK (reason IN ('pruned', 'folded', 'forgotten')),
+            detail TEXT NOT NULL,
+            folded_into TEXT,
+            archived_at REAL NOT NULL,
+            record_id TEXT NOT NULL,
+            dedupe_key TEXT NOT NULL,
+            domain TEXT NOT NULL,
+            subdomain TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            tag_product TEXT NOT NULL,
+            content TEXT NOT NULL,
+            vector BLOB,
+            importance REAL NOT NULL,
+            strength REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            accessed_at REAL NOT NULL,
+            access_count INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            instance_key TEXT,
+            strength_at REAL,
+            scope TEXT NOT NULL DEFAULT 'global'
+        );
+        INSERT INTO archive_new ({columns}) SELECT {columns} FROM archive ORDER BY seq;
+        DELETE FROM sqlite_sequence WHERE name = 'archive_new';
+        INSERT INTO sqlite_sequence (name, seq)
+            SELECT 'archive_new', seq FROM sqlite_sequence WHERE name = 'archive';
+        DROP TABLE archive;
+        ALTER TABLE archive_new RENAME TO archive;
+        CREATE INDEX archive_record ON archive (record_id);
+        CREATE INDEX archive_reason ON archive (reason, folded_into);
+        """,
+    )
