@@ -44,7 +44,7 @@ DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-d
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 #: Fusion weights tried by --loo: (cosine weight, context weight).
-GRID = tuple((cw, ctx) for cw in (0.5, 0.6, 0.7) for ctx in (0.0, 0.3, 0.6, 0.9))
+GRID = tuple((cw, ctx) for cw in (0.5, 0.6, 0.7) for ctx in (0.0, 0.3, 0.5, 0.6, 0.9))
 _DIA = re.compile(r"D:?(\d+):0*(\d+)")
 
 

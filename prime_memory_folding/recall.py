@@ -24,9 +24,12 @@ A hybrid query scores the rows that passed the structural gates:
     fused = (1 - COSINE_WEIGHT) * bm25 / max(bm25) + COSINE_WEIGHT * max(cosine, 0)
 
 then adds ``CONTEXT_WEIGHT`` times the best fused score of a row's neighbours:
-memories stored next to it within ``SESSION_GAP_S`` seconds, i.e. in the same
-session. The weights were chosen on LoCoMo's development split, and checked
-leave-one-conversation-out (``benchmarks/locomo_recall.py``).
+the ``CONTEXT_REACH`` memories stored just before it and just after it, when
+within ``SESSION_GAP_S`` seconds of it, i.e. in the same session. The weights
+and the reach were chosen on the development splits of LoCoMo (short chat
+turns) and LongMemEval (longer user messages) together, and checked
+leave-one-out on each (``benchmarks/locomo_recall.py``,
+``benchmarks/longmemeval_recall.py``, ``benchmarks/recall_ideas.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_SPACE",
+    "CONTEXT_REACH",
     "CONTEXT_WEIGHT",
     "COSINE_WEIGHT",
     "CUSTOM_PREFIX",
@@ -75,9 +79,11 @@ NO_EMBEDDER = "none"
 BUILTIN_SPACE = f"builtin:{BUILTIN_MODEL}"
 CUSTOM_PREFIX = "custom:"
 #: Weight of cosine similarity against max-normalised BM25 in the fused score.
-COSINE_WEIGHT = 0.6
+COSINE_WEIGHT = 0.7
 #: Share of the best neighbouring memory's fused score a memory inherits.
-CONTEXT_WEIGHT = 0.6
+CONTEXT_WEIGHT = 0.5
+#: Neighbours on each side (in storage order, same session) that lend a memory context.
+CONTEXT_REACH = 2
 #: Memories stored this close together count as one session.
 SESSION_GAP_S = 1800.0
 #: BM25 hits taken from FTS before the structural gates are applied.
@@ -701,12 +707,16 @@ def _neighbour_best(
     candidates: npt.NDArray[np.int64],
     fused_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
 ) -> npt.NDArray[np.float64]:
-    """For each candidate, the best fused score of its same-session neighbours."""
+    """For each candidate, the best fused score of its same-session neighbours.
+
+    Neighbours are the :data:`CONTEXT_REACH` live rows on each side of it,
+    each stored within :data:`SESSION_GAP_S` seconds of it.
+    """
     alive = index.alive_rows()
     stamps = index.updated_at(candidates)
     best = np.zeros(len(candidates))
     at = np.searchsorted(alive, candidates)
-    for step in (-1, 1):
+    for step in (s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)):
         pos = at + step
         ok = (pos >= 0) & (pos < len(alive))
         neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]

@@ -488,6 +488,79 @@ def test_the_locomo_report_labels_the_published_figure_apart() -> None:
     assert "not measured in this run" in text
 
 
+def test_longmemeval_benchmark_scores_generated_questions(tmp_path: Path) -> None:
+    out = tmp_path / "longmemeval.json"
+    result = run(
+        "longmemeval_recall.py", "--tiny", "--no-st", "--loo", "--json", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert set(report["systems"]) == {"bm25", "builtin", "hybrid (default)"}
+    overall = report["systems"]["hybrid (default)"]["overall"]
+    assert overall["n"] == 4
+    for metric in ("turn all@10", "turn any@5", "session all@5", "session any@10"):
+        assert 0 <= overall[metric] <= 100
+    # The one gold turn of each generated question names its topic; BM25 finds it.
+    assert report["systems"]["bm25"]["overall"]["turn all@5"] == 100
+    assert set(report["leave_one_out"]["held_out"]) >= {"turn all@10", "session all@5"}
+    assert result.stdout.strip().splitlines()[-1].startswith("overall turn all@10=")
+
+
+def test_longmemeval_scores_follow_the_papers_protocol() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import longmemeval_recall as lme
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    session = lme.Session("s", 0.0, [(0, "a"), (2, "b")])
+    question = lme.Question(
+        "q", "multi-session", "?", 0.0, [session],
+        frozenset({("s1", 0), ("s2", 4)}), frozenset({"s1", "s2"}),
+    )  # fmt: skip
+    # Six turns of s1 first: s2's gold turn is 7th, so all@5 misses it, any@5 does not.
+    ranked = [("s1", i) for i in range(6)] + [("s2", 4)] + [(f"x{i}", 0) for i in range(9)]
+    scores = lme.score(question, ranked)
+    assert scores["turn any@5"] == 1.0 and scores["turn all@5"] == 0.0
+    assert scores["turn all@10"] == 1.0
+    # Sessions count once each, in the order of their best turn: s1, s2, x0, ...
+    assert scores["session all@5"] == 1.0
+    assert lme.score(question, ranked[6:])["session all@5"] == 0.0
+    assert lme.score(question, ranked[6:])["session any@5"] == 1.0
+    empty = lme.Question("e", "temporal-reasoning", "?", 0.0, [session])
+    assert set(lme.score(empty, []).values()) == {1.0}
+    assert lme.parse_date("2023/05/20 (Sat) 02:21") == 1684549260.0
+
+
+def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> None:
+    out = tmp_path / "ideas.json"
+    result = run("recall_ideas.py", "--tiny", "--loo", "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK" in result.stdout
+    report = json.loads(out.read_text())
+    agreement = report["agreement"]
+    assert agreement["engine"] == agreement["re-implementation"]
+    assert "sentence vectors: best sentence" in report["ideas"]
+    assert "the engine's default now" in report["ideas"]
+    assert len(report["leave_one_out"]) == 4
+
+
+def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    result = run(
+        "text_query.py", "--records", "600", "--queries", "5", "--compare-reach", "1",
+        "--embedder", "builtin",
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["embed_rate"] > 0
+    assert report["vector_bytes"] == 4 * 256
+    assert "embedding alone, 600 texts" in result.stdout
+    for gate in ("no gate", "domain gate"):
+        assert report[gate]["p50_s_reach_compared"] > 0
+    assert "with context from 1 neighbour(s) a side" in result.stdout
+
+
 def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "inspector.json"
     result = run(

@@ -16,6 +16,7 @@ from prime_memory_folding import (
     EmbeddingError,
     InvalidInput,
     MemoryEngine,
+    recall,
 )
 from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
 from prime_memory_folding.storage import SQLiteStorage
@@ -338,6 +339,21 @@ def test_hybrid_ranks_above_either_signal_alone(store_path: Path, clock: FakeClo
     assert hybrid[0] == target
     assert bm25[0] != target
     assert cosine[0] != target
+
+
+def test_neighbours_within_reach_in_the_same_session_lend_context(
+    words_engine: MemoryEngine, clock: FakeClock
+) -> None:
+    words_engine.store_many(["note x", "note y"])  # an earlier session
+    clock.advance(2 * recall.SESSION_GAP_S)
+    words_engine.store_many(["apple river", "note one", "note two", "note three"])
+    hits = {hit.record.content: hit for hit in words_engine.query(text="apple", limit=10)}
+    target = hits.pop("apple river")
+    reached = [f"note {n}" for n in ("one", "two")[: recall.CONTEXT_REACH]]
+    assert sorted(hits) == sorted(reached)
+    for hit in hits.values():
+        assert hit.score_parts["context"] == pytest.approx(target.score)
+        assert hit.score == pytest.approx(recall.CONTEXT_WEIGHT * target.score)
 
 
 def test_hybrid_hits_show_their_score_parts(words_engine: MemoryEngine) -> None:
