@@ -685,6 +685,7 @@ class MemoryEngine:
         now: float | None = None,
         policy: FoldPolicy | None = None,
         progress: Callable[[str, int, int], None] | None = None,
+        full: bool = False,
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
 
@@ -693,12 +694,21 @@ class MemoryEngine:
         processes may keep writing: the plan is re-made under the write lock if
         anything changed since it was made.
 
+        A fold is incremental when it can be: it screens only the records new
+        or changed since the last fold (against the whole store) and finds the
+        records due for pruning from their stored prune moments, and gives the
+        merges a full fold would. It is full the first time, with
+        ``full=True``, with a policy whose decay or link rules differ from the
+        last fold's, or when much of the store changed.
+
         Args:
             dry_run: report what a fold would do, and change nothing.
             now: the time to decay to (Unix seconds); the engine's clock if None.
             policy: overrides the engine's fold policy for this fold.
             progress: called as ``progress(step, done, total)`` when each step
-                starts (reading records, planning, writing) and when the fold is done.
+                starts (reading records, decaying and pruning, finding
+                candidates, checking candidates, writing) and when the fold is done.
+            full: read and screen every record, and write back decayed strengths.
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
@@ -706,7 +716,9 @@ class MemoryEngine:
         """
         from . import maintenance
 
-        return maintenance.fold(self, dry_run=dry_run, now=now, policy=policy, progress=progress)
+        return maintenance.fold(
+            self, dry_run=dry_run, now=now, policy=policy, progress=progress, full=full
+        )
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
