@@ -620,14 +620,19 @@ def linked_pairs(
       of the group's eligible records hold it, rare otherwise.
     - Two records whose words overlap by ``t`` (Jaccard) share at least
       ``floor(t * |x|)`` words, so at least ``beta(x) = floor(t * |x|) -
-      common(x)`` rare ones. When ``beta(x) >= 1``, any ``rare(x) - beta(x) + 1``
-      of ``x``'s rare words include one of them (prefix filtering); ``x``
-      indexes its rarest ones. A record with ``beta <= 0`` (mostly common
-      words) indexes all its rare words, and such records are also compared
-      with each other by the exhaustive screen, within their group.
-    - Records that index the same rare word are candidates; a rare word is
-      held by at most ``COMMON_WORD_ROWS`` records, so each word adds a
-      bounded number of pairs and the search grows with the store's size.
+      common(x)`` rare ones. Prefix filtering: with every word ranked rarest
+      first, two records sharing ``o`` rare words share their ``c``
+      lowest-ranked shared ones within the first ``rare - o + c`` rare words
+      of each. A record indexes its first ``rare(x) - beta(x) + 2`` rare words
+      when ``beta(x) >= 2``, all of them otherwise.
+    - Records that index the same rare word are candidates; a pair where
+      either side has ``beta >= 2`` must index two words in common. A rare
+      word is held by at most ``COMMON_WORD_ROWS`` records, so each word adds
+      a bounded number of pairs and the search grows with the store's size.
+    - A record with ``beta <= 0`` (mostly common words) can overlap enough
+      with another such record through common words alone: these records
+      are also compared with each other by the exhaustive screen, within
+      their group. Their number, not the store's, sets that screen's cost.
 
     Candidates then pass today's exact checks: shared subdomain or tag, cosine
     (float64) and word overlap. Every linked pair is a candidate, so the links
@@ -662,7 +667,7 @@ def linked_pairs(
 
 #: A word held by more than this many of a group's records is common: the
 #: candidate search does not join on it (see :func:`linked_pairs`).
-COMMON_WORD_ROWS = 64
+COMMON_WORD_ROWS = 256
 
 
 def _codes(labels: Sequence[str]) -> npt.NDArray[np.int64]:
@@ -767,37 +772,40 @@ def _prefix_candidates(
     beta = overlap_floor(overlap, sizes) - common
     residue = eligible & (beta <= 0)
     rows, token, count = rows[rare], token[rare], count[rare]
-    # Each row's rare words, rarest first; its prefix is the first
-    # rare - max(beta, 1) + 1 of them.
+    # Each row's rare words, rarest first. Its prefix is the first
+    # rare - beta + 2 of them when beta >= 2, all of them otherwise.
     order = np.lexsort((token, count, rows))
     rows, token = rows[order], token[order]
     rare_count = np.bincount(rows, minlength=n)
     first = np.concatenate([[0], np.cumsum(rare_count)[:-1]])
     position = np.arange(len(rows), dtype=np.int64) - first[rows]
-    length = rare_count - np.maximum(beta, 1) + 1
+    length = np.where(beta >= 2, rare_count - beta + 2, rare_count)
     indexed = position < length[rows]
     rows, token = rows[indexed], token[indexed]
     order = np.lexsort((rows, token))
     rows, token = rows[order], token[order]
-    left: list[npt.NDArray[np.int64]] = []
-    right: list[npt.NDArray[np.int64]] = []
+    found: list[npt.NDArray[np.int64]] = []
     # Pairs within each run of one token, offset by offset: run lengths are
     # at most COMMON_WORD_ROWS, and each offset visits only the runs still long enough.
     live = np.arange(len(token) - 1, dtype=np.int64)
     gap = 1
     while len(live):
         live = live[token[live] == token[live + gap]]
-        left.append(rows[live])
-        right.append(rows[live + gap])
+        a, b = rows[live], rows[live + gap]
+        found.append(np.minimum(a, b) * n + np.maximum(a, b))
         gap += 1
         live = live[live + gap < len(token)]
-    if not left:
+    if not found:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, residue
-    a = np.concatenate(left)
-    b = np.concatenate(right)
-    codes = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
-    return codes // n, codes % n, residue
+    codes, shared = np.unique(np.concatenate(found), return_counts=True)
+    del found
+    a, b = codes // n, codes % n
+    # When either side's beta is 2 or more, the pair shares at least beta rare
+    # words, and the two rarest of them lie in both prefixes: a pair seen
+    # through one word only cannot overlap enough.
+    keep = (shared >= 2) | (np.maximum(beta[a], beta[b]) < 2)
+    return a[keep], b[keep], residue
 
 
 def _share_label(
