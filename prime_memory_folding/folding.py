@@ -659,7 +659,7 @@ def linked_pairs(
         a, b = a[keep], b[keep]
         keep = _share_label(subdomains, tags, a, b)
         a, b = a[keep], b[keep]
-    codes = np.union1d(a * n + b, residue_codes)
+    codes = _unique(np.concatenate([a * n + b, residue_codes]))
     if len(codes):
         codes = codes[_share_word_ids(offsets, words, codes // n, codes % n, word_overlap)]
     return codes
@@ -696,7 +696,7 @@ def _screen_all(
         members = np.asarray(by_group[key], dtype=np.int64)
         if len(members) >= 2:
             found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return _unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
 def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -727,7 +727,7 @@ def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDAr
         keep = ~breaks
         rows, numbers = rows[keep], numbers[keep]
     width = int(numbers.max()) + 1 if len(numbers) else 1
-    distinct = np.unique(rows * width + numbers)
+    distinct = _unique(rows * width + numbers)
     rows, numbers = distinct // width, distinct % width
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
@@ -736,6 +736,15 @@ def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDAr
 
 _SEPARATOR = "\x00"
 _WORD_OR_SEPARATOR = re.compile(r"\w+|\x00")
+
+
+def _unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct values, ascending: ``np.unique`` by sorting, which is faster here."""
+    ordered = np.sort(values, kind="stable")
+    if len(ordered) < 2:
+        return ordered
+    distinct: npt.NDArray[np.int64] = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+    return distinct
 
 
 def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

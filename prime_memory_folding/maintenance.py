@@ -10,6 +10,7 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -280,22 +281,26 @@ def _incremental(
     lists: dict[str, list[int] | None] = {}
     for i in np.flatnonzero(fresh.has_vector).tolist():
         words = word_set(fresh.contents[i])
-        common = 0
-        found: list[list[int]] = []
+        rare: list[tuple[int, str, list[int]]] = []
         for word in words:
             if word not in lists:
                 lists[word] = archive.rows_with_word(storage, word, COMMON_WORD_ROWS)
             rows = lists[word]
-            if rows is None:
-                common += 1
-            else:
-                found.append(rows)
-        beta = int(overlap_floor(policy.word_overlap, np.array([len(words)]))[0]) - common
+            if rows is not None:
+                rare.append((len(rows), word, rows))
+        beta = int(overlap_floor(policy.word_overlap, np.array([len(words)]))[0])
+        beta -= len(words) - len(rare)
         if policy.word_overlap <= 0 or beta <= 0:
             scan.append(i)
-        else:
-            for rows in found:
-                rowids.update(rows)
+            continue
+        # A record it may fold with holds beta of its rare words or more: one of
+        # its rare - beta + 1 rarest, or (beta >= 2) two of its rare - beta + 2 rarest.
+        need = 2 if beta >= 2 else 1
+        rare.sort()
+        seen: Counter[int] = Counter()
+        for _, _, rows in rare[: len(rare) - beta + need]:
+            seen.update(rows)
+        rowids.update(row for row, times in seen.items() if times >= need)
     near = engine._index.similar(fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
     snapshot = archive.read_snapshot_of(
         storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
