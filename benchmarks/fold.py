@@ -689,6 +689,12 @@ def scale(
     """Full folds at two sizes per layout, the exhaustive screen, incremental folds."""
     small, large = sizes
     lines: list[str] = []
+
+    def say(line: str) -> None:
+        # Each line as soon as it is known: a run at a million records is long.
+        lines.append(line)
+        print(f"  {line}", flush=True)
+
     results: dict[str, Any] = {"layouts": {}}
     ok = True
     for layout in layouts:
@@ -697,7 +703,7 @@ def scale(
         for count in (small, large):
             stores[count] = folder / f"{layout}-{count}.db"
             row[f"build_{count}"] = build_scale_store(stores[count], count, seed, layout, quiet)
-        lines.append(f"{layout}:")
+        say(f"{layout}:")
         for count in (small, large):
             keep = layout == "one-domain" and count in (small, large)
             copy = folder / f"copy-{layout}-{count}.db"
@@ -705,13 +711,13 @@ def scale(
             run = _in_child({**job, "keep": keep})
             row[count] = run
             rep = run["report"]
-            lines.append(
+            say(
                 f"  {count:>9,} records: full fold {run['seconds']:6.2f} s; "
                 f"pruned {rep['pruned']:,}, folded {rep['folded']:,} into {rep['created']:,}; "
                 f"peak memory {run['peak'] / 2**30:.2f} GB "
                 f"({run['rss_before'] / 2**30:.2f} GB before the fold: the engine and its index)"
             )
-            lines.append(f"      {_shares(run['steps'])}")
+            say(f"      {_shares(run['steps'])}")
         if exhaustive:
             ex = _in_child({"store": str(stores[small]), "copy": str(folder / f"ex-{layout}.db"),
                             "outcome": True, "exhaustive": True})  # fmt: skip
@@ -722,7 +728,7 @@ def scale(
                 "exact checks", 0
             )
             ex_search = ex["steps"].get("candidate search", 0) + ex["steps"].get("exact checks", 0)
-            lines.append(
+            say(
                 f"  exhaustive screen at {small:,}: fold {ex['seconds']:.2f} s = {ratio:.1f}x the "
                 f"candidate search's {row[small]['seconds']:.2f} s (finding links: "
                 f"{ex_search:.2f} s vs {search:.2f} s, {ex_search / max(search, 1e-9):.1f}x); "
@@ -733,7 +739,7 @@ def scale(
         growth = row[large]["seconds"] / row[small]["seconds"]
         bound = 1.1 * large / small
         g_ok = growth <= bound
-        lines.append(
+        say(
             f"  growth {small:,} -> {large:,}: {growth:.1f}x (target <= {bound:.0f}x)  "
             f"{'PASS' if g_ok else 'MISS'}; by step: "
             + ", ".join(f"{name} {_growth(row, small, large, name):.1f}x" for _, name in STEPS)
@@ -741,7 +747,7 @@ def scale(
         # The time target is for a million records; smaller runs only report it.
         t_ok = row[large]["seconds"] <= 60.0 or large < 1_000_000
         m_ok = row[large]["peak"] <= 3 * 2**30
-        lines.append(
+        say(
             f"  full fold of {large:,}: {row[large]['seconds']:.1f} s (target at 1,000,000: "
             f"<= 60 s)  {'PASS' if t_ok else 'MISS'}; peak {row[large]['peak'] / 2**30:.2f} GB "
             f"(target <= 3 GB)  {'PASS' if m_ok else 'MISS'}"
@@ -756,14 +762,14 @@ def scale(
                 a, b, c = inc["catch_up"], inc["after_new"], inc["nothing_new"]
                 a_ok = b["seconds"] <= 2.0 and b["incremental"]
                 n_ok = c["seconds"] <= 0.2 and c["incremental"]
-                lines.append(
+                say(
                     f"  incremental at {count:,}: catch-up fold {a['seconds']:.2f} s (screened the "
                     f"{a['screened']:,} records the full fold made); {new:,} new stores "
                     f"({inc['store_seconds']:.1f} s), then a fold of {b['seconds']:.2f} s "
                     f"(screened {b['screened']:,}, folded {b['folded']:,} into {b['created']:,}; "
                     f"{_shares(b['steps'])})"
                 )
-                lines.append(
+                say(
                     f"      after {new:,} new: {b['seconds']:.2f} s (target <= 2 s)  "
                     f"{'PASS' if a_ok else 'MISS'}; nothing new: {c['seconds'] * 1000:.1f} ms "
                     f"(target <= 200 ms)  {'PASS' if n_ok else 'MISS'}; the fold between them "
@@ -774,7 +780,7 @@ def scale(
                     ok &= a_ok and n_ok
                 if "same_as_full" in inc:
                     same = inc["same_as_full"]
-                    lines.append(
+                    say(
                         f"      incremental fold == full fold of the same store: "
                         f"{'yes' if same else 'NO'}  {'PASS' if same else 'MISS'}"
                     )
@@ -961,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < small < large:
         parser.error("--sizes takes two sizes, the smaller first")
     results: dict[str, Any] = {"load_start": os.getloadavg()}
-    print(f"start: {_load()}")
+    print(f"start: {_load()}", flush=True)
     ok = True
     print("agreement with the exhaustive screen (FoldPolicy(exhaustive=True))")
     lines, families_ok = families_agreement(args.seed)
@@ -984,8 +990,6 @@ def main(argv: list[str] | None = None) -> int:
             [small, large], args.layouts, args.seed, args.new, Path(tmp), args.quiet,
             exhaustive=not args.skip_exhaustive,
         )  # fmt: skip
-    for line in lines:
-        print(f"  {line}")
     ok &= scale_ok
     results.update(scale_results)
     if not args.skip_locomo:
