@@ -626,6 +626,33 @@ def _recall(r: dict[str, Any]) -> str:
     return out
 
 
+def _fold_scale(scale: dict[str, Any]) -> str:
+    """Full folds per layout at two sizes, from ``fold.py``."""
+    if "layouts" not in scale:
+        return f"Folding at scale: {scale.get('failed', 'not run')}.\n\n"
+    rows = []
+    for layout, row in scale["layouts"].items():
+        sizes = sorted(int(k) for k in row if k.isdigit())
+        if len(sizes) != 2:
+            continue
+        small, large = (row[str(n)] for n in sizes)
+        rows.append([
+            layout,
+            f"{sizes[0]:,}: {small['seconds']:.2f} s",
+            f"{sizes[1]:,}: {large['seconds']:.2f} s",
+            f"{large['seconds'] / small['seconds']:.1f}x",
+            f"{large['peak'] / 2**30:.2f} GB",
+        ])  # fmt: skip
+    met = "met" if scale.get("targets_met") else "**not all met** (see fold.py's output)"
+    return (
+        "Full folds at scale (`fold.py`; targets "
+        + met
+        + "):\n\n"
+        + table(["layout", "smaller", "larger", "growth", "peak memory"], rows)
+        + "\n"
+    )
+
+
 def _fold(f: dict[str, Any]) -> str:
     rows = [[f"{x['records']:,}", f"{x['seconds']:.2f} s", f"{x['after']:,}"] for x in f["fold"]]
     q, s, i = f["merge_quality"], f["startup"], f["import"]
@@ -635,6 +662,7 @@ def _fold(f: dict[str, Any]) -> str:
         + table(["records", "fold time", "records after"], rows)
         + f"\nMerge quality: pair precision {q['precision']:.3f} ({q['pairs']} pairs), "
         f"pair recall {q['recall']:.3f} ({q['true_pairs']} true pairs).\n\n"
+        + _fold_scale(f.get("fold_scale", {}))
         + table(
             ["start-up", "median"],
             [

@@ -71,6 +71,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "text_records": 100_000,
         "text_queries": 200,
         "fold": [10_000, 30_000, 100_000],
+        "fold_scale": ["--sizes", "100000", "1000000"],
         "starts": 7,
         "imports": 9,
         "ingest": ["--records", "100000", "--single", "5000", "--vector-records", "20000"],
@@ -94,6 +95,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "text_records": 10_000,
         "text_queries": 50,
         "fold": [2_000, 5_000],
+        "fold_scale": ["--sizes", "2000", "20000"],
         "starts": 3,
         "imports": 5,
         "ingest": ["--records", "5000", "--single", "300", "--vector-records", "2000"],
@@ -118,6 +120,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "text_records": 200,
         "text_queries": 5,
         "fold": [100, 200],
+        "fold_scale": ["--sizes", "200", "2000", "--new", "50", "--skip-locomo"],
         "starts": 1,
         "imports": 1,
         "ingest": ["--records", "300", "--single", "20", "--vector-records", "50"],
@@ -279,6 +282,19 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     log("fold: merge quality")
     (tmp / "quality").mkdir()
     precision, recall_, predicted, truth = fold.merge_quality(7, tmp / "quality")
+    log("fold: agreement, scale and incremental folds (fold.py)")
+    out = tmp / "fold-scale.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "fold.py"), *p["fold_scale"], "--dir", str(tmp),
+         "--json", str(out), "--quiet"],
+        capture_output=True, text=True, cwd=REPO_ROOT,
+    )  # fmt: skip
+    if out.is_file():
+        # Exit status 1 means a target was missed; the figures still count.
+        scale = {**json.loads(out.read_text()), "targets_met": done.returncode == 0}
+    else:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        scale = {"failed": f"fold.py exited with status {done.returncode}", "output": tail}
     log("start-up: spawn to initialize reply")
     ours_cmd = [*mcp_latency.SERVER, "--store"]
     ours = [
@@ -300,6 +316,7 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     bare_python = [timed("pass") for _ in range(p["imports"])]
     return {
         "fold": times,
+        "fold_scale": scale,
         "merge_quality": {
             "precision": precision,
             "recall": recall_,

@@ -1037,6 +1037,7 @@ class MemoryEngine:
         policy: FoldPolicy | None = None,
         progress: Callable[[str, int, int], None] | None = None,
         keep_apart: Iterable[str] = (),
+        full: bool = False,
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
 
@@ -1045,12 +1046,21 @@ class MemoryEngine:
         processes may keep writing: the plan is re-made under the write lock if
         anything changed since it was made.
 
+        A fold is incremental when it can be: it screens only the records new
+        or changed since the last fold (against the whole store) and finds the
+        records due for pruning from their stored prune moments, and gives the
+        merges a full fold would. It is full the first time, with
+        ``full=True``, with a policy whose decay or link rules differ from the
+        last fold's, or when much of the store changed.
+
         Args:
             dry_run: report what a fold would do, and change nothing.
             now: the time to decay to (Unix seconds); the engine's clock if None.
             policy: overrides the engine's fold policy for this fold.
             progress: called as ``progress(step, done, total)`` when each step
-                starts (reading records, planning, writing) and when the fold is done.
+                starts (reading records, decaying and pruning, finding
+                candidates, checking candidates, writing) and when the fold is done.
+            full: read and screen every record, and write back decayed strengths.
             keep_apart: record ids whose groups are left unmerged this time: a
                 group that would fold any of them is skipped (a preview's
                 ``folded_from`` names each group's members).
@@ -1068,6 +1078,7 @@ class MemoryEngine:
             policy=policy,
             progress=progress,
             keep_apart=keep_apart,
+            full=full,
         )
 
     def unfold(self, record_id: str) -> list[Record]:

@@ -40,7 +40,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import InvalidInput
-from .storage.archive import SnapshotRow
+from .storage.archive import Snapshot, SnapshotRow
 from .storage.migrations import UNSEGMENTED_RANGES
 
 __all__ = [
@@ -61,19 +61,27 @@ __all__ = [
     "SnapshotRow",
     "cluster",
     "decay_terms",
+    "effective_columns",
     "effective_strength",
+    "fold_groups",
     "half_life",
+    "linked_pairs",
     "plan_fold",
+    "prune_moments",
     "summarise",
     "tier_of",
+    "word_set",
 ]
 
 #: Tiers from most to least volatile.
 TIERS = ("working", "short_term", "long_term", "permanent")
 #: The tag every folded record carries.
 FOLDED_TAG = "folded"
-#: A decayed strength is written back only when it moved by more than this.
-_PERSIST_TOLERANCE = 1e-9
+#: A full fold writes a decayed strength back only once it has fallen by more
+#: than this share of the stored one. Decay is a pure function of the stored
+#: strength and time, so writing it back changes nothing a query sees; only
+#: a record that faded markedly is worth rewriting.
+_PERSIST_SHARE = 0.01
 #: Sentences whose word sets overlap at least this much count as one.
 _SAME_SENTENCE = 0.8
 #: The most elements of one similarity block (float32), to bound memory.
@@ -83,7 +91,8 @@ _BLOCK_ELEMENTS = 1 << 24
 _SCREEN_ROWS = 512
 #: A screening bound this far below the threshold still counts: it covers the
 #: bound's float32 rounding, so the screen never drops a linked pair.
-_SCREEN_SLACK = 1e-4
+SCREEN_SLACK = 1e-4
+_SCREEN_SLACK = SCREEN_SLACK
 #: The screen keeps enough dimensions that a typical record's remaining energy
 #: lies this far below the threshold. Only speed depends on it.
 _SCREEN_MARGIN = 0.2
@@ -142,6 +151,11 @@ class FoldPolicy:
     auto_fold_every: int = 0
     #: Fold automatically once the store file passes this many bytes (0: never).
     auto_fold_bytes: int = 0
+    #: Find near-duplicates by comparing every pair of records within a domain
+    #: instead of by the candidate search. Both find the same links; this is
+    #: the reference the candidate search is checked against, and it takes
+    #: time growing with the square of a domain's size. It implies a full fold.
+    exhaustive: bool = False
 
     def __post_init__(self) -> None:
         for name in ("working_half_life", "short_term_half_life", "long_term_half_life"):
@@ -176,6 +190,8 @@ class FoldPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a whole number >= 0, got {value!r}")
+        if not isinstance(self.exhaustive, bool):
+            raise InvalidInput(f"exhaustive must be True or False, got {self.exhaustive!r}")
         if self.summary_max_chars < 80:
             raise InvalidInput(
                 f"summary_max_chars must be at least 80, got {self.summary_max_chars}"
@@ -292,17 +308,18 @@ def effective_strength(strength: float, reinforced_at: float, half: float, now: 
 
 
 # -- snapshot -------------------------------------------------------------------
+# ``Snapshot`` (from storage.archive) holds the live records as columns.
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """Every live record, sorted by id so that a fold never depends on storage order."""
+def fold_groups(snapshot: Snapshot) -> Sequence[str]:
+    """The key two records must share to fold together: their scope and domain.
 
-    rows: tuple[SnapshotRow, ...]
-
-    @classmethod
-    def of(cls, rows: Sequence[SnapshotRow]) -> Snapshot:
-        return cls(tuple(sorted(rows, key=lambda r: r.record_id)))
+    Every step that pairs records (the candidate search, the exhaustive
+    screen, an incremental fold's look-up) groups them by this key alone, so
+    a fold never merges across scopes or domains. A NUL joins the two, which
+    neither a scope name nor a label holds.
+    """
+    return [f"{scope}\x00{domain}" for scope, domain in zip(snapshot.scopes, snapshot.domains)]
 
 
 # -- plan -----------------------------------------------------------------------
@@ -328,13 +345,20 @@ class Merge:
 
 @dataclass(frozen=True, slots=True)
 class FoldPlan:
-    """What a fold will do; applying it is the engine's job."""
+    """What a fold will do; applying it is the engine's job.
+
+    ``marks`` are the prune moments (see :func:`prune_moments`) of the
+    records the plan keeps, for the store's ``fold_marks``; ``unmarked`` the
+    records whose moments go.
+    """
 
     now: float
     records: int
     decayed: tuple[tuple[str, float], ...]
     pruned: tuple[tuple[str, float], ...]
     merges: tuple[Merge, ...]
+    marks: tuple[tuple[str, float], ...] = ()
+    unmarked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,12 +367,16 @@ class FoldReport:
 
     Attributes:
         decayed: surviving records whose stored strength was lowered to its
-            decayed value.
+            decayed value (a full fold only).
         pruned: records archived because their decayed strength fell below the
             policy's ``prune_below``.
         clustered: clusters of two or more records found.
         folded: records archived as members of a new folded record.
         created: folded records created.
+        incremental: the fold screened only the records new or changed since
+            the last fold (see :meth:`.MemoryEngine.fold`).
+        screened: records screened for near-duplicates: every live record in
+            a full fold, the new and changed ones in an incremental fold.
         pruned_ids, created_ids, folded_from: the records involved, for
             explanation; each list holds at most ``MAX_REPORTED`` entries.
         summaries: each created record's content, by its id.
@@ -372,95 +400,139 @@ class FoldReport:
     folded_from: dict[str, tuple[str, ...]] = field(default_factory=dict)
     summaries: dict[str, str] = field(default_factory=dict)
     pruned_strengths: dict[str, float] = field(default_factory=dict)
+    incremental: bool = False
+    screened: int = 0
 
 
 #: The most ids a report lists per kind.
 MAX_REPORTED = 100
 
+#: ``step(name)``: called as a plan moves on to its next step.
+PlanStep = Callable[[str], None]
 
-def plan_fold(snapshot: Snapshot, policy: FoldPolicy, now: float) -> FoldPlan:
-    """Decide what a fold does: decay, prune, cluster and merge. Reads nothing else."""
-    rows = snapshot.rows
-    n = len(rows)
-    effective = np.zeros(n, dtype=np.float64)
-    tiers: list[str] = []
-    decayed: list[tuple[str, float]] = []
-    pruned_mask = np.zeros(n, dtype=bool)
-    for i, row in enumerate(rows):
-        tier = tier_of(policy, row.importance, row.tier)
-        tiers.append(tier)
-        since, half = decay_terms(
-            policy,
-            row.importance,
-            row.tier,
-            row.created_at,
-            row.accessed_at,
-            row.access_count,
-            row.strength_at,
-        )
-        effective[i] = effective_strength(row.strength, since, half, now)
-        if tier != "permanent" and effective[i] < policy.prune_below:
-            pruned_mask[i] = True
-    pruned = tuple((rows[i].record_id, float(effective[i])) for i in np.flatnonzero(pruned_mask))
 
-    vectors, has_vector = _unit_vectors(rows)
-    groups = cluster(
-        [_fold_group(r) for r in rows],
-        [r.subdomain for r in rows],
-        [r.tags for r in rows],
-        vectors,
-        has_vector & ~pruned_mask,
-        policy.similarity,
-        contents=[r.content for r in rows],
-        word_overlap=policy.word_overlap,
+def effective_columns(
+    snapshot: Snapshot, policy: FoldPolicy, now: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Every row's strength decayed to ``now``, with when it was set and its half-life."""
+    since, half = decay_columns(
+        policy,
+        snapshot.importance,  # type: ignore[arg-type]
+        snapshot.tiers,
+        snapshot.created_at,  # type: ignore[arg-type]
+        snapshot.accessed_at,  # type: ignore[arg-type]
+        snapshot.access_count,  # type: ignore[arg-type]
+        snapshot.strength_at,
     )
-    means = _mean_vectors(groups, vectors, effective)
+    elapsed = np.maximum(now - since, 0.0)
+    return snapshot.strength * np.exp2(-elapsed / half), since, half
+
+
+def prune_moments(
+    strength: npt.NDArray[np.float64],
+    since: npt.NDArray[np.float64],
+    half: npt.NDArray[np.float64],
+    prune_below: float,
+) -> npt.NDArray[np.float64]:
+    """When each strength decays below ``prune_below``; NaN for never.
+
+    ``strength * 2 ** (-(t - since) / half) < prune_below`` holds from
+    ``since + half * log2(strength / prune_below)`` on; a strength already
+    below the threshold is due at any time (``-inf``). Permanent records
+    (an infinite half-life) and a threshold of 0 never fade out.
+    """
+    out = np.full(len(strength), np.nan, dtype=np.float64)
+    if prune_below <= 0:
+        return out
+    finite = np.isfinite(half)
+    below = finite & (strength < prune_below)
+    fading = finite & ~below
+    out[below] = -np.inf
+    out[fading] = since[fading] + half[fading] * np.log2(strength[fading] / prune_below)
+    return out
+
+
+def prune_margin(now: float) -> float:
+    """How far past ``now`` a stored prune moment still counts as due.
+
+    It covers the moment's rounding; the decayed strength then decides.
+    """
+    return 1.0 + 1e-9 * abs(now)
+
+
+def plan_fold(
+    snapshot: Snapshot,
+    policy: FoldPolicy,
+    now: float,
+    *,
+    incremental: bool = False,
+    step: PlanStep | None = None,
+    apart: frozenset[str] = frozenset(),
+) -> FoldPlan:
+    """Decide what a fold does: decay, prune, cluster and merge. Reads nothing else.
+
+    A group that holds any record in ``apart`` is left unmerged this time.
+
+    A full plan sees every live record. An incremental one sees the records
+    new or changed since the last fold, every record they might fold with and
+    the records due for pruning: by the invariant that a fold leaves no two
+    live records linked, these hold every link of the store, so it finds the
+    same merges a full plan would. It writes back no decayed strengths.
+    """
+    n = len(snapshot)
+    effective, since, half = effective_columns(snapshot, policy, now)
+    pruned_mask = np.isfinite(half) & (effective < policy.prune_below)
+    ranks = snapshot.id_ranks()
+    pruned_rows = np.flatnonzero(pruned_mask)
+    pruned_rows = pruned_rows[np.argsort(ranks[pruned_rows], kind="stable")]
+    pruned = tuple((snapshot.record_ids[i], float(effective[i])) for i in pruned_rows.tolist())
+    if step is not None:
+        step("finding candidates")
+    groups = cluster(
+        fold_groups(snapshot),
+        snapshot.subdomains,
+        snapshot.tags,
+        snapshot.vectors,
+        snapshot.has_vector & ~pruned_mask,
+        policy.similarity,
+        contents=snapshot.contents,
+        word_overlap=policy.word_overlap,
+        exhaustive=policy.exhaustive,
+        ranks=ranks,
+        step=step,
+    )
+    if apart:
+        ids = snapshot.record_ids
+        groups = [g for g in groups if apart.isdisjoint(ids[i] for i in g)]
+    means = _mean_vectors(groups, snapshot.vectors, effective)
     merges = tuple(
-        _merge(rows, members, mean, vectors, effective, tiers, policy, now)
+        _merge(snapshot, members, mean, effective, policy, now)
         for members, mean in zip(groups, means)
     )
-    merged = {i for members in groups for i in members}
-    for i, row in enumerate(rows):
-        if pruned_mask[i] or i in merged:
-            continue
-        if effective[i] < row.strength - _PERSIST_TOLERANCE:
-            decayed.append((row.record_id, float(effective[i])))
-    return FoldPlan(now=now, records=n, decayed=tuple(decayed), pruned=pruned, merges=merges)
-
-
-def _fold_group(row: SnapshotRow) -> str:
-    """The group a record folds within: its scope and domain (never across either).
-
-    A NUL separates them, which neither a scope name nor a label holds.
-    """
-    return f"{row.scope}\x00{row.domain}"
-
-
-def _unit_vectors(
-    rows: Sequence[SnapshotRow],
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    has_vector = np.array([r.vector is not None for r in rows], dtype=bool)
-    dims = {len(r.vector) for r in rows if r.vector is not None}
-    if not dims:
-        return np.zeros((len(rows), 1), dtype=np.float32), np.zeros(len(rows), dtype=bool)
-    if len(dims) > 1:
-        # Only one embedding space per store; tolerate strays by leaving them out.
-        dim = Counter(len(r.vector) for r in rows if r.vector is not None).most_common(1)[0][0]
-        has_vector &= np.array([r.vector is not None and len(r.vector) == dim for r in rows])
-    else:
-        dim = dims.pop()
-    matrix = np.zeros((len(rows), dim), dtype=np.float32)
-    if has_vector.all():
-        np.stack([r.vector for r in rows if r.vector is not None], out=matrix)
-    else:
-        present = np.flatnonzero(has_vector)
-        if len(present):
-            matrix[present] = np.stack([rows[i].vector for i in present.tolist()])
-    norms = np.linalg.norm(matrix, axis=1)
-    has_vector &= norms > 0
-    # In place, one pass: rows without a vector stay zero.
-    matrix /= np.where(has_vector, norms, 1.0).astype(np.float32)[:, None]
-    return matrix, has_vector
+    gone = pruned_mask.copy()
+    for members in groups:
+        gone[members] = True
+    kept = np.flatnonzero(~gone)
+    kept = kept[np.argsort(ranks[kept], kind="stable")]
+    decayed: list[tuple[str, float]] = []
+    if not incremental:
+        lowered = kept[effective[kept] < snapshot.strength[kept] * (1.0 - _PERSIST_SHARE)]
+        decayed = [(snapshot.record_ids[i], float(effective[i])) for i in lowered.tolist()]
+    moments = prune_moments(snapshot.strength, since, half, policy.prune_below)
+    ids = snapshot.record_ids
+    marked = kept[~np.isnan(moments[kept])]
+    marks = tuple(zip([ids[i] for i in marked.tolist()], moments[marked].tolist()))
+    unmarked = tuple(ids[i] for i in np.flatnonzero(gone).tolist())
+    unmarked += tuple(ids[i] for i in kept[np.isnan(moments[kept])].tolist())
+    return FoldPlan(
+        now=now,
+        records=n,
+        decayed=tuple(decayed),
+        pruned=pruned,
+        merges=merges,
+        marks=marks,
+        unmarked=unmarked,
+    )
 
 
 # -- cluster ----------------------------------------------------------------------
@@ -476,42 +548,47 @@ def cluster(
     *,
     contents: Sequence[str] | None = None,
     word_overlap: float = 0.0,
+    exhaustive: bool = False,
+    ranks: npt.NDArray[np.int64] | None = None,
+    step: PlanStep | None = None,
 ) -> list[list[int]]:
     """Clusters of two or more row positions, each led by its most-linked member.
 
-    Two eligible rows are linked when they share the domain, share the
-    subdomain or a tag, their cosine similarity is at least ``threshold`` and,
-    given ``contents``, the Jaccard overlap of their word sets is at least
-    ``word_overlap``. Within each domain, every pair that shares the subdomain
-    and every pair that shares a tag across subdomains is compared once,
-    blockwise with numpy (see :func:`_domain_pairs`). A cluster holds only rows
-    linked to each other. The result depends only on the inputs' order and
-    values.
+    Two eligible rows are linked when they share the group key (``domains``),
+    share the subdomain or a tag, their cosine similarity is at least
+    ``threshold`` and, given ``contents``, the Jaccard overlap of their word
+    sets is at least ``word_overlap``. The links are found by the candidate
+    search (see :func:`linked_pairs`), or with ``exhaustive`` by comparing
+    every pair within each group; both give the same links. A cluster holds
+    only rows linked to each other. Ties go by ``ranks`` (default: row order),
+    so the result depends only on the records, not on the order they came in.
     """
     n = len(domains)
-    by_domain: dict[str, list[int]] = {}
-    for i in np.flatnonzero(eligible).tolist():
-        by_domain.setdefault(domains[i], []).append(i)
-    found: list[npt.NDArray[np.int64]] = []
-    for domain in sorted(by_domain):
-        members = np.asarray(by_domain[domain], dtype=np.int64)
-        if len(members) >= 2:
-            found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
-    codes = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-    if contents is not None and word_overlap > 0 and len(codes):
-        codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
+    codes = linked_pairs(
+        domains,
+        subdomains,
+        tags,
+        unit_vectors,
+        eligible,
+        threshold,
+        contents=contents,
+        word_overlap=word_overlap,
+        exhaustive=exhaustive,
+        step=step,
+    )
     if len(codes) == 0:
         return []
+    rank = np.arange(n, dtype=np.int64) if ranks is None else ranks
     left, right = codes // n, codes % n
-    # Adjacency in CSR form, both directions.
+    # Adjacency in CSR form, both directions, each row's neighbours by rank.
     src = np.concatenate([left, right])
     dst = np.concatenate([right, left])
-    order = np.lexsort((dst, src))
+    order = np.lexsort((rank[dst], src))
     src, dst = src[order], dst[order]
     degree = np.bincount(src, minlength=n)
     starts = np.concatenate([[0], np.cumsum(degree)])
     linked = np.flatnonzero(degree)
-    leaders = linked[np.lexsort((linked, -degree[linked]))]
+    leaders = linked[np.lexsort((rank[linked], -degree[linked]))]
     taken = np.zeros(n, dtype=bool)
     pairs = set(codes.tolist())
     clusters: list[list[int]] = []
@@ -535,13 +612,282 @@ def cluster(
     return clusters
 
 
+def linked_pairs(
+    domains: Sequence[str],
+    subdomains: Sequence[str],
+    tags: Sequence[Sequence[str]],
+    unit_vectors: npt.NDArray[np.float32],
+    eligible: npt.NDArray[np.bool_],
+    threshold: float,
+    *,
+    contents: Sequence[str] | None = None,
+    word_overlap: float = 0.0,
+    exhaustive: bool = False,
+    step: PlanStep | None = None,
+) -> npt.NDArray[np.int64]:
+    """Sorted pair codes ``low * n + high`` of every linked pair (see :func:`cluster`).
+
+    The candidate search is a similarity join on the word-overlap rule:
+
+    - A word is common within a group when more than ``COMMON_WORD_ROWS``
+      of the group's eligible records hold it, rare otherwise.
+    - Two records whose words overlap by ``t`` (Jaccard) share at least
+      ``floor(t * |x|)`` words, so at least ``beta(x) = floor(t * |x|) -
+      common(x)`` rare ones. Prefix filtering: with every word ranked rarest
+      first, two records sharing ``o`` rare words share their ``c``
+      lowest-ranked shared ones within the first ``rare - o + c`` rare words
+      of each. A record indexes its first ``rare(x) - beta(x) + 2`` rare words
+      when ``beta(x) >= 2``, all of them otherwise.
+    - Records that index the same rare word are candidates; a pair where
+      either side has ``beta >= 2`` must index two words in common. A rare
+      word is held by at most ``COMMON_WORD_ROWS`` records, so each word adds
+      a bounded number of pairs and the search grows with the store's size.
+    - A record with ``beta <= 0`` (mostly common words) can overlap enough
+      with another such record through common words alone: these records
+      are also compared with each other by the exhaustive screen, within
+      their group. Their number, not the store's, sets that screen's cost.
+
+    Candidates then pass today's exact checks: shared subdomain or tag, cosine
+    (float64) and word overlap. Every linked pair is a candidate, so the links
+    are exactly the exhaustive screen's. With no ``contents`` or a
+    ``word_overlap`` of 0 there is no word rule to join on, and every pair
+    within a group is screened.
+    """
+    n = len(domains)
+    if contents is None or word_overlap <= 0 or exhaustive:
+        codes = _screen_all(domains, subdomains, tags, unit_vectors, eligible, threshold)
+        if step is not None:
+            step("checking candidates")
+        if contents is not None and word_overlap > 0 and len(codes):
+            codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
+        return codes
+    group_of = _codes(domains)
+    offsets, words = word_table(contents)
+    a, b, residue = _prefix_candidates(group_of, offsets, words, eligible, word_overlap)
+    residue_codes = _screen_all(domains, subdomains, tags, unit_vectors, residue, threshold)
+    if step is not None:
+        step("checking candidates")
+    if len(a):
+        keep = _exact_cosine(unit_vectors, a, b) >= threshold
+        a, b = a[keep], b[keep]
+        keep = _share_label(subdomains, tags, a, b)
+        a, b = a[keep], b[keep]
+    codes = _unique(np.concatenate([a * n + b, residue_codes]))
+    if len(codes):
+        codes = codes[_share_word_ids(offsets, words, codes // n, codes % n, word_overlap)]
+    return codes
+
+
+#: A word held by more than this many of a group's records is common: the
+#: candidate search does not join on it (see :func:`linked_pairs`).
+COMMON_WORD_ROWS = 256
+
+
+def _codes(labels: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Each label's number: equal labels, equal numbers."""
+    table: dict[str, int] = {}
+    return np.fromiter(
+        (table.setdefault(label, len(table)) for label in labels), dtype=np.int64, count=len(labels)
+    )
+
+
+def _screen_all(
+    domains: Sequence[str],
+    subdomains: Sequence[str],
+    tags: Sequence[Sequence[str]],
+    unit_vectors: npt.NDArray[np.float32],
+    eligible: npt.NDArray[np.bool_],
+    threshold: float,
+) -> npt.NDArray[np.int64]:
+    """The exhaustive screen: every pair of ``eligible`` rows within each group."""
+    n = len(domains)
+    by_group: dict[str, list[int]] = {}
+    for i in np.flatnonzero(eligible).tolist():
+        by_group.setdefault(domains[i], []).append(i)
+    found: list[npt.NDArray[np.int64]] = []
+    for key in sorted(by_group):
+        members = np.asarray(by_group[key], dtype=np.int64)
+        if len(members) >= 2:
+            found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
+    return _unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+
+def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each content's distinct words (see :func:`_words`) as numbers, in CSR form.
+
+    Returns ``(offsets, words)``: row ``i``'s word numbers, ascending, are
+    ``words[offsets[i]:offsets[i + 1]]``; equal words get equal numbers. Texts
+    written with spaces are split in one pass over all of them.
+    """
+    n = len(contents)
+    joined = _SEPARATOR.join(contents)
+    if joined.count(_SEPARATOR) != max(n - 1, 0) or _UNSEGMENTED_RUN.search(joined):
+        sets = [_words(c) for c in contents]
+        vocabulary: dict[str, int] = {}
+        flat = [vocabulary.setdefault(w, len(vocabulary)) for ws in sets for w in ws]
+        lengths = np.fromiter((len(ws) for ws in sets), dtype=np.int64, count=n)
+        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        numbers = np.asarray(flat, dtype=np.int64)
+    else:
+        tokens = _WORD_OR_SEPARATOR.findall(joined.lower())
+        del joined
+        table = {word: i for i, word in enumerate(dict.fromkeys(tokens))}
+        numbers = np.fromiter(map(table.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        del tokens
+        separator = table.get(_SEPARATOR, -1)
+        breaks = numbers == separator
+        rows = np.cumsum(breaks)
+        keep = ~breaks
+        rows, numbers = rows[keep], numbers[keep]
+    width = int(numbers.max()) + 1 if len(numbers) else 1
+    distinct = _unique(rows * width + numbers)
+    rows, numbers = distinct // width, distinct % width
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    return offsets, numbers
+
+
+_SEPARATOR = "\x00"
+_WORD_OR_SEPARATOR = re.compile(r"\w+|\x00")
+
+
+def _unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct values, ascending: ``np.unique`` by sorting, which is faster here."""
+    ordered = np.sort(values, kind="stable")
+    if len(ordered) < 2:
+        return ordered
+    distinct: npt.NDArray[np.int64] = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+    return distinct
+
+
+def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Words two records of these sizes share at least, if they overlap by ``overlap``.
+
+    ``J(x, y) >= t`` means ``|x & y| >= t * |x|``; rounding down, and a hair
+    lower, keeps the bound safe from floating-point error.
+    """
+    floor: npt.NDArray[np.int64] = np.maximum(np.floor(overlap * sizes - 1e-9), 0).astype(np.int64)
+    return floor
+
+
+def _prefix_candidates(
+    group_of: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    words: npt.NDArray[np.int64],
+    eligible: npt.NDArray[np.bool_],
+    overlap: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Candidate pairs ``(a, b)``, ``a < b``, and the rows left to the exhaustive screen."""
+    n = len(group_of)
+    sizes = np.diff(offsets)
+    rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    take = eligible[rows]
+    rows, words = rows[take], words[take]
+    width = int(words.max()) + 1 if len(words) else 1
+    _, token, freq = np.unique(
+        group_of[rows] * width + words, return_inverse=True, return_counts=True
+    )
+    token = token.reshape(-1)
+    count = freq[token]
+    rare = count <= COMMON_WORD_ROWS
+    common = np.bincount(rows[~rare], minlength=n)
+    beta = overlap_floor(overlap, sizes) - common
+    residue = eligible & (beta <= 0)
+    rows, token, count = rows[rare], token[rare], count[rare]
+    # Each row's rare words, rarest first. Its prefix is the first
+    # rare - beta + 2 of them when beta >= 2, all of them otherwise.
+    order = np.lexsort((token, count, rows))
+    rows, token = rows[order], token[order]
+    rare_count = np.bincount(rows, minlength=n)
+    first = np.concatenate([[0], np.cumsum(rare_count)[:-1]])
+    position = np.arange(len(rows), dtype=np.int64) - first[rows]
+    length = np.where(beta >= 2, rare_count - beta + 2, rare_count)
+    indexed = position < length[rows]
+    rows, token = rows[indexed], token[indexed]
+    order = np.lexsort((rows, token))
+    rows, token = rows[order], token[order]
+    found: list[npt.NDArray[np.int64]] = []
+    # Pairs within each run of one token, offset by offset: run lengths are
+    # at most COMMON_WORD_ROWS, and each offset visits only the runs still long enough.
+    live = np.arange(len(token) - 1, dtype=np.int64)
+    gap = 1
+    while len(live):
+        live = live[token[live] == token[live + gap]]
+        a, b = rows[live], rows[live + gap]
+        found.append(np.minimum(a, b) * n + np.maximum(a, b))
+        gap += 1
+        live = live[live + gap < len(token)]
+    if not found:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, residue
+    codes, shared = np.unique(np.concatenate(found), return_counts=True)
+    del found
+    a, b = codes // n, codes % n
+    # When either side's beta is 2 or more, the pair shares at least beta rare
+    # words, and the two rarest of them lie in both prefixes: a pair seen
+    # through one word only cannot overlap enough.
+    keep = (shared >= 2) | (np.maximum(beta[a], beta[b]) < 2)
+    return a[keep], b[keep], residue
+
+
+def _share_label(
+    subdomains: Sequence[str],
+    tags: Sequence[Sequence[str]],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+) -> npt.NDArray[np.bool_]:
+    """Which pairs share the subdomain or a tag."""
+    out = np.fromiter(
+        (subdomains[x] == subdomains[y] for x, y in zip(a.tolist(), b.tolist())),
+        dtype=bool,
+        count=len(a),
+    )
+    for k in np.flatnonzero(~out).tolist():
+        out[k] = not set(tags[int(a[k])]).isdisjoint(tags[int(b[k])])
+    return out
+
+
+def _share_word_ids(
+    offsets: npt.NDArray[np.int64],
+    words: npt.NDArray[np.int64],
+    left: npt.NDArray[np.int64],
+    right: npt.NDArray[np.int64],
+    overlap: float,
+) -> npt.NDArray[np.bool_]:
+    """:func:`_share_words` on :func:`word_table`'s numbers: the same answers."""
+    sets: dict[int, frozenset[int]] = {}
+
+    def words_of(i: int) -> frozenset[int]:
+        found = sets.get(i)
+        if found is None:
+            found = sets[i] = frozenset(words[offsets[i] : offsets[i + 1]].tolist())
+        return found
+
+    return np.fromiter(
+        (
+            _jaccard(words_of(x), words_of(y)) >= overlap
+            for x, y in zip(left.tolist(), right.tolist())
+        ),
+        dtype=bool,
+        count=len(left),
+    )
+
+
 def _code(a: int, b: int, n: int) -> int:
     """The pair code of rows ``a`` and ``b``, as :func:`_domain_pairs` makes them."""
     return min(a, b) * n + max(a, b)
 
 
+def word_set(text: str) -> frozenset[str]:
+    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs.
+
+    These are the words the word-overlap rule compares.
+    """
+    return _words(text)
+
+
 def _words(text: str) -> frozenset[str]:
-    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs."""
+    """See :func:`word_set`."""
     lowered = text.lower()
     runs = _UNSEGMENTED_RUN.findall(lowered)
     if not runs:
@@ -709,42 +1055,46 @@ def _mean_vectors(
 
 
 def _merge(
-    rows: Sequence[SnapshotRow],
+    snapshot: Snapshot,
     members: list[int],
     vector: npt.NDArray[np.float32],
-    unit_vectors: npt.NDArray[np.float32],
     effective: npt.NDArray[np.float64],
-    tiers: Sequence[str],
     policy: FoldPolicy,
     now: float,
 ) -> Merge:
     idx = np.asarray(members, dtype=np.int64)
-    representative = unit_vectors[idx] @ vector
-    order = sorted(
-        range(len(members)), key=lambda k: (-float(representative[k]), rows[members[k]].record_id)
-    )
-    ordered = [rows[members[k]] for k in order]
-    subdomains = Counter(r.subdomain for r in ordered)
+    representative = snapshot.vectors[idx] @ vector
+    ids = snapshot.record_ids
+    order = sorted(range(len(members)), key=lambda k: (-float(representative[k]), ids[members[k]]))
+    ordered = [members[k] for k in order]
+    subdomains = Counter(snapshot.subdomains[i] for i in ordered)
     top = max(subdomains.values())
-    subdomain = next(r.subdomain for r in ordered if subdomains[r.subdomain] == top)
-    tags = tuple(sorted({FOLDED_TAG, *(t for r in ordered for t in r.tags)}))
-    highest = max(TIERS.index(tiers[i]) for i in members)
+    subdomain = next(
+        snapshot.subdomains[i] for i in ordered if subdomains[snapshot.subdomains[i]] == top
+    )
+    tags = tuple(sorted({FOLDED_TAG, *(t for i in ordered for t in snapshot.tags[i])}))
+    highest = max(
+        TIERS.index(tier_of(policy, float(snapshot.importance[i]), snapshot.tiers[i]))
+        for i in members
+    )
     promoted = TIERS[highest] if TIERS[highest] == "permanent" else TIERS[min(highest + 1, 2)]
-    member_ids = tuple(r.record_id for r in ordered)
+    member_ids = tuple(ids[i] for i in ordered)
     digest = hashlib.blake2b("\x1f".join(sorted(member_ids)).encode(), digest_size=16)
     return Merge(
         member_ids=member_ids,
-        domain=ordered[0].domain,
+        domain=snapshot.domains[ordered[0]],
         subdomain=subdomain,
         tags=tags,
-        content=summarise([r.content for r in ordered], policy.summary_max_chars),
-        importance=min(1.0, max(r.importance for r in ordered) + policy.importance_boost),
+        content=summarise([snapshot.contents[i] for i in ordered], policy.summary_max_chars),
+        importance=min(
+            1.0, max(float(snapshot.importance[i]) for i in ordered) + policy.importance_boost
+        ),
         strength=float(min(1.0, 1.0 - np.prod(1.0 - effective[idx]))),
-        access_count=sum(r.access_count for r in ordered),
+        access_count=int(sum(int(snapshot.access_count[i]) for i in ordered)),
         vector=vector,
         metadata={"folded_at": now, "folded_from": list(member_ids), "tier": promoted},
         instance_key=f"folded:{digest.hexdigest()}",
-        scope=ordered[0].scope,
+        scope=snapshot.scopes[ordered[0]],
     )
 
 
@@ -781,7 +1131,7 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
     return summary
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     if not a and not b:
         return 1.0
     shared = len(a & b)

@@ -479,6 +479,25 @@ class StructuralIndex:
             scores[~self._has_vector[rows]] = -np.inf
         return scores
 
+    def similar(self, queries: npt.NDArray[np.float32], threshold: float) -> list[str]:
+        """Ids of live records whose vector's cosine with one of ``queries`` reaches ``threshold``.
+
+        ``queries`` are unit rows of the index's dimension (others find nothing).
+        One pass over the vectors, in blocks, whatever the number of queries.
+        """
+        n = len(self._ids)
+        vectors = self._vectors
+        if vectors is None or not len(queries) or queries.shape[1] != vectors.shape[1]:
+            return []
+        found: list[str] = []
+        step = 65_536
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            near = (vectors[start:stop] @ queries.T >= threshold).any(axis=1)
+            near &= self._alive[start:stop] & self._has_vector[start:stop]
+            found.extend(self.record_ids(np.flatnonzero(near) + start))
+        return found
+
     def alive_rows(self) -> Rows:
         return np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
 

@@ -10,8 +10,9 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,15 +21,19 @@ from . import writes
 from .address import parse_record_id
 from .errors import InvalidInput, NotAvailable, NotFound
 from .folding import (
+    COMMON_WORD_ROWS,
     MAX_REPORTED,
-    FoldPlan,
+    SCREEN_SLACK,
     FoldPolicy,
     FoldReport,
     Merge,
     Snapshot,
     decay_terms,
     effective_strength,
+    overlap_floor,
     plan_fold,
+    prune_margin,
+    word_set,
 )
 from .gc_pause import paused_gc
 from .primes import Kind
@@ -68,6 +73,31 @@ def sqlite_storage(engine: EngineParts) -> SQLiteStorage:
     return storage
 
 
+def policy_key(policy: FoldPolicy) -> str:
+    """What an incremental fold needs to match the last fold's policy on.
+
+    Decay, prune and link rules: a fold under other ones screens everything again.
+    """
+    fields = (
+        policy.working_half_life,
+        policy.short_term_half_life,
+        policy.long_term_half_life,
+        policy.short_term_from,
+        policy.long_term_from,
+        policy.permanent_from,
+        policy.spacing_factor,
+        policy.prune_below,
+        policy.similarity,
+        policy.word_overlap,
+    )
+    return f"v1:{fields!r}"
+
+
+#: An incremental fold that would screen more than this share of the store
+#: reads it all instead: past that, one pass over the table is cheaper.
+_INCREMENTAL_SHARE = 0.2
+
+
 def fold(
     engine: EngineParts,
     *,
@@ -76,15 +106,19 @@ def fold(
     policy: FoldPolicy | None = None,
     progress: FoldProgress | None = None,
     keep_apart: Iterable[str] = (),
+    full: bool = False,
 ) -> FoldReport:
     """See :meth:`.MemoryEngine.fold`."""
     if isinstance(keep_apart, str):
         raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
     apart = frozenset(parse_record_id(rid) for rid in keep_apart)
-    steps = 3
+    steps = 5
+    names = ("reading records", "decaying and pruning", "finding candidates",
+             "checking candidates")  # fmt: skip
 
-    def step(name: str, done: int) -> None:
+    def step(name: str) -> None:
         if progress is not None:
+            done = names.index(name) if name in names else steps if name == "done" else steps - 1
             progress(name, done, steps)
 
     if policy is None:
@@ -95,31 +129,45 @@ def fold(
         isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
     ):
         raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
+    if not isinstance(full, bool):
+        raise InvalidInput(f"full must be True or False, got {full!r}")
+    full = full or policy.exhaustive
     when = engine.now() if now is None else float(now)
     storage = sqlite_storage(engine)
     started = time.perf_counter()
     with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
-        step("reading records", 0)
+        step("reading records")
         with archive.read_snapshot(storage):
+            engine.refresh()
             seen = storage.newest_change()
-            snapshot = Snapshot.of(archive.snapshot_rows(storage))
-            step("planning", 1)
-            plan = _apart(plan_fold(snapshot, policy, when), apart)
-            del snapshot  # the plan keeps what it needs; let the rest go before writing
-        step("preparing folded records" if dry_run else "writing", 2)
+            source = _read(engine, storage, policy, when, full, step)
+            plan = plan_fold(
+                source.planned(),
+                policy,
+                when,
+                incremental=source.incremental,
+                step=step,
+                apart=apart,
+            )
+            source = source.without_snapshot()  # the plan keeps what it needs
+        step("preparing folded records" if dry_run else "writing")
         primes: dict[Kind, dict[str, int]] = {}
         new_rows: list[StoredRow] = []
         if dry_run:
             engine.registry.reload()
             new_rows = _folded_rows(engine, plan.merges, engine.registry.primes, when)
+        elif source.nothing_to_do and storage.newest_change() == seen:
+            pass  # nothing new, nothing due: an incremental fold writes nothing
         else:
             with storage.transaction():
                 engine.refresh()
                 if storage.newest_change() != seen:
-                    plan = _apart(
-                        plan_fold(Snapshot.of(archive.snapshot_rows(storage)), policy, when), apart
+                    source = _read(engine, storage, policy, when, full, None)
+                    plan = plan_fold(
+                        source.planned(), policy, when, incremental=source.incremental, apart=apart
                     )
+                    source = source.without_snapshot()
                 primes = writes.assign_primes(engine.registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
@@ -132,6 +180,15 @@ def fold(
                     entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
+                archive.replace_marks(
+                    storage,
+                    plan.marks,
+                    forget=[*plan.unmarked, *source.vanished],
+                    everything=not source.incremental,
+                )
+                # Everything up to here has been screened; the folded records
+                # inserted next are new to the next fold.
+                archive.set_fold_state(storage, storage.newest_change(), policy_key(policy))
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
                 engine.wrote()
@@ -145,16 +202,16 @@ def fold(
             index.remove_many([entry[0] for entry in entries])
             engine.after_write(new_rows)
             engine.folded()
-            if len(entries) >= max(1_000, plan.records // 10):
+            if len(entries) >= max(1_000, source.records // 10):
                 archive.checkpoint(storage)
         folded = sum(len(m.member_ids) for m in plan.merges)
         created_ids = tuple(row.record.record_id for row in new_rows)
-        step("done", steps)
+        step("done")
         return FoldReport(
             dry_run=dry_run,
             now=when,
-            records_before=plan.records,
-            records_after=plan.records - len(plan.pruned) - folded + len(plan.merges),
+            records_before=source.records,
+            records_after=source.records - len(plan.pruned) - folded + len(plan.merges),
             decayed=len(plan.decayed),
             pruned=len(plan.pruned),
             clustered=len(plan.merges),
@@ -170,15 +227,110 @@ def fold(
             },
             summaries={rid: m.content for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)},
             pruned_strengths=dict(plan.pruned[:MAX_REPORTED]),
+            incremental=source.incremental,
+            screened=source.screened,
         )
 
 
-def _apart(plan: FoldPlan, apart: frozenset[str]) -> FoldPlan:
-    """The plan without the merges that would fold any record in ``apart``."""
-    if not apart:
-        return plan
-    merges = tuple(m for m in plan.merges if apart.isdisjoint(m.member_ids))
-    return replace(plan, merges=merges)
+@dataclass(frozen=True)
+class _Source:
+    """What a fold read: the records to plan over, and how they were chosen."""
+
+    snapshot: Snapshot | None
+    incremental: bool
+    #: Live records in the store.
+    records: int
+    #: Records screened for near-duplicates.
+    screened: int
+    #: Changed records that no longer exist: their prune moments go.
+    vanished: tuple[str, ...] = ()
+    #: Nothing changed since the last fold and nothing is due.
+    nothing_to_do: bool = False
+
+    def planned(self) -> Snapshot:
+        """The records to plan over (none when there is nothing to do)."""
+        return archive.empty_snapshot() if self.snapshot is None else self.snapshot
+
+    def without_snapshot(self) -> _Source:
+        return replace(self, snapshot=None)
+
+
+def _read(
+    engine: EngineParts,
+    storage: SQLiteStorage,
+    policy: FoldPolicy,
+    now: float,
+    full: bool,
+    step: Callable[[str], None] | None,
+) -> _Source:
+    """The records a fold plans over: all of them, or what changed and what it touches."""
+    source = None if full else _incremental(engine, storage, policy, now)
+    if source is None:
+        snapshot = archive.read_snapshot_columns(storage)
+        source = _Source(snapshot, False, len(snapshot), len(snapshot))
+    if step is not None:
+        step("decaying and pruning")
+    return source
+
+
+def _incremental(
+    engine: EngineParts, storage: SQLiteStorage, policy: FoldPolicy, now: float
+) -> _Source | None:
+    """The records an incremental fold plans over, or None when it must be a full fold.
+
+    Those are the records new or changed since the last fold, every record
+    one of them might fold with, and the records due for pruning. Candidates
+    come from the full-text index: a record's rare words (held by at most
+    ``COMMON_WORD_ROWS`` records) lead to every record it could overlap with
+    enough (see :func:`.folding.linked_pairs`); a record of mostly common
+    words is compared by vector with every record instead, in the engine's
+    in-memory index.
+    """
+    state = archive.fold_state(storage)
+    if state is None or state[1] != policy_key(policy):
+        return None
+    changed, _, gap = storage.changes_since(state[0])
+    if gap:
+        return None
+    records = len(engine.index)
+    changed_ids = [rid for rid in dict.fromkeys(changed) if rid]
+    if len(changed_ids) > max(1_000, _INCREMENTAL_SHARE * records):
+        return None
+    due = archive.due_for_pruning(storage, now + prune_margin(now))
+    if not changed_ids and not due:
+        return _Source(None, True, records, 0, nothing_to_do=True)
+    fresh = archive.read_snapshot_of(storage, record_ids=changed_ids)
+    vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
+    rowids: set[int] = set()
+    scan: list[int] = []
+    lists: dict[str, list[int] | None] = {}
+    for i in np.flatnonzero(fresh.has_vector).tolist():
+        words = word_set(fresh.contents[i])
+        rare: list[tuple[int, str, list[int]]] = []
+        for word in words:
+            if word not in lists:
+                lists[word] = archive.rows_with_word(storage, word, COMMON_WORD_ROWS)
+            rows = lists[word]
+            if rows is not None:
+                rare.append((len(rows), word, rows))
+        beta = int(overlap_floor(policy.word_overlap, np.array([len(words)]))[0])
+        beta -= len(words) - len(rare)
+        if policy.word_overlap <= 0 or beta <= 0:
+            scan.append(i)
+            continue
+        # A record it may fold with holds beta of its rare words or more: one of
+        # its rare - beta + 1 rarest, or (beta >= 2) two of its rare - beta + 2 rarest.
+        need = 2 if beta >= 2 else 1
+        rare.sort()
+        seen: Counter[int] = Counter()
+        for _, _, rows in rare[: len(rare) - beta + need]:
+            seen.update(rows)
+        rowids.update(row for row, times in seen.items() if times >= need)
+    near = engine.index.similar(fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
+    snapshot = archive.read_snapshot_of(
+        storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
+    )
+    return _Source(snapshot, True, records, len(fresh), vanished)
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:

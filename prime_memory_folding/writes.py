@@ -152,7 +152,20 @@ def as_vector(vector: object) -> npt.NDArray[np.float32]:
     Raises:
         InvalidInput: it is not a finite, non-zero vector that fits float32.
     """
-    values = np.asarray(check_vector(vector), dtype=np.float64)
+    if (
+        isinstance(vector, np.ndarray)
+        and vector.ndim == 1
+        and vector.dtype.kind == "f"
+        and len(vector)
+    ):
+        # A float array is checked as a whole rather than value by value.
+        values = vector.astype(np.float64)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            item = vector[int(bad[0])].item()
+            raise InvalidInput(f"vector[{int(bad[0])}] is {item!r}; every value must be finite")
+    else:
+        values = np.asarray(check_vector(vector), dtype=np.float64)
     if np.abs(values).max() > np.finfo(np.float32).max:
         raise InvalidInput("vector has values too large for float32; scale it down")
     array = values.astype(np.float32)

@@ -138,6 +138,16 @@ def test_fold_dry_run_prints_a_report(run: Any) -> None:
     assert run("fold", "--dry-run", "--json").exit_code == 0
 
 
+@pytest.mark.skipif(not hasattr(MemoryEngine, "fold"), reason="folding is not in this tree")
+def test_fold_full_screens_every_record_and_a_plain_fold_only_what_changed(run: Any) -> None:
+    _store(run, "one")
+    _store(run, "two")
+    assert json.loads(run("fold", "--json").stdout)["screened"] == 2
+    assert json.loads(run("fold", "--json").stdout)["incremental"] is True
+    full = json.loads(run("fold", "--full", "--json").stdout)
+    assert (full["incremental"], full["screened"]) == (False, 2)
+
+
 def test_export_and_import_round_trip(run: Any, tmp_path: Path) -> None:
     rid = _store(run, "We use SQLite", "-d", "decision")
     pack = tmp_path / "pack.jsonl"

@@ -39,10 +39,12 @@ def test_a_fold_reports_its_steps_in_order(
     steps: list[tuple[str, int, int]] = []
     report = engine.fold(dry_run=dry_run, progress=lambda *step: steps.append(step))
     assert steps == [
-        ("reading records", 0, 3),
-        ("planning", 1, 3),
-        (third, 2, 3),
-        ("done", 3, 3),
+        ("reading records", 0, 5),
+        ("decaying and pruning", 1, 5),
+        ("finding candidates", 2, 5),
+        ("checking candidates", 3, 5),
+        (third, 4, 5),
+        ("done", 5, 5),
     ]
     assert (report.folded, report.pruned) == (2, 1)
 

@@ -310,8 +310,8 @@ async def test_fold_reports_each_step_to_a_client_that_asks(client: Client, dry_
         "prime_memory_fold", {"dry_run": dry_run}, progress_callback=on_progress
     )
     assert result.is_error is False
-    assert [progress for progress, _, _ in heard] == [0, 1, 2, 3]
-    assert {total for _, total, _ in heard} == {3}
+    assert [progress for progress, _, _ in heard] == [0, 1, 2, 3, 4, 5]
+    assert {total for _, total, _ in heard} == {5}
     assert heard[0][2] == "reading records" and heard[-1][2] == "done"
 
 

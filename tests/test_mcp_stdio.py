@@ -300,9 +300,9 @@ def test_a_fold_sends_progress_to_a_client_that_asks(server: ServerProcess) -> N
         frames.append(server.recv())
     *notes, reply = frames
     assert reply["id"] == 30 and reply["result"]["isError"] is False
-    assert [n["method"] for n in notes] == ["notifications/progress"] * 4
-    assert [n["params"]["progressToken"] for n in notes] == ["fold-1"] * 4
-    assert [n["params"]["progress"] for n in notes] == [0, 1, 2, 3]
+    assert [n["method"] for n in notes] == ["notifications/progress"] * 6
+    assert [n["params"]["progressToken"] for n in notes] == ["fold-1"] * 6
+    assert [n["params"]["progress"] for n in notes] == [0, 1, 2, 3, 4, 5]
     # Without a token, the reply comes alone.
     assert "result" in server.request(tools_call(31, "prime_memory_fold", {}))
     assert_still_serving(server)

@@ -496,3 +496,21 @@ def test_every_older_schema_migrates_its_records_into_global(tmp_path: Path, ver
             report = memory.fold(now=archived.created_at + 400 * 86_400)
             assert archived.record_id in report.pruned_ids
             assert memory.restore(archived.record_id).scope == GLOBAL
+
+
+def test_an_incremental_fold_never_merges_across_scopes(engine: MemoryEngine) -> None:
+    vector = [0.0, 1.0, 0.0]
+    policy = FoldPolicy(similarity=0.5, word_overlap=0.3)
+    engine.store("an unrelated note about lunch", vector=[1.0, 0.0, 0.0])
+    first = engine.fold(policy=policy)  # full: there is no earlier fold
+    assert first.created == 0
+    text = "the deploy script tags the release and pushes the image"
+    engine.store(text, tags=["deploy"], vector=vector, scope="project:a")
+    engine.store(text + " today", tags=["deploy"], vector=vector, scope="project:b")
+    second = engine.fold(policy=policy)
+    assert second.incremental and second.created == 0
+    engine.store(text + " again", tags=["deploy"], vector=vector, scope="project:a")
+    third = engine.fold(policy=policy)
+    assert third.incremental and third.created == 1
+    assert engine.get(third.created_ids[0]).scope == "project:a"
+    assert engine.stats().scopes == {"global": 1, "project:a": 1, "project:b": 1}

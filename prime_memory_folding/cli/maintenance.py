@@ -61,17 +61,24 @@ def show_fold(report: Any, *, ids: bool = True) -> None:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Report what would change, and change nothing.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Read and screen every record, not only those new or changed since the last fold.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @store_option
 @click.pass_context
-@examples("prime-memory fold --dry-run", "prime-memory fold")
-def fold(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+@examples("prime-memory fold --dry-run", "prime-memory fold", "prime-memory fold --full")
+def fold(ctx: click.Context, dry_run: bool, full: bool, as_json: bool) -> None:
     """Decay, prune and merge memories; folded records go to the archive, never lost.
 
-    On a terminal a progress bar names each step (reading, planning, writing).
+    A fold screens the memories new or changed since the last one; --full
+    screens them all. On a terminal a progress bar names each step (reading,
+    decaying and pruning, finding candidates, checking candidates, writing).
     """
     with open_engine(ctx) as engine, phases("folding") as report_step:
-        report = engine.fold(dry_run=dry_run, progress=report_step)
+        report = engine.fold(dry_run=dry_run, progress=report_step, full=full)
     if as_json:
         echo_json(report)
     else:

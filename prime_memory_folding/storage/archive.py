@@ -7,14 +7,19 @@ record is byte-for-byte the record that left.
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import StoreError
 from .base import StoredRow
+from .migrations import UNSEGMENTED_RANGES
 from .sqlite import (
     _RECORD_COLUMNS,
     SQLiteStorage,
@@ -25,8 +30,10 @@ from .sqlite import (
 )
 
 __all__ = [
+    "FOLD_STATE_KEY",
     "REASONS",
     "ArchiveEntry",
+    "Snapshot",
     "SnapshotRow",
     "archive_records",
     "archived",
@@ -35,13 +42,21 @@ __all__ = [
     "count",
     "count_by_reason",
     "count_entries",
+    "due_for_pruning",
+    "empty_snapshot",
+    "fold_state",
     "history",
     "keep_versions",
     "list_entries",
     "live_profile",
     "purge",
     "read_snapshot",
+    "read_snapshot_columns",
+    "read_snapshot_of",
+    "replace_marks",
     "restore_entries",
+    "rows_with_word",
+    "set_fold_state",
     "set_strengths",
     "snapshot_rows",
     "vacuum",
@@ -121,7 +136,7 @@ def bulk_cache(storage: SQLiteStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[N
 
 
 def snapshot_rows(storage: SQLiteStorage) -> list[SnapshotRow]:
-    """Every live record, as folding needs it."""
+    """Every live record, as folding needs it, one object per record."""
     rows: list[SnapshotRow] = []
     for r in storage.db.execute(_SNAPSHOT_SQL):
         blob = r[12]
@@ -145,6 +160,303 @@ def snapshot_rows(storage: SQLiteStorage) -> list[SnapshotRow]:
             )
         )
     return rows
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """Live records as folding needs them, one column per field.
+
+    Rows are in no particular order: whatever depends on order ranks records by
+    id (see :meth:`id_ranks`). ``vectors`` holds every vector once, as unit
+    rows in float32; a row without a usable vector (none, of another
+    dimension, or all zero) is zero and ``has_vector`` is False there.
+    """
+
+    record_ids: list[str]
+    domains: list[str]
+    subdomains: list[str]
+    tags: list[tuple[str, ...]]
+    contents: list[str]
+    importance: npt.NDArray[np.float64]
+    strength: npt.NDArray[np.float64]
+    created_at: npt.NDArray[np.float64]
+    accessed_at: npt.NDArray[np.float64]
+    access_count: npt.NDArray[np.int64]
+    strength_at: list[float | None]
+    tiers: list[str | None]
+    vectors: npt.NDArray[np.float32]
+    has_vector: npt.NDArray[np.bool_]
+    scopes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+    def id_ranks(self) -> npt.NDArray[np.int64]:
+        """Each row's position in record id order: what breaks every tie."""
+        keys = np.array(self.record_ids) if self.record_ids else np.zeros(0, dtype="U1")
+        order = np.argsort(keys, kind="stable")
+        ranks = np.empty(len(order), dtype=np.int64)
+        ranks[order] = np.arange(len(order), dtype=np.int64)
+        return ranks
+
+    @classmethod
+    def of(cls, rows: Sequence[SnapshotRow]) -> Snapshot:
+        """The columns of ``rows``, sorted by id."""
+        ordered = sorted(rows, key=lambda r: r.record_id)
+        blobs = [None if r.vector is None else np.asarray(r.vector, dtype="<f4") for r in ordered]
+        return _columns(
+            [
+                (
+                    r.record_id, r.domain, r.subdomain, r.tags, r.content, r.importance,
+                    r.strength, r.created_at, r.accessed_at, r.access_count, r.strength_at,
+                    r.tier, None if b is None else b.tobytes(), r.scope,
+                )
+                for r, b in zip(ordered, blobs)
+            ]
+        )  # fmt: skip
+
+
+def empty_snapshot() -> Snapshot:
+    """A snapshot of no records."""
+    return _columns([])
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> Snapshot:
+    """A :class:`Snapshot` of rows in ``_SNAPSHOT_SQL``'s column order."""
+    n = len(rows)
+    lengths: dict[int, int] = {}
+    for r in rows:
+        if r[12] is not None and len(r[12]):
+            lengths[len(r[12])] = lengths.get(len(r[12]), 0) + 1
+    # One embedding space per store; strays of another length are left out.
+    size = min(lengths, key=lambda k: (-lengths[k], k)) if lengths else 4
+    vectors = np.zeros((n, size // 4), dtype=np.float32)
+    has_vector = np.zeros(n, dtype=bool)
+    _fill_vectors(vectors, has_vector, 0, [r[12] for r in rows], size)
+    _normalise(vectors, has_vector)
+    return Snapshot(
+        record_ids=[r[0] for r in rows],
+        domains=[r[1] for r in rows],
+        subdomains=[r[2] for r in rows],
+        tags=[r[3] if isinstance(r[3], tuple) else _parse_tags(r[3]) for r in rows],
+        contents=[r[4] for r in rows],
+        importance=np.array([r[5] for r in rows], dtype=np.float64),
+        strength=np.array([r[6] for r in rows], dtype=np.float64),
+        created_at=np.array([r[7] for r in rows], dtype=np.float64),
+        accessed_at=np.array([r[8] for r in rows], dtype=np.float64),
+        access_count=np.array([r[9] for r in rows], dtype=np.int64),
+        strength_at=[r[10] for r in rows],
+        tiers=[r[11] if isinstance(r[11], str) else None for r in rows],
+        vectors=vectors,
+        has_vector=has_vector,
+        scopes=[r[13] for r in rows],
+    )
+
+
+def _fill_vectors(
+    vectors: npt.NDArray[np.float32],
+    has_vector: npt.NDArray[np.bool_],
+    start: int,
+    blobs: Sequence[bytes | None],
+    size: int,
+) -> None:
+    """Copy ``blobs`` of ``size`` bytes into ``vectors`` from row ``start``; others stay zero."""
+    fits = [i for i, blob in enumerate(blobs) if blob is not None and len(blob) == size]
+    if not fits:
+        return
+    if len(fits) == len(blobs):
+        joined = b"".join(blobs)  # type: ignore[arg-type]
+        vectors[start : start + len(blobs)] = np.frombuffer(joined, dtype="<f4").reshape(
+            len(blobs), size // 4
+        )
+        has_vector[start : start + len(blobs)] = True
+        return
+    at = np.asarray(fits, dtype=np.int64) + start
+    joined = b"".join(blobs[i] for i in fits)  # type: ignore[misc]
+    vectors[at] = np.frombuffer(joined, dtype="<f4").reshape(len(fits), size // 4)
+    has_vector[at] = True
+
+
+def _normalise(vectors: npt.NDArray[np.float32], has_vector: npt.NDArray[np.bool_]) -> None:
+    """Scale rows to unit length in place, blockwise; all-zero rows have no vector."""
+    step = 65_536
+    for start in range(0, len(vectors), step):
+        block = vectors[start : start + step]
+        norms = np.linalg.norm(block, axis=1)
+        present = has_vector[start : start + step] & (norms > 0)
+        has_vector[start : start + step] = present
+        block /= np.where(present, norms, 1.0).astype(np.float32)[:, None]
+
+
+#: Rows read per step when a fold reads the whole store.
+_READ_CHUNK = 16_384
+
+
+def read_snapshot_columns(storage: SQLiteStorage) -> Snapshot:
+    """Every live record, as folding needs it, in one pass over the table.
+
+    Vectors go straight into one float32 matrix as they are read, so the
+    store's vectors are held once.
+    """
+    db = storage.db
+    found = db.execute(
+        "SELECT length(vector) AS size, count(*) AS n FROM records "
+        "WHERE vector IS NOT NULL AND length(vector) > 0 GROUP BY size "
+        "ORDER BY n DESC, size LIMIT 1"
+    ).fetchone()
+    size = int(found[0]) if found else 4
+    n = int(db.execute("SELECT count(*) FROM records").fetchone()[0])
+    vectors = np.zeros((n, size // 4), dtype=np.float32)
+    has_vector = np.zeros(n, dtype=bool)
+    record_ids: list[str] = []
+    domains: list[str] = []
+    subdomains: list[str] = []
+    tag_texts: list[str] = []
+    contents: list[str] = []
+    numbers: list[tuple[float, float, float, float, int]] = []
+    strength_at: list[float | None] = []
+    tiers: list[str | None] = []
+    scopes: list[str] = []
+    cursor = db.execute(_SNAPSHOT_SQL)
+    at = 0
+    while True:
+        chunk = cursor.fetchmany(_READ_CHUNK)
+        if not chunk:
+            break
+        if at + len(chunk) > n:
+            raise StoreError(f"store {storage.path} changed while a fold read it")
+        columns = list(zip(*chunk))
+        record_ids.extend(columns[0])
+        domains.extend(columns[1])
+        subdomains.extend(columns[2])
+        tag_texts.extend(columns[3])
+        contents.extend(columns[4])
+        numbers.extend(zip(columns[5], columns[6], columns[7], columns[8], columns[9]))
+        strength_at.extend(columns[10])
+        tiers.extend(t if isinstance(t, str) else None for t in columns[11])
+        _fill_vectors(vectors, has_vector, at, columns[12], size)
+        scopes.extend(columns[13])
+        at += len(chunk)
+        del chunk, columns
+    if at != n:
+        raise StoreError(f"store {storage.path} changed while a fold read it")
+    _normalise(vectors, has_vector)
+    table = np.array(numbers, dtype=np.float64).reshape(n, 5)
+    del numbers
+    parsed = {text: _parse_tags(text) for text in dict.fromkeys(tag_texts)}
+    return Snapshot(
+        record_ids=record_ids,
+        domains=domains,
+        subdomains=subdomains,
+        tags=[parsed[text] for text in tag_texts],
+        contents=contents,
+        importance=np.ascontiguousarray(table[:, 0]),
+        strength=np.ascontiguousarray(table[:, 1]),
+        created_at=np.ascontiguousarray(table[:, 2]),
+        accessed_at=np.ascontiguousarray(table[:, 3]),
+        access_count=table[:, 4].astype(np.int64),
+        strength_at=strength_at,
+        tiers=tiers,
+        vectors=vectors,
+        has_vector=has_vector,
+        scopes=scopes,
+    )
+
+
+def read_snapshot_of(
+    storage: SQLiteStorage, *, record_ids: Sequence[str] = (), rowids: Sequence[int] = ()
+) -> Snapshot:
+    """The live records among ``record_ids`` and ``rowids`` (each read once)."""
+    rows: dict[str, Sequence[Any]] = {}
+    for column, keys in (("record_id", list(record_ids)), ("id", list(rowids))):
+        for chunk in _chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            for r in storage.db.execute(f"{_SNAPSHOT_SQL} WHERE {column} IN ({marks})", chunk):
+                rows[r[0]] = r
+    return _columns([rows[rid] for rid in sorted(rows)])
+
+
+# -- incremental folds ----------------------------------------------------------------
+
+_UNSEGMENTED = re.compile(f"[{UNSEGMENTED_RANGES}]")
+
+#: The meta key where a fold leaves how far it got (see :func:`fold_state`).
+FOLD_STATE_KEY = "fold_state"
+
+
+def fold_state(storage: SQLiteStorage) -> tuple[int, str] | None:
+    """The change-log position and policy key the last fold left, if any."""
+    raw = storage.get_meta(FOLD_STATE_KEY)
+    if raw is None:
+        return None
+    try:
+        state = json.loads(raw)
+        return int(state["seq"]), str(state["policy"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def set_fold_state(storage: SQLiteStorage, seq: int, policy_key: str) -> None:
+    """Note that every record changed up to ``seq`` was screened. Call inside a transaction."""
+    storage.set_meta(FOLD_STATE_KEY, json.dumps({"seq": seq, "policy": policy_key}))
+
+
+def replace_marks(
+    storage: SQLiteStorage,
+    marks: Sequence[tuple[str, float]],
+    *,
+    forget: Sequence[str] = (),
+    everything: bool = False,
+) -> None:
+    """Write prune moments ``(record_id, prune_at)``; drop ``forget``'s (or, all first).
+
+    Call inside a transaction.
+    """
+    db = storage.db
+    if everything:
+        db.execute("DELETE FROM fold_marks")
+    else:
+        for chunk in _chunks(list(forget)):
+            db.execute(
+                f"DELETE FROM fold_marks WHERE record_id IN ({','.join('?' * len(chunk))})", chunk
+            )
+    db.executemany("INSERT OR REPLACE INTO fold_marks (record_id, prune_at) VALUES (?, ?)", marks)
+
+
+def due_for_pruning(storage: SQLiteStorage, until: float) -> list[str]:
+    """Live records whose prune moment is at or before ``until``: one range query."""
+    return [
+        row[0]
+        for row in storage.db.execute(
+            "SELECT m.record_id FROM fold_marks AS m JOIN records AS r USING (record_id) "
+            "WHERE m.prune_at <= ? ORDER BY m.record_id",
+            (until,),
+        )
+    ]
+
+
+def rows_with_word(storage: SQLiteStorage, word: str, limit: int) -> list[int] | None:
+    """Row ids of records whose text holds ``word``, or None past ``limit`` of them.
+
+    Asks the full-text index, whose tokens are stemmed: it may give more
+    records than hold the exact word, never fewer, for a word of letters and
+    digits. Returns None for a word the index cannot look up: one without a
+    letter or digit, or from a script written without spaces, which the index
+    keeps as whole runs rather than as folding's character pairs.
+    """
+    if _UNSEGMENTED.search(word) or not any(ch.isalnum() for ch in word):
+        return None
+    phrase = word.replace('"', '""')
+    try:
+        found = storage.db.execute(
+            "SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?",
+            (f'"{phrase}"', limit + 1),
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    if len(found) > limit:
+        return None
+    return [int(r[0]) for r in found]
 
 
 def archive_records(

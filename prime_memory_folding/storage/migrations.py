@@ -392,3 +392,30 @@ def archive_forgotten(db: sqlite3.Connection) -> None:
         CREATE INDEX archive_reason ON archive (reason, folded_into);
         """,
     )
+
+
+# -- incremental folds: migration 8 -------------------------------------------------
+
+
+@migration(8)
+def create_fold_marks(db: sqlite3.Connection) -> None:
+    """When each record will fade below the prune threshold, indexed.
+
+    Decay is a pure function of a record's last reinforcement and its
+    half-life, so the moment it falls below the policy's ``prune_below`` is
+    known once a fold has seen it. ``fold_marks`` keeps that moment for every
+    record that can fade (permanent records have no row), so that a fold finds
+    the records due for pruning with one range query instead of reading the
+    store. A fold writes the rows of the records it screened; the change log
+    tells the next fold which records are new or changed since.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE fold_marks (
+            record_id TEXT PRIMARY KEY,
+            prune_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at);
+        """,
+    )

@@ -1,0 +1,302 @@
+"""Folding at any size: the candidate search against the exhaustive screen; incremental folds."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prime_memory_folding import FoldPolicy, MemoryEngine, folding
+from prime_memory_folding.folding import linked_pairs, prune_moments, word_set, word_table
+from tests.conftest import FakeClock
+
+DAY = 86_400.0
+DIM = 8
+T0 = 1_700_000_000.0
+
+# A small vocabulary with a few very common words, so that texts overlap by
+# chance as well as by being near-duplicates, and some are nothing but common words.
+COMMON = ["the", "a", "to", "of", "and", "is"]
+RARE = [f"word{i}" for i in range(30)]
+UNSEGMENTED = ["会议", "在周", "一预"]
+
+
+def text_of(draws: list[int]) -> str:
+    vocabulary = COMMON + RARE + UNSEGMENTED
+    return " ".join(vocabulary[d % len(vocabulary)] for d in draws) + "."
+
+
+_texts = st.lists(st.integers(0, 60), min_size=0, max_size=8)
+
+
+@st.composite
+def records(draw: st.DrawFn) -> dict[str, Any]:
+    base = draw(_texts)
+    # Near-duplicates of one of four base texts, or texts of their own.
+    return {
+        "family": draw(st.integers(0, 3)),
+        "text": draw(st.one_of(st.just(base), _texts)),
+        "noise": draw(st.sampled_from([0.01, 0.2, 1.0])),
+        "domain": draw(st.sampled_from(["a", "b"])),
+        "subdomain": draw(st.sampled_from(["s", "t"])),
+        "tags": draw(st.lists(st.sampled_from(["x", "y"]), max_size=1)),
+        "has_vector": draw(st.integers(0, 9)) > 0,
+    }
+
+
+def columns(items: list[dict[str, Any]]) -> tuple[Any, ...]:
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, DIM))
+    vectors = np.zeros((len(items), DIM), dtype=np.float32)
+    for i, item in enumerate(items):
+        if item["has_vector"]:
+            v = centres[item["family"]] + rng.normal(scale=item["noise"], size=DIM)
+            vectors[i] = v / np.linalg.norm(v)
+    return (
+        [item["domain"] for item in items],
+        [item["subdomain"] for item in items],
+        [tuple(item["tags"]) for item in items],
+        vectors,
+        np.array([item["has_vector"] for item in items], dtype=bool),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(records(), min_size=2, max_size=40),
+    st.sampled_from([0.3, 0.5, 0.8]),
+    st.sampled_from([1, 2, 64]),
+)
+def test_the_candidate_search_finds_exactly_the_exhaustive_screens_links(
+    items: list[dict[str, Any]], overlap: float, common_rows: int
+) -> None:
+    contents = [text_of(item["text"]) for item in items]
+    args = columns(items)
+    exhaustive = linked_pairs(*args, 0.85, contents=contents, word_overlap=overlap, exhaustive=True)
+    with pytest.MonkeyPatch.context() as patch:
+        # A low bar for "common" sends many records down the common-word path.
+        patch.setattr(folding, "COMMON_WORD_ROWS", common_rows)
+        searched = linked_pairs(*args, 0.85, contents=contents, word_overlap=overlap)
+    assert searched.tolist() == exhaustive.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=12))
+def test_the_word_table_holds_each_texts_distinct_words(texts: list[str]) -> None:
+    offsets, words = word_table(texts)
+    sets = [word_set(t) for t in texts]
+    numbers: dict[str, int] = {}
+    for i, found in enumerate(sets):
+        got = words[offsets[i] : offsets[i + 1]].tolist()
+        assert len(got) == len(set(got)) == len(found)
+        for word, number in zip(sorted(found, key=lambda w: 0), got):
+            numbers.setdefault(word, number)
+    # Equal words, equal numbers: records share a number exactly when they share a word.
+    for i in range(len(texts)):
+        for j in range(len(texts)):
+            mine = set(words[offsets[i] : offsets[i + 1]].tolist())
+            theirs = set(words[offsets[j] : offsets[j + 1]].tolist())
+            assert len(mine & theirs) == len(sets[i] & sets[j])
+
+
+def test_prune_moments_mark_when_the_decayed_strength_crosses_the_threshold() -> None:
+    strength = np.array([1.0, 0.5, 0.01, 0.8])
+    since = np.array([100.0, 100.0, 100.0, 100.0])
+    half = np.array([10.0, 10.0, 10.0, np.inf])
+    at = prune_moments(strength, since, half, 0.05)
+    decayed = strength[:2] * np.exp2(-(at[:2] + 1e-6 - since[:2]) / half[:2])
+    assert (decayed < 0.05).all()
+    assert (strength[:2] * np.exp2(-(at[:2] - 1e-3 - since[:2]) / half[:2]) >= 0.05).all()
+    assert at[2] == -np.inf and np.isnan(at[3])
+    assert np.isnan(prune_moments(strength, since, half, 0.0)).all()
+
+
+# -- incremental folds ---------------------------------------------------------------
+
+
+def unit(seed: int) -> list[float]:
+    return np.random.default_rng(seed).normal(size=DIM).tolist()
+
+
+def near(vector: list[float], seed: int, noise: float) -> list[float]:
+    jitter = np.random.default_rng(seed).normal(scale=noise, size=DIM)
+    return (np.asarray(vector) + jitter).tolist()
+
+
+_memory = st.fixed_dictionaries(
+    {
+        "family": st.integers(0, 4),
+        "variant": st.integers(0, 2),
+        "noise": st.sampled_from([0.01, 0.05, 0.6]),
+        "importance": st.sampled_from([0.1, 0.5, 0.99]),
+        "subdomain": st.sampled_from(["a", "b"]),
+        "tags": st.lists(st.sampled_from(["x", "y"]), max_size=1),
+        "age_days": st.integers(0, 10),
+    }
+)
+
+
+def store_all(engine: MemoryEngine, clock: FakeClock, memories: list[dict[str, Any]]) -> None:
+    for i, m in enumerate(memories):
+        clock.now = T0 + 20 * DAY - m["age_days"] * DAY
+        engine.store(
+            f"Fact {m['family']} about the build, version {m['variant']}. Note {i % 3}.",
+            subdomain=m["subdomain"],
+            tags=m["tags"],
+            importance=m["importance"],
+            vector=near(unit(m["family"]), 1000 + i, m["noise"]),
+        )
+
+
+def outcome(engine: MemoryEngine) -> tuple[Any, ...]:
+    db = engine.storage.db  # type: ignore[attr-defined]
+    live = sorted(db.execute("SELECT record_id, content, strength > 0 FROM records"))
+    archived = sorted(db.execute("SELECT record_id, reason FROM archive"))
+    return live, archived
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(_memory, min_size=1, max_size=15),
+    st.lists(_memory, min_size=0, max_size=15),
+    st.integers(0, 3),
+)
+def test_an_incremental_fold_folds_like_a_full_fold_of_the_same_store(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], reinforce: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = []
+        for name in ("incremental", "full"):
+            clock = FakeClock(T0)
+            engine = MemoryEngine(Path(tmp) / f"{name}.db", clock=clock)
+            store_all(engine, clock, before)
+            clock.now = T0 + 20 * DAY
+            engine.fold(full=True)
+            store_all(engine, clock, after)
+            for rid in sorted(engine.match_ids())[:reinforce]:
+                engine.reinforce(rid)
+            clock.now = T0 + 28 * DAY
+            engines.append(engine)
+        incremental, full = engines
+        try:
+            a = incremental.fold()
+            b = full.fold(full=True)
+            assert a.incremental and not b.incremental
+            assert a.screened <= b.screened
+            assert (a.pruned_ids, a.folded_from, a.created_ids) == (
+                b.pruned_ids,
+                b.folded_from,
+                b.created_ids,
+            )
+            assert outcome(incremental)[1] == outcome(full)[1]
+            assert [r[:2] for r in outcome(incremental)[0]] == [r[:2] for r in outcome(full)[0]]
+            # Both leave the same state behind: the next folds agree again.
+            later = T0 + 400 * DAY
+            assert incremental.fold(now=later).pruned_ids == full.fold(now=later).pruned_ids
+        finally:
+            for engine in engines:
+                engine.close()
+
+
+def dump(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+def test_an_incremental_fold_with_nothing_new_writes_nothing(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        for i in range(5):
+            engine.store(f"note {i} about nothing in particular", vector=unit(i))
+        first = engine.fold()
+        assert not first.incremental and first.screened == 5
+        before = dump(store_path)
+        again = engine.fold()
+        assert again.incremental and again.screened == 0 and again.records_after == 5
+        assert dump(store_path) == before
+
+
+def test_an_incremental_fold_screens_only_what_changed(store_path: Path, clock: FakeClock) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        old = engine.store("The deploy runs every Friday at noon.", vector=unit(1))
+        for i in range(20):
+            engine.store(f"unrelated note number {i}", vector=unit(100 + i))
+        engine.fold()
+        twin = engine.store("The deploy runs every Friday at noon!", vector=near(unit(1), 2, 0.01))
+        report = engine.fold()
+        assert report.incremental and report.screened == 1
+        assert report.folded_from == {
+            report.created_ids[0]: report.folded_from[report.created_ids[0]]
+        }
+        assert set(report.folded_from[report.created_ids[0]]) == {old.record_id, twin.record_id}
+
+
+def test_records_fading_out_are_found_by_their_prune_moment(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
+        engine.store("a lasting note", importance=0.9, vector=unit(2))
+        assert engine.fold().pruned == 0
+        clock.advance(3 * DAY)
+        assert engine.fold().pruned == 0
+        statements: list[str] = []
+        engine.storage.db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        clock.advance(2 * DAY)
+        report = engine.fold()
+        engine.storage.db.set_trace_callback(None)  # type: ignore[attr-defined]
+        assert report.incremental and report.pruned_ids == (faint.record_id,)
+        # No read of the whole table: the records due come from the prune moments.
+        assert not any("FROM records" in sql and "WHERE" not in sql for sql in statements)
+
+
+def test_a_different_policy_or_full_true_screens_everything(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        for i in range(3):
+            engine.store(f"note {i}", vector=unit(i))
+        assert not engine.fold().incremental
+        assert engine.fold().incremental
+        assert not engine.fold(full=True).incremental
+        assert not engine.fold(policy=FoldPolicy(exhaustive=True)).incremental
+        assert engine.fold().incremental  # the same rules as the exhaustive fold's
+        assert not engine.fold(policy=FoldPolicy(similarity=0.9)).incremental
+        assert not engine.fold().incremental  # the last fold had other rules
+
+
+def test_an_exhaustive_fold_makes_the_same_merges(tmp_path: Path) -> None:
+    reports = []
+    for exhaustive in (False, True):
+        clock = FakeClock(T0)
+        with MemoryEngine(tmp_path / f"{exhaustive}.db", clock=clock) as engine:
+            store_all(
+                engine,
+                clock,
+                [
+                    {"family": f % 3, "variant": v, "noise": 0.02, "importance": 0.5,
+                     "subdomain": "a", "tags": [], "age_days": 0}
+                    for f in range(6) for v in range(3)
+                ],
+            )  # fmt: skip
+            clock.now = T0 + 20 * DAY
+            reports.append(engine.fold(policy=FoldPolicy(exhaustive=exhaustive)))
+    assert reports[0].created > 0
+    assert reports[0].folded_from == reports[1].folded_from
+
+
+def test_fold_refuses_a_bad_full_flag(engine: MemoryEngine) -> None:
+    with pytest.raises(folding.InvalidInput, match="full"):
+        engine.fold(full="yes")  # type: ignore[arg-type]
+    with pytest.raises(folding.InvalidInput, match="exhaustive"):
+        FoldPolicy(exhaustive=1)  # type: ignore[arg-type]
