@@ -533,6 +533,10 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         dry_run: Annotated[
             bool, Field(description="Report what would change, and change nothing.")
         ] = True,
+        full: Annotated[
+            bool,
+            Field(description="Screen every memory, not only what changed since the last fold."),
+        ] = False,
     ) -> FoldOutput:
         """Consolidate memory: decay strength, fold near-duplicates and archive what has faded.
 
@@ -547,7 +551,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             except Exception:
                 logger.debug("could not report fold progress", exc_info=True)
 
-        report = await call(lambda e: e.fold(dry_run=dry_run, progress=progress), slow=True)
+        report = await call(
+            lambda e: e.fold(dry_run=dry_run, progress=progress, full=full), slow=True
+        )
         return FoldOutput(
             dry_run=report.dry_run,
             records_before=report.records_before,

@@ -583,3 +583,16 @@ async def test_the_default_budget_holds_and_a_bad_one_is_refused(
     for bad in (299, 0, -1, 10**9):
         result = await client.call_tool("prime_memory_query", {"max_tokens": bad})
         assert result.is_error
+
+
+async def test_a_fold_can_be_asked_to_screen_everything(
+    client: Client, engine: MemoryEngine
+) -> None:
+    await call(client, "prime_memory_store", content="a first note")
+    first = await call(client, "prime_memory_fold", dry_run=False)
+    assert first["records_before"] == 1
+    await call(client, "prime_memory_store", content="a second note")
+    assert engine.fold(dry_run=True).incremental
+    full = await call(client, "prime_memory_fold", dry_run=True, full=True)
+    assert full["records_before"] == 2
+    assert not engine.fold(dry_run=True, full=True).incremental
