@@ -494,20 +494,18 @@ class MemoryEngine:
         """
         if max_tokens is not None:
             budget.check_budget(max_tokens)
-        hits = self._query_hits(
-            text=text,
-            domain=domain,
-            subdomain=subdomain,
-            tags=tags,
-            any_tags=any_tags,
-            exclude_tags=exclude_tags,
-            min_strength=min_strength,
-            vector=vector,
-            limit=limit,
-            scopes=scopes,
-            since=since,
-            until=until,
+        gate_args = (
+            domain,
+            subdomain,
+            tags,
+            any_tags,
+            exclude_tags,
+            min_strength,
+            scopes,
+            since,
+            until,
         )
+        hits = self._query_hits(text, gate_args, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -540,50 +538,27 @@ class MemoryEngine:
 
     def _query_hits(
         self,
-        *,
-        text: str | None = None,
-        domain: str | None = None,
-        subdomain: str | None = None,
-        tags: Iterable[str] = (),
-        any_tags: Iterable[str] = (),
-        exclude_tags: Iterable[str] = (),
-        min_strength: float = 0.0,
-        vector: Sequence[float] | None = None,
-        limit: int = 10,
-        scopes: Iterable[str] | None = None,
-        since: object = None,
-        until: object = None,
+        text: str | None,
+        gate_args: tuple[Any, ...],
+        vector: Sequence[float] | None,
+        limit: int,
     ) -> list[Hit]:
-        """:meth:`query` without a budget: every hit up to ``limit``."""
+        """:meth:`query` without a budget: every hit up to ``limit``.
+
+        ``gate_args`` are :meth:`_gates`'s arguments, in its order.
+        """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else writes.as_vector(vector)
         # -- recall: text queries rank hybrid (see recall.py) --
         if text is not None:
-            return self._text_query(
-                recall.check_text(text),
-                query_vector,
-                (
-                    domain,
-                    subdomain,
-                    tags,
-                    any_tags,
-                    exclude_tags,
-                    min_strength,
-                    scopes,
-                    since,
-                    until,
-                ),
-                limit,
-            )
+            return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
         # -- end recall --
         with self._lock:
             self._refresh()
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
                 writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
-            )
+            gates = self._gates(*gate_args)
             if gates is None or limit == 0:
                 return []
             now = float(self._clock())  # scores show strength decayed to now (folding)

@@ -438,14 +438,7 @@ def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str)
     storage = sqlite_storage(engine)
     with engine.lock:
         with storage.transaction():
-            live = storage.existing_ids(ids)
-            missing = [rid for rid in ids if rid not in live]
-            if missing:
-                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-                raise NotFound(
-                    f"{len(missing)} of the records to archive are not live in {engine.path}: "
-                    f"{shown}; nothing was archived"
-                )
+            writes.require_all(ids, storage.existing_ids(ids), engine.path, "archived")
             entries = [(rid, "forgotten", detail.strip(), None) for rid in ids]
             archive.archive_records(storage, entries, engine.now())
         engine.index.remove_many(ids)

@@ -10,7 +10,7 @@ under its lock.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "new_row",
     "prepare",
     "reinforced",
+    "require_all",
     "rescope",
     "trim_changes",
     "update",
@@ -502,6 +503,20 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
     return record
 
 
+def require_all(ids: Sequence[str], present: Collection[str], path: str, verb: str) -> None:
+    """Raises NotFound, naming a few, unless every id in ``ids`` is ``present``.
+
+    ``verb`` says what would have been done, as in "nothing was {verb}".
+    """
+    missing = [rid for rid in ids if rid not in present]
+    if missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise NotFound(
+            f"{len(missing)} of the records given are not live in {path}: {shown}; "
+            f"nothing was {verb}"
+        )
+
+
 def rescope(engine: EngineParts, record_ids: Sequence[str], scope: str) -> list[Record]:
     """Move records to ``scope`` in one transaction; ids stay (:meth:`.MemoryEngine.rescope`).
 
@@ -513,13 +528,7 @@ def rescope(engine: EngineParts, record_ids: Sequence[str], scope: str) -> list[
     with engine.lock:
         with storage.transaction():
             found = storage.fetch(ids)
-            missing = [rid for rid in ids if rid not in found]
-            if missing:
-                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-                raise NotFound(
-                    f"{len(missing)} of the records to move are not in {engine.path}: {shown}; "
-                    "nothing was moved"
-                )
+            require_all(ids, found, engine.path, "moved")
             now = engine.now()
             rows: list[StoredRow] = []
             for rid in ids:
@@ -574,13 +583,7 @@ def retag(
     with engine.lock:
         with storage.transaction():
             found = storage.fetch(ids)
-            missing = [rid for rid in ids if rid not in found]
-            if missing:
-                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-                raise NotFound(
-                    f"{len(missing)} of the records to retag are not in {engine.path}: {shown}; "
-                    "nothing was changed"
-                )
+            require_all(ids, found, engine.path, "changed")
             items: list[tuple[StoredRow, StoreItem]] = []
             for rid in ids:
                 current = found[rid]
