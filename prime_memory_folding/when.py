@@ -3,11 +3,13 @@
 :func:`parse_when` reads a ``since`` or ``until`` gate: a ``datetime``, Unix
 seconds, an ISO 8601 date or date-time (naive ones are UTC), or an age counted
 back from the query's time: ``7d``, ``12h``, ``30m``, ``2w``, ``2 weeks``,
-``3 days ago``, ``yesterday``, ``today``, ``now``.
+``3 days ago``, ``yesterday``, ``today``, ``now``. The CLI's time
+options read the same forms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from datetime import date, datetime, timezone
@@ -63,6 +65,8 @@ def parse_when(value: object, now: float, name: str = "time") -> float:
         age = _AGE.match(text)
         if age and age.group(2) in _SECONDS:
             return now - float(age.group(1)) * _SECONDS[age.group(2)]
+        with contextlib.suppress(ValueError):
+            value = float(text)  # Unix seconds, written out
     try:
         return parse_timestamp(value, name)
     except InvalidInput:

@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from .. import when
 from ..errors import InvalidInput, PrimeMemoryError
-from ..packs import parse_timestamp
 from ..records import Record
 
 if TYPE_CHECKING:
@@ -393,32 +392,14 @@ def phases(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
         yield report
 
 
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def parse_when(value: str | None, now: float, option: str) -> float | None:
-    """A time option: Unix seconds, an ISO 8601 date or date-time, or an age like ``7d``."""
+    """A time option, as :func:`~prime_memory_folding.when.parse_when` reads it; None if absent."""
     if value is None:
         return None
-    match = _RELATIVE.match(value.strip().lower())
-    if match:
-        return now - float(match.group(1)) * _UNITS[match.group(2)]
     try:
-        return parse_timestamp(float(value) if _is_number(value) else value, option)
-    except InvalidInput:
-        raise click.ClickException(
-            f"{option} {value!r} is not a time; give an ISO date (2024-05-01), Unix seconds, "
-            "or an age such as 7d, 12h or 30m"
-        ) from None
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+        return when.parse_when(value, now, option)
+    except InvalidInput as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def parse_metadata(value: str | None) -> dict[str, Any] | None:
