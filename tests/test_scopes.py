@@ -514,3 +514,15 @@ def test_an_incremental_fold_never_merges_across_scopes(engine: MemoryEngine) ->
     assert third.incremental and third.created == 1
     assert engine.get(third.created_ids[0]).scope == "project:a"
     assert engine.stats().scopes == {"global": 1, "project:a": 1, "project:b": 1}
+
+
+def test_a_git_repository_at_the_home_folder_is_not_a_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _repo(tmp_path / "home", "https://example.org/me/dotfiles")
+    monkeypatch.setenv("HOME", str(home))
+    (home / "notes").mkdir()
+    found = resolve(cwd=home / "notes", env={}, user="me")
+    assert (found.current, found.source) == (GLOBAL, "default")
+    inside = _repo(home / "work" / "api", "https://example.org/me/api")
+    assert resolve(cwd=inside, env={}, user="me").current == "project:example.org/me/api"
