@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import budget, recall, survey, writes
+from . import budget, pushdown, recall, survey, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -35,7 +35,16 @@ from .records import (
     check_unit_interval,
 )
 from .scopes import ScopeResolution
-from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
+from .storage import (
+    IndexRow,
+    IndexTable,
+    SQLiteStorage,
+    Storage,
+    StoredRow,
+    archive,
+    open_storage,
+    pushdown_of,
+)
 from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
@@ -48,6 +57,11 @@ MAX_LIMIT = 10_000
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
 RECALL_FLUSH_SECONDS = 30.0
+
+
+def default_store() -> str:
+    """``$PRIME_MEMORY_STORE`` (a file or a ``postgresql://`` URL), else the default file."""
+    return os.environ.get("PRIME_MEMORY_STORE", "").strip() or str(default_store_path())
 
 
 def default_store_path() -> Path:
@@ -116,10 +130,14 @@ class MemoryEngine:
         # -- end folding state --
         self._lock = threading.RLock()
         if storage is None:
-            storage = SQLiteStorage(default_store_path() if path is None else path)
+            storage = open_storage(default_store() if path is None else path)
         self._storage: Storage | None = storage
         self.path = storage.path
+        # A backend that gates in its own database (PostgreSQL) answers queries
+        # there (pushdown.py): the index is then read only for a fold or a survey.
+        self._pushdown = pushdown_of(storage)
         self._index = StructuralIndex()
+        self._index_loaded = False
         self._writes = 0
         self._parts = _Parts(self)
         # Recalled records not yet reinforced in the store (see query(reinforce=True)).
@@ -179,7 +197,20 @@ class MemoryEngine:
         self._data_version = storage.data_version()
         self._seq = storage.newest_change()
         self._registry.reload()
+        if self._pushdown is not None and not self._index_loaded:
+            return
         self._index.load(self._columns(storage.index_table()))
+        self._index_loaded = True
+
+    def _full_index(self) -> StructuralIndex:
+        """Every record's index entry: always held on SQLite, read on demand on PostgreSQL."""
+        if not self._index_loaded:
+            with self._lock:
+                self._data_version = self.storage.data_version()
+                self._seq = self.storage.newest_change()
+                self._index.load(self._columns(self.storage.index_table()))
+                self._index_loaded = True
+        return self._index
 
     def _columns(self, table: IndexTable) -> IndexColumns:
         """The index's columns for every stored record, from the store's columns."""
@@ -258,6 +289,8 @@ class MemoryEngine:
     def _refresh(self) -> None:
         """Catch up with what other connections committed since the last look."""
         storage = self.storage
+        if not self._index_loaded:
+            return  # nothing held to catch up (pushdown)
         version = storage.data_version()
         if version == self._data_version:
             return
@@ -278,6 +311,8 @@ class MemoryEngine:
         self._seq = newest
 
     def _after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
+        if not self._index_loaded:
+            return
         for rid in removed:
             self._index.remove(rid)
         for stored in upserts:
@@ -437,7 +472,7 @@ class MemoryEngine:
                 self._scope_names[key] = wanted
         else:
             wanted = scope_rules.normalise_scopes(scope_names)
-        if not wanted:
+        if not wanted or self._pushdown is not None:
             return wanted
         held = self._index.scopes()
         if len(held) <= len(wanted) and set(held).issubset(wanted):
@@ -566,8 +601,16 @@ class MemoryEngine:
             if query_vector is not None:
                 norm = float(np.linalg.norm(query_vector))
                 unit = (query_vector / norm).astype(np.float32)
+                if self._pushdown is not None:
+                    window = pushdown.by_vector(
+                        self._pushdown, self._columns, gates, unit, limit, now
+                    )
+                    return self._hits(window.ranked, window.index)
                 rows = None if gates == TagQuery() else self._index.select(gates)
                 ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
+            elif self._pushdown is not None:
+                window = pushdown.by_salience(self._pushdown, self._columns, gates, limit, now)
+                return self._hits(window.ranked, window.index)
             else:
                 ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
             return self._hits(ranked)
@@ -604,9 +647,12 @@ class MemoryEngine:
                 self._text.enabled
                 and space is not None
                 and not recall.is_custom(space)
-                and self._index.dim is not None
+                and (self._pushdown is not None or self._index.dim is not None)
             ):
                 unit = self._text.embed([text])[0]
+            if self._pushdown is not None:
+                window = pushdown.by_text(self._pushdown, self._columns, gates, text, unit, limit)
+                return self._hits(window.ranked, window.index)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
             while True:
@@ -664,8 +710,8 @@ class MemoryEngine:
 
     # -- end recall ------------------------------------------------------------------
 
-    def _hits(self, ranked: Sequence[RankedRow]) -> list[Hit]:
-        ids = self._index.record_ids(r.row for r in ranked)
+    def _hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
+        ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
         found = self.storage.fetch(ids)
         return [
             Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
@@ -697,6 +743,13 @@ class MemoryEngine:
             )
             if gates is None:
                 return []
+            if self._pushdown is not None:
+                if gates.min_strength > 0.0:
+                    table = self._pushdown.gated(gates, vectors=False)
+                    window = StructuralIndex()
+                    window.load(self._columns(table))
+                    return window.select_ids(gates)
+                return self._pushdown.gated_ids(gates)
             return self._index.select_ids(gates)
 
     def get(self, record_id: str) -> Record:
@@ -825,12 +878,23 @@ class MemoryEngine:
         with self._lock:
             self._refresh()
             self._registry.reload()
-            domains, subdomains, tags = self._index.counts()
             archived = (
                 archive.count_by_reason(self.storage)
                 if isinstance(self.storage, SQLiteStorage)
                 else {}
             )
+            if self._pushdown is not None:
+                held = self._pushdown.label_counts()
+                domains, subdomains, tags = (
+                    {self._registry.known(kind, label): n for label, n in held[kind.value].items()}
+                    for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
+                )
+                scope_counts = self._pushdown.scope_counts()
+                records = sum(scope_counts.values())
+            else:
+                domains, subdomains, tags = self._index.counts()
+                scope_counts = self._index.scope_counts()
+                records = len(self._index)
 
             def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
                 labels = self._registry.labels[kind]
@@ -838,7 +902,7 @@ class MemoryEngine:
 
             return Stats(
                 path=self.path,
-                records=len(self._index),
+                records=records,
                 domains=named(Kind.DOMAIN, domains),
                 subdomains=named(Kind.SUBDOMAIN, subdomains),
                 tags=named(Kind.TAG, tags),
@@ -851,7 +915,7 @@ class MemoryEngine:
                 schema_version=self.storage.schema_version(),
                 archived=sum(archived.values()),
                 archived_by_reason=archived,
-                scopes=self._index.scope_counts(),
+                scopes=dict(sorted(scope_counts.items())),
                 current_scope=self._scope.current,
                 scope_reason=self._scope.reason,
                 visible_scopes=self._scope.visible,
@@ -1191,7 +1255,7 @@ class _Parts:
 
     @property
     def index(self) -> StructuralIndex:
-        return self._engine._index
+        return self._engine._full_index()
 
     @property
     def fold_policy(self) -> FoldPolicy:

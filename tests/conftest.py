@@ -11,6 +11,7 @@ from unittest.mock import patch
 import pytest
 
 from prime_memory_folding import MemoryEngine
+from tests import pg_helpers
 from tests.cli_helpers import run  # noqa: F401  (the command-line tests' fixture)
 
 
@@ -58,9 +59,37 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """The run's own PostgreSQL database (dropped at the end); its URL."""
+    reason = pg_helpers.unavailable()
+    if reason is not None:
+        skip_unless_ci(reason)
+    with pg_helpers.scratch_database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """A store URL of its own: a fresh schema in the run's database."""
+    return pg_helpers.new_schema(pg_database)
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store on each backend: an SQLite file, then a PostgreSQL schema.
+
+    The contract tests take it, so that every behaviour they check holds on both.
+    """
+    if request.param == "sqlite":
+        return str(tmp_path / "memory.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
 
 
 @pytest.fixture

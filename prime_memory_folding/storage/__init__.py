@@ -1,8 +1,44 @@
-"""Durable state: the storage interface and the embedded SQLite backend."""
+"""Durable state: the storage interface, the embedded SQLite backend, and PostgreSQL."""
 
 from __future__ import annotations
 
-from .base import IndexRow, IndexTable, Storage, StoredRow
+import os
+
+from .base import IndexRow, IndexTable, LexicalCandidates, Pushdown, Storage, StoredRow
 from .sqlite import SQLiteStorage
 
-__all__ = ["IndexRow", "IndexTable", "SQLiteStorage", "Storage", "StoredRow"]
+__all__ = [
+    "IndexRow",
+    "IndexTable",
+    "LexicalCandidates",
+    "Pushdown",
+    "SQLiteStorage",
+    "Storage",
+    "StoredRow",
+    "is_postgres_url",
+    "open_storage",
+    "pushdown_of",
+]
+
+
+def is_postgres_url(path: object) -> bool:
+    """Whether a store path names a PostgreSQL database (``postgresql://...``)."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    return path.split("://", 1)[0].lower() in ("postgresql", "postgres")
+
+
+def open_storage(path: str | os.PathLike[str]) -> Storage:
+    """The backend a store path names: a ``postgresql://`` URL, else an SQLite file."""
+    if is_postgres_url(path):
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(str(path))
+    return SQLiteStorage(path)
+
+
+def pushdown_of(storage: Storage) -> Pushdown | None:
+    """The backend as a :class:`Pushdown`, when it answers queries in its own database."""
+    if getattr(storage, "pushdown", False) is True:
+        return storage  # type: ignore[return-value]
+    return None

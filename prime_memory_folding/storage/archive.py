@@ -25,8 +25,8 @@ from .sqlite import (
     SQLiteStorage,
     _chunks,
     _parse_tags,
-    _stored_row,
     _translate,
+    stored_row,
 )
 
 __all__ = [
@@ -500,7 +500,7 @@ def _entries(storage: SQLiteStorage, where: str, params: Sequence[object]) -> li
         f"FROM archive WHERE {where} ORDER BY seq"
     )
     return [
-        ArchiveEntry(r[0], r[1], r[2], r[3], r[4], _stored_row(r[5:]))
+        ArchiveEntry(r[0], r[1], r[2], r[3], r[4], stored_row(r[5:]))
         for r in storage.db.execute(sql, params)
     ]
 
@@ -541,7 +541,7 @@ def list_entries(
         f"FROM archive WHERE {where} ORDER BY seq DESC LIMIT ? OFFSET ?"
     )
     return [
-        ArchiveEntry(r[0], r[1], r[2], r[3], r[4], _stored_row(r[5:]))
+        ArchiveEntry(r[0], r[1], r[2], r[3], r[4], stored_row(r[5:]))
         for r in storage.db.execute(sql, [*params, limit, offset])
     ]
 

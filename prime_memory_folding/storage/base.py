@@ -12,10 +12,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..index import TagQuery
 from ..primes import Kind
 from ..records import Record
 
-__all__ = ["IndexRow", "IndexTable", "Storage", "StoredRow"]
+__all__ = [
+    "IndexRow",
+    "IndexTable",
+    "LexicalCandidates",
+    "Pushdown",
+    "Storage",
+    "StoredRow",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +115,42 @@ class Storage(Protocol):
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
     def newest_change(self) -> int: ...
     def trim_changes(self, keep: int) -> None: ...
+
+
+# -- pushdown: backends that answer queries themselves -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalCandidates:
+    """BM25 scores (higher is better) of a text query's gated candidates, by record id."""
+
+    scores: dict[str, float]
+    #: Whether every record that matches the query is in ``scores``.
+    exhaustive: bool
+
+
+class Pushdown(Protocol):
+    """A backend that gates and scores in its own database (PostgreSQL).
+
+    With one, the engine holds no record in memory: each query asks for the
+    candidates that pass the gates, and ranks them with the same code as the
+    in-memory index (see :mod:`~prime_memory_folding.pushdown`).
+    """
+
+    def gated(
+        self,
+        gates: TagQuery,
+        *,
+        vectors: bool,
+        ids: Sequence[str] | None = None,
+        newest: int | None = None,
+        also: Sequence[str] = (),
+        order: str = "storage",
+        limit: int | None = None,
+        has_vector: bool = False,
+    ) -> IndexTable: ...
+    def gated_ids(self, gates: TagQuery) -> list[str]: ...
+    def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]: ...
+    def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates: ...
+    def label_counts(self) -> dict[str, dict[str, int]]: ...
+    def scope_counts(self) -> dict[str, int]: ...

@@ -23,7 +23,7 @@ from ..records import Record, Vector
 from .base import IndexRow, IndexTable, StoredRow
 from .migrations import MIGRATIONS, Migration, latest_version
 
-__all__ = ["SQLiteStorage"]
+__all__ = ["SQLiteStorage", "record_values", "stored_row"]
 
 #: How long a writer waits for another connection's lock before giving up, unless
 #: the ``PRIME_MEMORY_BUSY_TIMEOUT_MS`` environment variable or ``busy_timeout_ms`` says otherwise.
@@ -304,7 +304,7 @@ class SQLiteStorage:
             for row in self.db.execute(
                 f"SELECT {_RECORD_COLUMNS} FROM records WHERE dedupe_key IN ({marks})", chunk
             ):
-                stored = _stored_row(row)
+                stored = stored_row(row)
                 found[stored.dedupe_key] = stored
         return found
 
@@ -323,7 +323,7 @@ class SQLiteStorage:
 
     def insert(self, rows: Iterable[StoredRow]) -> None:
         """Insert new rows, in order. Call inside a transaction."""
-        values = [_row_values(row) for row in rows]
+        values = [record_values(row) for row in rows]
         if len(values) < STAGED_MIN:
             marks = ",".join("?" * 18)
             self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
@@ -372,7 +372,7 @@ class SQLiteStorage:
             "created_at = ?, updated_at = ?, accessed_at = ?, access_count = ?, metadata = ?, "
             "instance_key = ?, strength_at = ?, scope = ? "
             "WHERE record_id = ?",
-            ((*_row_values(row)[1:], row.record.record_id) for row in rows),
+            ((*record_values(row)[1:], row.record.record_id) for row in rows),
         )
 
     def delete(self, record_ids: Sequence[str]) -> None:
@@ -389,7 +389,7 @@ class SQLiteStorage:
             for row in self.db.execute(
                 f"SELECT {_RECORD_COLUMNS} FROM records WHERE record_id IN ({marks})", chunk
             ):
-                stored = _stored_row(row)
+                stored = stored_row(row)
                 found[stored.record.record_id] = stored
         return found
 
@@ -477,7 +477,7 @@ def store_file_bytes(path: str | os.PathLike[str]) -> int:
     return total
 
 
-def _row_values(row: StoredRow) -> tuple[Any, ...]:
+def record_values(row: StoredRow) -> tuple[Any, ...]:
     rec = row.record
     return (
         rec.record_id,
@@ -501,7 +501,7 @@ def _row_values(row: StoredRow) -> tuple[Any, ...]:
     )
 
 
-def _stored_row(row: Sequence[Any]) -> StoredRow:
+def stored_row(row: Sequence[Any]) -> StoredRow:
     blob = row[7]
     vector = None if blob is None else Vector.from_blob(blob)
     record = Record(

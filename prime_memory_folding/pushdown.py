@@ -1,0 +1,145 @@
+"""Queries on a backend that gates in its own database (PostgreSQL).
+
+The engine holds no record in memory on such a store. Each query asks the
+database for the records that pass its gates (:class:`~.storage.base.Pushdown`),
+loads just those into a small :class:`~.index.StructuralIndex`, the *window*,
+and ranks them with the same functions as the embedded store: the same strength
+gate and decay, salience, cosine and hybrid fusion. What the window holds:
+
+- **salience** (no text, no vector): the gated records best by importance x
+  stored strength, which bounds the decayed salience from above; more are
+  read until the last hit's decayed salience beats the bound of every record
+  not read, so the answer is the exact top of every gated record;
+- **vector**: every gated record with a vector, when at most
+  :data:`WINDOW_MAX`; otherwise the gated vectors are read in batches and
+  scored with numpy, keeping the best few (memory stays bounded, time grows
+  with the gated records);
+- **text**: the BM25 candidates (the database's text index, gated), plus, for
+  the vector side and the neighbours that lend context, every gated record
+  when at most :data:`WINDOW_MAX`, else the newest :data:`WINDOW_MAX` of them.
+  A text query's vector side therefore never reads more than that many
+  vectors, whatever the store's size; an older record without a word of the
+  query is found only by a vector query.
+
+The window's rows keep the store's order, so that neighbours are the same as
+in the embedded store's index.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .index import IndexColumns, StructuralIndex, TagQuery
+from .query import RankedRow, rank_by_salience, rank_by_vector
+from .recall import LEXICAL_BUDGET, hybrid_rank
+from .storage.base import IndexTable, Pushdown
+
+__all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
+
+#: Gated records a query ranks exactly in one window.
+WINDOW_MAX = 20_000
+#: Records the first salience read takes, at least.
+SALIENCE_FIRST = 256
+
+ColumnsOf = Callable[[IndexTable], IndexColumns]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The records a query ranked, and the ranking (rows of ``index``)."""
+
+    index: StructuralIndex
+    ranked: list[RankedRow]
+
+
+def _window(columns_of: ColumnsOf, table: IndexTable) -> StructuralIndex:
+    index = StructuralIndex()
+    index.load(columns_of(table))
+    return index
+
+
+def by_salience(
+    store: Pushdown, columns_of: ColumnsOf, gates: TagQuery, limit: int, now: float
+) -> Window:
+    """The gated records best by importance x decayed strength, then recency."""
+    size = max(limit * 4, SALIENCE_FIRST)
+    while True:
+        table = store.gated(gates, vectors=False, order="salience", limit=size)
+        index = _window(columns_of, table)
+        ranked = rank_by_salience(index, index.select(gates), limit, now=now)
+        if len(table) < size:
+            return Window(index, ranked)  # every gated record was read
+        # Decay only lowers strength: no record not read can beat this bound.
+        bound = float(table.importance[-1]) * float(table.strength[-1])
+        if len(ranked) == limit and ranked[-1].score > bound:
+            return Window(index, ranked)
+        size *= 4
+
+
+def by_vector(
+    store: Pushdown,
+    columns_of: ColumnsOf,
+    gates: TagQuery,
+    unit: npt.NDArray[np.float32],
+    limit: int,
+    now: float,
+) -> Window:
+    """The gated records nearest ``unit`` (a unit vector) by cosine."""
+    table = store.gated(gates, vectors=True, has_vector=True, newest=WINDOW_MAX + 1)
+    if len(table) > WINDOW_MAX:
+        best = _nearest(store, gates, unit, max(limit * 4, 64))
+        table = store.gated(gates, vectors=True, ids=best)
+    index = _window(columns_of, table)
+    return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
+
+
+def _nearest(
+    store: Pushdown, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
+) -> list[str]:
+    """Ids of the ``keep`` gated vectors nearest ``unit``, read in batches."""
+    best: list[tuple[float, str]] = []
+    for batch in store.vector_batches(gates):
+        matrix = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<f4").reshape(
+            len(batch), -1
+        )
+        if matrix.shape[1] != len(unit):
+            continue
+        norms = np.linalg.norm(matrix, axis=1)
+        scores = (matrix @ unit) / np.where(norms > 0, norms, 1.0)
+        for i in np.argsort(-scores)[:keep]:
+            item = (float(scores[i]), batch[int(i)][0])
+            if len(best) < keep:
+                heapq.heappush(best, item)
+            elif item > best[0]:
+                heapq.heapreplace(best, item)
+    return [rid for _, rid in best]
+
+
+def by_text(
+    store: Pushdown,
+    columns_of: ColumnsOf,
+    gates: TagQuery,
+    text: str,
+    unit: npt.NDArray[np.float32] | None,
+    limit: int,
+) -> Window:
+    """BM25 and cosine fused, as the embedded store ranks a text query."""
+    found = store.lexical(text, gates, LEXICAL_BUDGET)
+    lexical_ids: Sequence[str] = list(found.scores)
+    table = store.gated(gates, vectors=unit is not None, newest=WINDOW_MAX, also=lexical_ids)
+    index = _window(columns_of, table)
+    rows = index.select(gates)
+    lexical: dict[int, float] = {}
+    for rid, score in found.scores.items():
+        row = index.row_of(rid)
+        if row is not None:
+            lexical[row] = score
+    if lexical:
+        keep = np.isin(np.fromiter(lexical, dtype=np.int64), rows)
+        lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
+    return Window(index, hybrid_rank(index, rows, lexical, unit, limit))

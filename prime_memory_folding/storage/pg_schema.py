@@ -1,0 +1,148 @@
+"""Schema migrations for the PostgreSQL store.
+
+Numbered like the SQLite store's, and run by :class:`~.postgres.PostgresStorage`
+under a transaction-level advisory lock, so that servers starting at once apply
+each step exactly once. Numbers are never reused or renumbered; they count on
+their own, apart from the SQLite schema's.
+
+The tables hold the same columns as the SQLite store, under the same names, so
+that a store copies between the two exactly. PostgreSQL adds what its query
+planner gates on, filled by triggers from the labels and the text, whatever
+statement writes a row:
+
+- ``domain_prime``, ``subdomain_prime`` (B-tree) and ``tag_primes``, a
+  ``bigint[]`` of the record's tag primes (GIN: ``@>`` all-of, ``&&`` any-of).
+  Primes are unsigned 32-bit numbers, which ``int4`` cannot hold;
+- ``lex``, a ``tsvector`` of the content (GIN), which finds a text query's
+  candidates. It uses PostgreSQL's ``english`` configuration, which stems
+  words (Snowball) and leaves out stop words, as the SQLite store's Porter
+  tokenizer stems them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..primes import DEFAULT_LABELS, next_prime
+
+__all__ = ["PG_MIGRATIONS", "PgMigration", "latest_pg_version"]
+
+
+@dataclass(frozen=True)
+class PgMigration:
+    """One schema step: SQL statements, then an optional function of the cursor."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+    then: Callable[[Any], None] | None = None
+
+
+def _seed_primes(cur: Any) -> None:
+    for kind, labels in DEFAULT_LABELS.items():
+        prime = 1
+        for label in labels:
+            prime = next_prime(prime)
+            cur.execute(
+                "INSERT INTO primes (kind, label, prime) VALUES (%s, %s, %s)",
+                (kind.value, label, prime),
+            )
+
+
+_RECORD_BODY = """
+    record_id TEXT NOT NULL,
+    dedupe_key TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    subdomain TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    tag_product TEXT NOT NULL,
+    content TEXT NOT NULL,
+    vector BYTEA,
+    importance DOUBLE PRECISION NOT NULL,
+    strength DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    accessed_at DOUBLE PRECISION NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    instance_key TEXT,
+    strength_at DOUBLE PRECISION,
+    scope TEXT NOT NULL DEFAULT 'global'
+"""
+
+_CORE = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE primes (
+        kind TEXT NOT NULL CHECK (kind IN ('domain', 'subdomain', 'tag')),
+        label TEXT NOT NULL,
+        prime BIGINT NOT NULL,
+        PRIMARY KEY (kind, label),
+        UNIQUE (kind, prime)
+    )""",
+    f"""CREATE TABLE records (
+        id BIGSERIAL PRIMARY KEY,
+        {_RECORD_BODY},
+        domain_prime BIGINT,
+        subdomain_prime BIGINT,
+        tag_primes BIGINT[] NOT NULL DEFAULT '{{}}',
+        lex TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+        CHECK (importance BETWEEN 0 AND 1),
+        CHECK (strength BETWEEN 0 AND 1),
+        UNIQUE (record_id),
+        UNIQUE (dedupe_key)
+    )""",
+    "CREATE INDEX records_scope ON records (scope, domain_prime, subdomain_prime)",
+    "CREATE INDEX records_domain ON records (domain_prime, subdomain_prime)",
+    "CREATE INDEX records_tags ON records USING gin (tag_primes)",
+    "CREATE INDEX records_lex ON records USING gin (lex)",
+    "CREATE INDEX records_updated ON records (updated_at)",
+    # The labels' primes, whatever statement writes the row (the archive's
+    # restores included). A label always has its prime before a record names it.
+    """CREATE FUNCTION records_primes() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.domain_prime := (SELECT prime FROM primes
+                             WHERE kind = 'domain' AND label = NEW.domain);
+        NEW.subdomain_prime := (SELECT prime FROM primes
+                                WHERE kind = 'subdomain' AND label = NEW.subdomain);
+        NEW.tag_primes := ARRAY(
+            SELECT p.prime FROM jsonb_array_elements_text(NEW.tags::jsonb) AS t(label)
+            JOIN primes AS p ON p.kind = 'tag' AND p.label = t.label);
+        RETURN NEW;
+    END $$""",
+    """CREATE TRIGGER records_primes BEFORE INSERT OR UPDATE OF domain, subdomain, tags
+        ON records FOR EACH ROW EXECUTE FUNCTION records_primes()""",
+    # The change log: every server's caches catch up from it.
+    "CREATE TABLE changes (seq BIGSERIAL PRIMARY KEY, record_id TEXT NOT NULL)",
+    """CREATE FUNCTION records_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            INSERT INTO changes (record_id) VALUES (OLD.record_id);
+            RETURN OLD;
+        END IF;
+        INSERT INTO changes (record_id) VALUES (NEW.record_id);
+        RETURN NEW;
+    END $$""",
+    """CREATE TRIGGER records_change AFTER INSERT OR UPDATE OR DELETE ON records
+        FOR EACH ROW EXECUTE FUNCTION records_change()""",
+    f"""CREATE TABLE archive (
+        seq BIGSERIAL PRIMARY KEY,
+        reason TEXT NOT NULL CHECK (reason IN ('pruned', 'folded', 'forgotten', 'replaced')),
+        detail TEXT NOT NULL,
+        folded_into TEXT,
+        archived_at DOUBLE PRECISION NOT NULL,
+        {_RECORD_BODY}
+    )""",
+    "CREATE INDEX archive_record ON archive (record_id)",
+    "CREATE INDEX archive_reason ON archive (reason, folded_into)",
+    "CREATE TABLE fold_marks (record_id TEXT PRIMARY KEY, prune_at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at)",
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (PgMigration(1, "create_tables", _CORE, _seed_primes),)
+
+
+def latest_pg_version() -> int:
+    """The newest PostgreSQL schema version this code knows."""
+    return max(m.version for m in PG_MIGRATIONS)

@@ -1,0 +1,781 @@
+"""The PostgreSQL store: one database behind many servers.
+
+:class:`PostgresStorage` implements the same :class:`~.base.Storage` interface
+as the SQLite store, over a ``psycopg_pool`` connection pool, and answers
+queries itself (:class:`~.base.Pushdown`), so that a server holds no record in
+memory before it answers:
+
+- structural gates run in SQL: scope, domain and subdomain on B-trees, tags on
+  a GIN index over ``tag_primes`` (``@>`` all-of, ``&&`` any-of, ``NOT &&``
+  none-of), each all-of candidate confirmed by the exact divisibility test on
+  the stored tag product;
+- a text query's candidates come from the ``lex`` ``tsvector`` (GIN), and are
+  scored with FTS5's BM25 formula (:func:`bm25`), from document frequencies
+  and the average length that this class keeps, a little stale at most, per
+  connection pool;
+- vectors are float32 ``bytea``, scored with numpy over gated candidates.
+
+Writes are transactions on one pooled connection. Prime assignment takes a
+transaction-level advisory lock per registry, and a write takes one per dedupe
+key, so that servers sharing the database assign one prime per label and merge
+the same memory into one record. A lost connection fails the call in flight
+with a clear :class:`~..errors.StoreError`; the pool checks each connection
+before lending it, so the next call succeeds once the server is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import NotAvailable, SchemaTooNew, StoreError
+from ..index import TagQuery
+from ..primes import MAX_PRIME, Kind, next_prime
+from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow
+from .pg_schema import PG_MIGRATIONS, latest_pg_version
+from .sqlite import record_values, stored_row
+
+__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of"]
+
+#: The advisory lock that serialises migrations (any constant the app owns).
+_MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
+_RECORD_COLUMNS = (
+    "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
+    "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
+    "instance_key, strength_at, scope"
+)
+_INDEX_COLUMNS = (
+    "record_id, domain, subdomain, tags, tag_product, importance, strength, "
+    "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
+    "(metadata::jsonb ->> 'tier'), scope"
+)
+#: A document's length in tokens, over ``unnest(lex) AS u`` (a stripped lexeme counts once).
+_TOKENS = "coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)"
+#: Rows per batch when a whole table is read (a fold, a copy).
+BATCH = 5_000
+#: FTS5's BM25 parameters.
+K1 = 1.2
+B = 0.75
+#: Newest records sampled for the average document length.
+LENGTH_SAMPLE = 2_000
+#: Change-log entries after which cached text statistics are read again.
+STATS_STALE_CHANGES = 1_000
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ""
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def bm25(tf: float, df: int, dl: float, avgdl: float, total: int) -> float:
+    """One term's part of FTS5's BM25 score (higher is better)."""
+    idf = math.log((total - df + 0.5) / (df + 0.5))
+    if idf <= 0.0:
+        idf = 1e-6
+    return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / max(avgdl, 1e-9)))
+
+
+def _qmark_to_format(sql: str) -> str:
+    """SQLite's ``?`` placeholders as psycopg's ``%s``, outside string literals."""
+    out: list[str] = []
+    quoted = False
+    for char in sql:
+        if char == "'":
+            quoted = not quoted
+        if char == "%":
+            out.append("%%")
+        elif char == "?" and not quoted:
+            out.append("%s")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+class _Rows:
+    """A finished statement's rows, read before the connection went back to the pool."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+
+class SqlConnection:
+    """The store's connection as SQL modules written for SQLite see it.
+
+    ``execute`` and ``executemany`` take ``?`` placeholders; results are read
+    in full before they return. Inside :meth:`PostgresStorage.transaction`
+    they run on its connection, outside it each in a transaction of its own.
+    """
+
+    def __init__(self, storage: PostgresStorage) -> None:
+        self._storage = storage
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        return self._storage.run(_qmark_to_format(sql), params)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> _Rows:
+        return self._storage.run_many(_qmark_to_format(sql), list(seq))
+
+
+@dataclass
+class _TextStats:
+    """What BM25 needs of the whole store, read again every so often."""
+
+    seq: int = -1
+    total: int = 0
+    avgdl: float = 1.0
+    df: dict[str, int] | None = None
+
+
+class PostgresStorage:
+    """Durable state in a PostgreSQL database, shared by any number of servers.
+
+    Args:
+        url: a libpq URL, ``postgresql://user@host:port/database``.
+        min_size, max_size: the connection pool's bounds.
+        timeout: seconds to wait for a connection before failing a call.
+
+    Raises:
+        NotAvailable: psycopg is not installed (the ``postgres`` extra).
+        StoreError: the database cannot be reached, or its schema is newer.
+    """
+
+    #: Queries run in the database; the engine holds no record in memory.
+    pushdown = True
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 10.0
+    ) -> None:
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            raise NotAvailable(
+                "a PostgreSQL store needs psycopg; install prime-memory-folding[postgres]"
+            ) from None
+        self._psycopg = psycopg
+        self.url = url
+        self.path = redact(url)
+        self._local = threading.local()
+        self._stats = _TextStats()
+        self._stats_lock = threading.Lock()
+        self.db = SqlConnection(self)
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"autocommit": True},
+            check=ConnectionPool.check_connection,
+            open=False,
+            name="prime-memory",
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except Exception as exc:  # psycopg_pool.PoolTimeout and connection errors
+            self._pool.close()
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self.path} ({exc}); check that the server "
+                "runs, the URL (user, host, port, database) and that the database exists"
+            ) from None
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections -------------------------------------------------------
+
+    def _error(self, exc: Exception) -> StoreError:
+        """A psycopg error as the store error a caller can act on."""
+        psycopg = self._psycopg
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            return StoreError(f"store {self.path}: a write collided with another ({exc})")
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or (
+            type(exc).__name__ == "PoolTimeout"
+        ):
+            return StoreError(
+                f"lost the connection to PostgreSQL at {self.path} ({str(exc).strip()}); "
+                "nothing of this call was written; retry once the database answers"
+            )
+        return StoreError(f"store {self.path}: {str(exc).strip()}")
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """The transaction's connection, or one lent by the pool for one statement."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except StoreError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
+                raise self._error(exc) from None
+            raise
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        """Execute one statement and read its rows (``%s`` placeholders)."""
+        with self._connection() as conn:
+            try:
+                cur = conn.execute(sql, params)
+                rows = cur.fetchall() if cur.description is not None else []
+                return _Rows(rows, cur.rowcount)
+            except self._psycopg.Error as exc:
+                if getattr(self._local, "conn", None) is None:
+                    raise self._error(exc) from None
+                raise
+
+    def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> _Rows:
+        """Execute one statement for each parameter set."""
+        if not seq:
+            return _Rows([], 0)
+        with self._connection() as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.executemany(sql, seq)
+                    return _Rows([], cur.rowcount)
+            except self._psycopg.Error as exc:
+                if getattr(self._local, "conn", None) is None:
+                    raise self._error(exc) from None
+                raise
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction on one pooled connection; nested calls join the outer one.
+
+        Raises:
+            StoreError: PostgreSQL failed or the connection was lost; the
+                transaction was rolled back.
+        """
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        try:
+            with self._pool.connection() as conn:
+                self._local.conn = conn
+                try:
+                    with conn.transaction():
+                        yield
+                finally:
+                    self._local.conn = None
+        except StoreError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
+                raise self._error(exc) from None
+            raise
+
+    # -- schema ---------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            self.run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            self.run(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            applied = {int(row[0]) for row in self.run("SELECT version FROM schema_migrations")}
+            newest = latest_pg_version()
+            if applied and max(applied) > newest:
+                raise SchemaTooNew(
+                    f"store {self.path} has PostgreSQL schema version {max(applied)}, but this "
+                    f"version of prime-memory-folding knows only up to {newest}; upgrade it"
+                )
+            conn = self._local.conn
+            for step in sorted(PG_MIGRATIONS, key=lambda m: m.version):
+                if step.version in applied:
+                    continue
+                with conn.cursor() as cur:
+                    for statement in step.statements:
+                        cur.execute(statement)
+                    if step.then is not None:
+                        step.then(cur)
+                self.run(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (step.version, step.name, time.time()),
+                )
+
+    def schema_version(self) -> int:
+        row = self.run("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def data_version(self) -> int:
+        """Changes whenever any server writes a record."""
+        row = self.run("SELECT last_value, is_called FROM changes_seq_seq").fetchone()
+        return int(row[0]) if row and row[1] else 0
+
+    def size_bytes(self) -> int:
+        """Bytes the store's tables and indexes take."""
+        row = self.run(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- meta ---------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.run("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.run(
+            "INSERT INTO meta (key, value) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- prime registries ------------------------------------------------------
+
+    def load_primes(self) -> dict[Kind, dict[str, int]]:
+        registries: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
+        for kind, label, prime in self.run("SELECT kind, label, prime FROM primes"):
+            registries[Kind(kind)][label] = int(prime)
+        return registries
+
+    def assign_prime(self, kind: Kind, label: str) -> int:
+        """The label's prime, assigning the next one if new. Call inside a transaction.
+
+        A transaction-level advisory lock per registry makes servers take turns,
+        so one label gets one prime and a prime one label, never reused.
+
+        Raises:
+            StoreError: the registry has run out of 32-bit primes.
+        """
+        row = self.run(
+            "SELECT prime FROM primes WHERE kind = %s AND label = %s", (kind.value, label)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        self.run("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"pmf_primes:{kind.value}",))
+        row = self.run(
+            "SELECT prime FROM primes WHERE kind = %s AND label = %s", (kind.value, label)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        highest = self.run("SELECT max(prime) FROM primes WHERE kind = %s", (kind.value,))
+        top = highest.fetchone()
+        prime = next_prime(int((top[0] if top else None) or 1))
+        if prime > MAX_PRIME:
+            raise StoreError(f"the {kind.value} registry of {self.path} has no 32-bit primes left")
+        self.run(
+            "INSERT INTO primes (kind, label, prime) VALUES (%s, %s, %s)",
+            (kind.value, label, prime),
+        )
+        return prime
+
+    # -- records ------------------------------------------------------------
+
+    def find_dedupe(self, keys: Sequence[str]) -> dict[str, StoredRow]:
+        """Existing rows whose dedupe key is among ``keys``.
+
+        Inside a transaction, each key is first locked (advisory, until commit),
+        so that two servers writing the same memory take turns: the second
+        finds the first's record and merges into it.
+        """
+        wanted = sorted(set(keys))
+        if getattr(self._local, "conn", None) is not None and wanted:
+            self.run(
+                "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) "
+                "AS k ORDER BY k",
+                (wanted,),
+            )
+        found: dict[str, StoredRow] = {}
+        for row in self.run(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE dedupe_key = ANY(%s)", (wanted,)
+        ):
+            stored = stored_row(row)
+            found[stored.dedupe_key] = stored
+        return found
+
+    def existing_ids(self, record_ids: Sequence[str]) -> set[str]:
+        rows = self.run(
+            "SELECT record_id FROM records WHERE record_id = ANY(%s)", (list(record_ids),)
+        )
+        return {row[0] for row in rows}
+
+    def insert(self, rows: Iterable[StoredRow]) -> None:
+        """Insert new rows, in order. Call inside a transaction."""
+        values = [record_values(row) for row in rows]
+        if not values:
+            return
+        if len(values) < 64:
+            marks = ",".join(["%s"] * 18)
+            self.run_many(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
+            return
+        with (
+            self._connection() as conn,
+            conn.cursor() as cur,
+            cur.copy(f"COPY records ({_RECORD_COLUMNS}) FROM STDIN") as copy,
+        ):
+            for value in values:
+                copy.write_row(value)
+
+    def replace(self, rows: Iterable[StoredRow]) -> None:
+        """Overwrite existing rows (matched by record id). Call inside a transaction."""
+        self.run_many(
+            "UPDATE records SET dedupe_key = %s, domain = %s, subdomain = %s, tags = %s, "
+            "tag_product = %s, content = %s, vector = %s, importance = %s, strength = %s, "
+            "created_at = %s, updated_at = %s, accessed_at = %s, access_count = %s, "
+            "metadata = %s, instance_key = %s, strength_at = %s, scope = %s "
+            "WHERE record_id = %s",
+            [(*record_values(row)[1:], row.record.record_id) for row in rows],
+        )
+
+    def delete(self, record_ids: Sequence[str]) -> None:
+        self.run("DELETE FROM records WHERE record_id = ANY(%s)", (list(record_ids),))
+
+    def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]:
+        found: dict[str, StoredRow] = {}
+        for row in self.run(
+            f"SELECT {_RECORD_COLUMNS} FROM records WHERE record_id = ANY(%s)",
+            (list(record_ids),),
+        ):
+            stored = stored_row(row)
+            found[stored.record.record_id] = stored
+        return found
+
+    def count(self) -> int:
+        row = self.run("SELECT count(*) FROM records").fetchone()
+        return int(row[0]) if row else 0
+
+    def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]:
+        sql = "SELECT " + _INDEX_COLUMNS.format(vector="vector") + " FROM records"
+        if record_ids is None:
+            for batch in self._batches(sql + " ORDER BY id", ()):
+                yield from (_index_row(row) for row in batch)
+            return
+        for row in self.run(sql + " WHERE record_id = ANY(%s)", (list(record_ids),)):
+            yield _index_row(row)
+
+    def _batches(self, sql: str, params: Sequence[Any]) -> Iterator[list[tuple[Any, ...]]]:
+        """A big read in batches of :data:`BATCH` rows, through a server-side cursor."""
+        with self._connection() as conn:
+            outer = getattr(self._local, "conn", None) is not None
+            with contextlib.ExitStack() as stack:
+                if not outer:
+                    stack.enter_context(conn.transaction())
+                with conn.cursor(name=f"pmf_read_{threading.get_ident()}") as cur:
+                    cur.itersize = BATCH
+                    cur.execute(sql, params)
+                    while True:
+                        rows = cur.fetchmany(BATCH)
+                        if not rows:
+                            return
+                        yield rows
+
+    def index_table(self) -> IndexTable:
+        """Every record's index columns (a fold or a survey reads them in batches)."""
+        return table_of(self.index_rows())
+
+    def changes_since(self, seq: int) -> tuple[list[str], int, bool]:
+        """Record ids changed after ``seq``, the newest seq, and whether the log has a gap.
+
+        Sequence numbers are handed out when a row is written, not when its
+        transaction commits, so a slower transaction can commit a smaller one
+        later: the look starts :data:`STATS_STALE_CHANGES` entries back, and
+        catching up on a record twice is harmless.
+        """
+        row = self.run("SELECT min(seq), max(seq) FROM changes").fetchone()
+        oldest, latest = (row or (None, None))[:2]
+        gap = oldest is not None and (oldest > seq + 1 or latest < seq)
+        ids: list[str] = []
+        newest = seq
+        for change_seq, record_id in self.run(
+            "SELECT seq, record_id FROM changes WHERE seq > %s ORDER BY seq",
+            (max(seq - STATS_STALE_CHANGES, 0),),
+        ):
+            ids.append(record_id)
+            newest = max(newest, int(change_seq))
+        return ids, newest, bool(gap)
+
+    def trim_changes(self, keep: int) -> None:
+        self.run(
+            "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - %s", (max(keep, 1),)
+        )
+
+    def newest_change(self) -> int:
+        row = self.run("SELECT max(seq) FROM changes").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    # -- pushdown: gates, candidates and text in SQL ---------------------------
+
+    def gated(
+        self,
+        gates: TagQuery,
+        *,
+        vectors: bool,
+        ids: Sequence[str] | None = None,
+        newest: int | None = None,
+        also: Sequence[str] = (),
+        order: str = "storage",
+        limit: int | None = None,
+        has_vector: bool = False,
+    ) -> IndexTable:
+        """The index columns of the records that pass the gates SQL can run.
+
+        ``ids`` keeps only those records; ``newest`` only the newest that many,
+        plus those of ``also`` that pass. Rows come in storage order, or with
+        ``order="salience"`` best first by importance x stored strength (the
+        upper bound of the decayed salience), at most ``limit``. The strength
+        gate and the exact tests run again on what this returns
+        (:meth:`~..index.StructuralIndex.select`).
+        """
+        where, params = gate_sql(gates)
+        if has_vector:
+            where.append("vector IS NOT NULL")
+        if ids is not None:
+            where.append("record_id = ANY(%s)")
+            params.append(list(ids))
+        condition = " AND ".join(where) or "TRUE"
+        sql = "SELECT " + _INDEX_COLUMNS.format(vector="vector" if vectors else "NULL")
+        sql += " FROM records WHERE "
+        if newest is not None:
+            inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
+            if also:
+                sql += f"id IN ({inner}) OR (record_id = ANY(%s) AND {condition}) ORDER BY id"
+                params = [*params, newest, list(also), *params]
+            else:
+                sql += f"id IN ({inner}) ORDER BY id"
+                params = [*params, newest]
+        else:
+            sql += condition
+            if order == "salience":
+                sql += " ORDER BY importance * strength DESC, updated_at DESC, id DESC"
+            else:
+                sql += " ORDER BY id"
+            if limit is not None:
+                sql += " LIMIT %s"
+                params.append(limit)
+        return table_of(_index_row(row) for row in self.run(sql, params))
+
+    def gated_ids(self, gates: TagQuery) -> list[str]:
+        """Record ids that pass the SQL gates, oldest first."""
+        where, params = gate_sql(gates)
+        sql = "SELECT record_id FROM records"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [row[0] for row in self.run(sql + " ORDER BY id", params)]
+
+    def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
+        """(record id, vector) of every gated record with a vector, in batches."""
+        where, params = gate_sql(gates)
+        where.append("vector IS NOT NULL")
+        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where)
+        for batch in self._batches(sql, params):
+            yield [(rid, bytes(blob)) for rid, blob in batch]
+
+    def _text_stats(self) -> _TextStats:
+        """The store's size and average length, read again after enough changes."""
+        with self._stats_lock:
+            seq = self.newest_change()
+            stats = self._stats
+            if stats.df is None or abs(seq - stats.seq) >= max(
+                STATS_STALE_CHANGES, stats.total // 100
+            ):
+                row = self.run("SELECT count(*) FROM records").fetchone()
+                total = int(row[0]) if row else 0
+                sample = self.run(
+                    f"SELECT avg((SELECT {_TOKENS} FROM unnest(r.lex) AS u)) "
+                    "FROM (SELECT lex FROM records ORDER BY id DESC LIMIT %s) AS r",
+                    (LENGTH_SAMPLE,),
+                ).fetchone()
+                avgdl = float(sample[0]) if sample and sample[0] is not None else 1.0
+                self._stats = stats = _TextStats(seq=seq, total=total, avgdl=avgdl, df={})
+            return stats
+
+    def _frequencies(self, stats: _TextStats, lexemes: Sequence[str]) -> dict[str, int]:
+        assert stats.df is not None
+        missing = [lex for lex in lexemes if lex not in stats.df]
+        for lex in missing:
+            row = self.run(
+                "SELECT count(*) FROM records WHERE lex @@ %s::tsquery", (_tsquery([lex]),)
+            ).fetchone()
+            stats.df[lex] = int(row[0]) if row else 0
+        return {lex: stats.df[lex] for lex in lexemes}
+
+    def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
+        """BM25 scores of a text query's gated candidates (FTS5's formula).
+
+        The query's words are stemmed as the records' (PostgreSQL's ``english``
+        configuration). A word in more than half of the store is left out
+        (unless every word is), as FTS5's BM25 gives it almost nothing. When the
+        words left match more than ``budget`` records, the rarest words that fit
+        the budget together choose the candidates, and the newest ``budget`` of
+        them are scored; ``exhaustive`` then says False.
+        """
+        row = self.run(
+            "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
+            "FROM unnest(to_tsvector('english', %s))",
+            (text,),
+        ).fetchone()
+        lexemes: list[str] = list(row[0]) if row else []
+        if not lexemes:
+            return LexicalCandidates({}, True)
+        stats = self._text_stats()
+        df = self._frequencies(stats, lexemes)
+        total = max(stats.total, 1)
+        rarest = min(lexemes, key=df.__getitem__)
+        kept = [lex for lex in lexemes if df[lex] <= total / 2] or [rarest]
+        kept = [lex for lex in kept if df[lex] > 0]
+        if not kept:
+            return LexicalCandidates({}, True)
+        by_rarity = sorted(kept, key=df.__getitem__)
+        choosers = [by_rarity[0]]
+        expected = df[by_rarity[0]]
+        for lex in by_rarity[1:]:
+            if expected + df[lex] > budget:
+                break
+            choosers.append(lex)
+            expected += df[lex]
+        where, params = gate_sql(gates)
+        where.insert(0, "lex @@ %s::tsquery")
+        params.insert(0, _tsquery(choosers))
+        sql = (
+            f"SELECT record_id, (SELECT {_TOKENS} FROM unnest(lex) AS u), "
+            "ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
+            "FROM unnest(lex) AS u WHERE u.lexeme = ANY(%s)) FROM records "
+            f"WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT %s"
+        )
+        rows = self.run(sql, [kept, *params, budget + 1]).fetchall()
+        exhaustive = len(rows) <= budget and len(choosers) == len(kept)
+        scores: dict[str, float] = {}
+        for rid, length, parts in rows[:budget]:
+            score = 0.0
+            for part in parts:
+                lex, _, count = part.rpartition(" ")
+                score += bm25(float(count), df[lex], float(length), stats.avgdl, total)
+            scores[rid] = max(score, 1e-9)
+        return LexicalCandidates(scores, exhaustive)
+
+    def label_counts(self) -> dict[str, dict[str, int]]:
+        """Live records per domain, subdomain and tag label."""
+        counts: dict[str, dict[str, int]] = {"domain": {}, "subdomain": {}, "tag": {}}
+        for column in ("domain", "subdomain"):
+            for label, n in self.run(f"SELECT {column}, count(*) FROM records GROUP BY {column}"):
+                counts[column][label] = int(n)
+        for label, n in self.run(
+            "SELECT t, count(*) FROM records, jsonb_array_elements_text(tags::jsonb) AS t "
+            "GROUP BY t"
+        ):
+            counts["tag"][label] = int(n)
+        return counts
+
+    def scope_counts(self) -> dict[str, int]:
+        rows = self.run("SELECT scope, count(*) FROM records GROUP BY scope")
+        return {scope: int(n) for scope, n in rows}
+
+
+def _tsquery(lexemes: Sequence[str]) -> str:
+    """A tsquery matching any of ``lexemes``, each quoted as a literal."""
+    return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
+
+
+def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
+    """SQL conditions (``%s`` placeholders) for the gates a B-tree or GIN index can run."""
+    where: list[str] = []
+    params: list[Any] = []
+    if gates.scopes is not None:
+        where.append("scope = ANY(%s)")
+        params.append(list(gates.scopes))
+    if gates.domain_prime is not None:
+        where.append("domain_prime = %s")
+        params.append(gates.domain_prime)
+    if gates.subdomain_prime is not None:
+        where.append("subdomain_prime = %s")
+        params.append(gates.subdomain_prime)
+    if gates.all_of:
+        # The GIN index finds them; the exact divisibility test confirms each.
+        where.append("tag_primes @> %s::bigint[]")
+        params.append(list(gates.all_of))
+        where.append("(tag_product::numeric %% %s::numeric) = 0")
+        params.append(str(math.prod(gates.all_of)))
+    if gates.any_of:
+        where.append("tag_primes && %s::bigint[]")
+        params.append(list(gates.any_of))
+    if gates.none_of:
+        where.append("NOT (tag_primes && %s::bigint[])")
+        params.append(list(gates.none_of))
+    if gates.since is not None:
+        where.append("updated_at >= %s")
+        params.append(gates.since)
+    if gates.until is not None:
+        where.append("updated_at < %s")
+        params.append(gates.until)
+    return where, params
+
+
+def _index_row(row: Sequence[Any]) -> IndexRow:
+    blob = row[8]
+    return IndexRow(
+        record_id=row[0],
+        domain=row[1],
+        subdomain=row[2],
+        tags=tuple(json.loads(row[3])),
+        tag_product=int(row[4]),
+        importance=row[5],
+        strength=row[6],
+        updated_at=row[7],
+        vector_blob=None if blob is None else bytes(blob),
+        created_at=row[9],
+        accessed_at=row[10],
+        access_count=row[11],
+        strength_at=row[12],
+        tier=row[13] if isinstance(row[13], str) else None,
+        scope=row[14],
+    )
+
+
+def table_of(rows: Iterable[IndexRow]) -> IndexTable:
+    """Index rows as one :class:`IndexTable` of columns."""
+    rows = list(rows)
+    return IndexTable(
+        record_ids=[r.record_id for r in rows],
+        domains=[r.domain for r in rows],
+        subdomains=[r.subdomain for r in rows],
+        tags=[r.tags for r in rows],
+        tag_products=[r.tag_product for r in rows],
+        importance=[r.importance for r in rows],
+        strength=[r.strength for r in rows],
+        updated_at=[r.updated_at for r in rows],
+        vector_blobs=[r.vector_blob for r in rows],
+        created_at=[r.created_at for r in rows],
+        accessed_at=[r.accessed_at for r in rows],
+        access_count=[r.access_count for r in rows],
+        strength_at=[r.strength_at for r in rows],
+        tiers=[r.tier for r in rows],
+        scopes=[r.scope for r in rows],
+    )
