@@ -11,15 +11,18 @@ gate and decay, salience, cosine and hybrid fusion. What the window holds:
   read until the last hit's decayed salience beats the bound of every record
   not read, so the answer is the exact top of every gated record;
 - **vector**: every gated record with a vector, when at most
-  :data:`WINDOW_MAX`; otherwise the gated vectors are read in batches and
-  scored with numpy, keeping the best few (memory stays bounded, time grows
-  with the gated records);
+  :data:`WINDOW_MAX`; otherwise the :data:`NEAREST_KEEP` nearest by
+  pgvector's HNSW index where the database has the extension, else by reading
+  the gated vectors in batches and scoring them with numpy (memory stays
+  bounded, time grows with the gated records). Either way those candidates
+  are ranked exactly;
 - **text**: the BM25 candidates (the database's text index, gated), plus, for
   the vector side and the neighbours that lend context, every gated record
-  when at most :data:`WINDOW_MAX`, else the newest :data:`WINDOW_MAX` of them.
-  A text query's vector side therefore never reads more than that many
-  vectors, whatever the store's size; an older record without a word of the
-  query is found only by a vector query.
+  when at most :data:`WINDOW_MAX`, else the newest :data:`WINDOW_MAX` of them
+  and, with pgvector, the :data:`NEAREST_KEEP` nearest. A text query's vector
+  side therefore never reads more than that many vectors, whatever the
+  store's size; without pgvector, an older record without a word of the query
+  is found only by a vector query.
 
 The window's rows keep the store's order, so that neighbours are the same as
 in the embedded store's index.
@@ -43,6 +46,8 @@ __all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
 
 #: Gated records a query ranks exactly in one window.
 WINDOW_MAX = 20_000
+#: Candidates an approximate nearest-neighbour search hands to exact ranking.
+NEAREST_KEEP = 200
 #: Records the first salience read takes, at least.
 SALIENCE_FIRST = 256
 
@@ -92,7 +97,10 @@ def by_vector(
     """The gated records nearest ``unit`` (a unit vector) by cosine."""
     table = store.gated(gates, vectors=True, has_vector=True, newest=WINDOW_MAX + 1)
     if len(table) > WINDOW_MAX:
-        best = _nearest(store, gates, unit, max(limit * 4, 64))
+        keep = max(limit * 4, NEAREST_KEEP)
+        best = store.nearest(gates, unit, keep)
+        if best is None:
+            best = _nearest(store, gates, unit, keep)
         table = store.gated(gates, vectors=True, ids=best)
     index = _window(columns_of, table)
     return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
@@ -132,6 +140,13 @@ def by_text(
     found = store.lexical(text, gates, LEXICAL_BUDGET)
     lexical_ids: Sequence[str] = list(found.scores)
     table = store.gated(gates, vectors=unit is not None, newest=WINDOW_MAX, also=lexical_ids)
+    if unit is not None and len(table) >= WINDOW_MAX:
+        # More gated records than one window: the vector side also looks at
+        # pgvector's nearest ones, where the store has the extension.
+        near = store.nearest(gates, unit, NEAREST_KEEP)
+        if near:
+            also = list(dict.fromkeys([*lexical_ids, *near]))
+            table = store.gated(gates, vectors=True, newest=WINDOW_MAX, also=also)
     index = _window(columns_of, table)
     rows = index.select(gates)
     lexical: dict[int, float] = {}

@@ -32,9 +32,12 @@ def with_database(url: str, database: str) -> str:
 
 
 def with_schema(url: str, schema: str) -> str:
-    """``url`` whose connections put ``schema`` first on the search path."""
+    """``url`` whose connections put ``schema`` first on the search path.
+
+    ``public`` follows it, where a database keeps its extensions (pgvector).
+    """
     joiner = "&" if urlsplit(url).query else "?"
-    return f"{url}{joiner}options={quote(f'-csearch_path={schema}')}"
+    return f"{url}{joiner}options={quote(f'-csearch_path={schema},public')}"
 
 
 def unavailable() -> str | None:

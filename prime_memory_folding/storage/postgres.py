@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,11 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
+import numpy.typing as npt
+
 from ..errors import NotAvailable, SchemaTooNew, StoreError
 from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
 from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow
 from .pg_schema import PG_MIGRATIONS, latest_pg_version
+from .pgvector import Vectors
 from .sqlite import record_values, stored_row
 
 __all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of"]
@@ -58,6 +63,8 @@ _INDEX_COLUMNS = (
 )
 #: A document's length in tokens, over ``unnest(lex) AS u`` (a stripped lexeme counts once).
 _TOKENS = "coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)"
+#: Set to ``off`` to score vectors with numpy even where pgvector is installed.
+PGVECTOR_ENV = "PRIME_MEMORY_PGVECTOR"
 #: Rows per batch when a whole table is read (a fold, a copy).
 BATCH = 5_000
 #: FTS5's BM25 parameters.
@@ -204,6 +211,7 @@ class PostgresStorage:
             ) from None
         try:
             self._migrate()
+            self._vectors = self._open_vectors()
         except BaseException:
             self._pool.close()
             raise
@@ -327,6 +335,49 @@ class PostgresStorage:
                     (step.version, step.name, time.time()),
                 )
 
+    def _open_vectors(self) -> Vectors | None:
+        """pgvector's side of the store, when the extension exists and may be used.
+
+        ``PRIME_MEMORY_PGVECTOR=off`` turns it off; vectors are then scored with
+        numpy only.
+        """
+        if os.environ.get(PGVECTOR_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+            return None
+        if not self.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchall():
+            return None
+        try:
+            with self.transaction():
+                self.run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if not self.run("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchall():
+                    self.run("CREATE EXTENSION vector SCHEMA public")
+        except StoreError:
+            return None  # no right to create it: numpy scores vectors instead
+        vectors = Vectors(self.run)
+        vectors.load()
+        return vectors
+
+    @property
+    def uses_pgvector(self) -> bool:
+        """Whether nearest-neighbour searches go through pgvector's HNSW index."""
+        return self._vectors is not None
+
+    def _embeddings(self, rows: Sequence[StoredRow]) -> list[str | None] | None:
+        """The ``embedding`` values for rows about to be written; None without pgvector.
+
+        The first vector of a known length makes the column and its index.
+        """
+        vectors = self._vectors
+        if vectors is None:
+            return None
+        if vectors.dim is None:
+            blob = next((row.vector_blob for row in rows if row.vector_blob), None)
+            if blob is None:
+                return None
+            with self.transaction():
+                self.run("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                vectors.prepare(len(blob) // 4)
+        return [vectors.value(row.vector_blob) for row in rows]
+
     def schema_version(self) -> int:
         row = self.run("SELECT max(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0) if row else 0
@@ -429,30 +480,46 @@ class PostgresStorage:
 
     def insert(self, rows: Iterable[StoredRow]) -> None:
         """Insert new rows, in order. Call inside a transaction."""
-        values = [record_values(row) for row in rows]
+        stored = list(rows)
+        values: list[tuple[Any, ...]] = [record_values(row) for row in stored]
         if not values:
             return
+        columns = _RECORD_COLUMNS
+        embeddings = self._embeddings(stored)
+        if embeddings is not None:
+            columns += ", embedding"
+            values = [(*value, e) for value, e in zip(values, embeddings)]
         if len(values) < 64:
-            marks = ",".join(["%s"] * 18)
-            self.run_many(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
+            marks = ",".join(["%s"] * len(values[0]))
+            self.run_many(f"INSERT INTO records ({columns}) VALUES ({marks})", values)
             return
         with (
             self._connection() as conn,
             conn.cursor() as cur,
-            cur.copy(f"COPY records ({_RECORD_COLUMNS}) FROM STDIN") as copy,
+            cur.copy(f"COPY records ({columns}) FROM STDIN") as copy,
         ):
             for value in values:
                 copy.write_row(value)
 
     def replace(self, rows: Iterable[StoredRow]) -> None:
         """Overwrite existing rows (matched by record id). Call inside a transaction."""
+        stored = list(rows)
+        embeddings = self._embeddings(stored)
+        extra = "" if embeddings is None else ", embedding = %s::vector"
         self.run_many(
             "UPDATE records SET dedupe_key = %s, domain = %s, subdomain = %s, tags = %s, "
             "tag_product = %s, content = %s, vector = %s, importance = %s, strength = %s, "
             "created_at = %s, updated_at = %s, accessed_at = %s, access_count = %s, "
-            "metadata = %s, instance_key = %s, strength_at = %s, scope = %s "
+            f"metadata = %s, instance_key = %s, strength_at = %s, scope = %s{extra} "
             "WHERE record_id = %s",
-            [(*record_values(row)[1:], row.record.record_id) for row in rows],
+            [
+                (
+                    *record_values(row)[1:],
+                    *(() if embeddings is None else (embeddings[i],)),
+                    row.record.record_id,
+                )
+                for i, row in enumerate(stored)
+            ],
         )
 
     def delete(self, record_ids: Sequence[str]) -> None:
@@ -589,6 +656,15 @@ class PostgresStorage:
         if where:
             sql += " WHERE " + " AND ".join(where)
         return [row[0] for row in self.run(sql + " ORDER BY id", params)]
+
+    def nearest(
+        self, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
+    ) -> list[str] | None:
+        """About ``keep`` gated records nearest ``unit`` by pgvector; None without it."""
+        if self._vectors is None:
+            return None
+        where, params = gate_sql(gates)
+        return self._vectors.nearest(where, params, unit, keep, self.transaction)
 
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
         """(record id, vector) of every gated record with a vector, in batches."""

@@ -1,0 +1,141 @@
+"""pgvector's path: the HNSW index finds candidates, numpy ranks them exactly.
+
+Debian's PostgreSQL has no pgvector, so these tests run a server from PyPI's
+``pgserver`` wheel, which carries PostgreSQL and the extension.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prime_memory_folding import MemoryEngine, pushdown
+from tests.conftest import FakeClock, skip_unless_ci
+
+DIM = 16
+
+
+@pytest.fixture(scope="module")
+def vector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server with pgvector, for this module; its URL."""
+    # pgserver finds its lock folder through platformdirs, which warns without this.
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
+    try:
+        import pgserver
+    except ImportError:
+        skip_unless_ci("pgserver (PostgreSQL with pgvector from PyPI) is not installed")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def vector_store(vector_server: str) -> Iterator[str]:
+    """A database of its own on the pgvector server, dropped afterwards."""
+    import psycopg
+
+    name = "pmf_vec_" + secrets.token_hex(5)
+    with psycopg.connect(vector_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = vector_server.partition("?")
+    try:
+        yield f"{base.rsplit('/', 1)[0]}/{name}?{query}"
+    finally:
+        with psycopg.connect(vector_server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _items(count: int, seed: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "content": f"note {i} about {'alpha' if i % 3 else 'beta'}",
+            "tags": ["even" if i % 2 == 0 else "odd"],
+            "vector": rng.normal(size=DIM).tolist(),
+        }
+        for i in range(count)
+    ]
+
+
+def _ids(hits: list) -> list[str]:  # type: ignore[type-arg]
+    return [hit.record.record_id for hit in hits]
+
+
+def test_nearest_by_hnsw_then_exact_equals_sqlite(
+    vector_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past one window, vector queries go through HNSW and still rank as SQLite does."""
+    monkeypatch.setattr(pushdown, "WINDOW_MAX", 40)
+    items = _items(300, seed=7)
+    queries = np.random.default_rng(8).normal(size=(12, DIM))
+    clock = FakeClock()
+    with (
+        MemoryEngine(vector_store, clock=clock) as pg,
+        MemoryEngine(tmp_path / "m.db", clock=clock) as lite,
+    ):
+        assert pg.storage.uses_pgvector  # type: ignore[attr-defined]
+        pg.store_many(items)
+        lite.store_many(items)
+        for q in queries:
+            for tags in ([], ["odd"]):
+                want = _ids(lite.query(vector=q.tolist(), tags=tags, limit=10))
+                got = _ids(pg.query(vector=q.tolist(), tags=tags, limit=10))
+                assert got == want
+        # Past one window, a text query's vector side asks HNSW too: the
+        # nearest memory is found even when it is not among the newest.
+        for q in queries[:4]:
+            nearest = _ids(lite.query(vector=q.tolist(), limit=1))[0]
+            assert nearest in _ids(pg.query(text="alpha note", vector=q.tolist(), limit=10))
+
+
+def test_rows_written_without_embedding_are_filled(vector_store: str) -> None:
+    """A row that reached ``records`` without its embedding gets one before a search."""
+    items = _items(30, seed=3)
+    with MemoryEngine(vector_store) as pg:
+        pg.store_many(items)
+        storage = pg.storage
+        storage.run("UPDATE records SET embedding = NULL")  # type: ignore[attr-defined]
+        missing = storage.run(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM records WHERE embedding IS NULL"
+        ).fetchone()[0]
+        assert missing == 30
+        unit = np.asarray(items[5]["vector"], dtype=np.float32)
+        unit /= np.linalg.norm(unit)
+        found = storage.nearest(pg._gates(None, None, (), (), (), 0.0), unit, 5)  # type: ignore[attr-defined]
+        assert (
+            found is not None
+            and found[0] == pg.query(vector=unit.tolist(), limit=1)[0].record.record_id
+        )
+        left = storage.run(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM records WHERE embedding IS NULL"
+        ).fetchone()[0]
+        assert left == 0
+
+
+def test_off_switch_scores_with_numpy(vector_store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIME_MEMORY_PGVECTOR", "off")
+    with MemoryEngine(vector_store) as pg:
+        assert not pg.storage.uses_pgvector  # type: ignore[attr-defined]
+        pg.store_many(_items(20, seed=1))
+        assert len(pg.query(vector=[1.0] * DIM, limit=5)) == 5
+
+
+def test_system_server_without_the_extension_falls_back(pg_url: str) -> None:
+    """Where the server lacks pgvector, the store opens and scores with numpy."""
+    with MemoryEngine(pg_url) as pg:
+        import psycopg
+
+        with psycopg.connect(pg_url.split("?")[0]) as conn:
+            has = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+        assert pg.storage.uses_pgvector == (has is not None)  # type: ignore[attr-defined]
+        pg.store_many(_items(20, seed=2))
+        assert len(pg.query(vector=[0.5] * DIM, limit=3)) == 3
