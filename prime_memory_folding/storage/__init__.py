@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .base import IndexRow, IndexTable, Storage, StoredRow
+from .base import IndexRow, IndexTable, Storage, StoredRow, TokenRow, TokenStore
 from .sqlite import SQLiteStorage
 
-__all__ = ["IndexRow", "IndexTable", "SQLiteStorage", "Storage", "StoredRow"]
+__all__ = [
+    "IndexRow",
+    "IndexTable",
+    "SQLiteStorage",
+    "Storage",
+    "StoredRow",
+    "TokenRow",
+    "TokenStore",
+]

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import SchemaTooNew, StoreError, StoreLocked
+from ..errors import InvalidInput, SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
-from .base import IndexRow, IndexTable, StoredRow
+from .base import IndexRow, IndexTable, StoredRow, TokenRow
 from .migrations import MIGRATIONS, Migration, latest_version
 
 __all__ = ["SQLiteStorage"]
@@ -467,6 +467,64 @@ class SQLiteStorage:
         row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0)
 
+    # -- access tokens --------------------------------------------------------
+
+    def add_token(self, row: TokenRow) -> None:
+        """Keep a new token. Call inside a transaction.
+
+        Raises:
+            InvalidInput: a live token already has this name, or any token this hash.
+        """
+        if self.db.execute(
+            "SELECT 1 FROM tokens WHERE name = ? AND revoked_at IS NULL", (row.name,)
+        ).fetchone():
+            raise InvalidInput(
+                f"a live token named {row.name!r} exists already; revoke it first "
+                f"(prime-memory token revoke {row.name}) or choose another name"
+            )
+        if self.db.execute(
+            "SELECT 1 FROM tokens WHERE token_hash = ?", (row.token_hash,)
+        ).fetchone():
+            raise InvalidInput("a token with this secret exists already; generate a new secret")
+        self.db.execute(
+            "INSERT INTO tokens (name, token_hash, scopes, read_only, created_at, revoked_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                row.name,
+                row.token_hash,
+                json.dumps(list(row.scopes)),
+                int(row.read_only),
+                row.created_at,
+                row.revoked_at,
+            ),
+        )
+
+    def tokens(self) -> list[TokenRow]:
+        """Every token, revoked ones too, oldest first."""
+        return [
+            _token_row(row)
+            for row in self.db.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
+            )
+        ]
+
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        """The token with this hash, live or revoked, or None."""
+        row = self.db.execute(
+            f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_hash = ?", (token_hash,)
+        ).fetchone()
+        return None if row is None else _token_row(row)
+
+    def revoke_token(self, name: str, when: float) -> bool:
+        """Revoke the live token of ``name``. Call inside a transaction.
+
+        Returns False when no live token has that name.
+        """
+        done = self.db.execute(
+            "UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (when, name)
+        )
+        return done.rowcount > 0
+
 
 def store_file_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes on disk of the store file at ``path`` and its write-ahead log (0 if missing)."""
@@ -498,6 +556,20 @@ def _row_values(row: StoredRow) -> tuple[Any, ...]:
         row.instance_key,
         row.strength_at,
         rec.scope,
+    )
+
+
+_TOKEN_COLUMNS = "name, token_hash, scopes, read_only, created_at, revoked_at"
+
+
+def _token_row(row: Sequence[Any]) -> TokenRow:
+    return TokenRow(
+        name=row[0],
+        token_hash=row[1],
+        scopes=tuple(json.loads(row[2])),
+        read_only=bool(row[3]),
+        created_at=row[4],
+        revoked_at=row[5],
     )
 
 
