@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import budget, recall, survey, writes
+from . import budget, recall, survey, tokens, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -35,7 +35,7 @@ from .records import (
     check_unit_interval,
 )
 from .scopes import ScopeResolution
-from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, archive
+from .storage import IndexRow, IndexTable, SQLiteStorage, Storage, StoredRow, TokenRow, archive
 from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
@@ -953,6 +953,18 @@ class MemoryEngine:
             NotAvailable: the store is not the embedded SQLite store.
         """
         return survey.profile(self._parts)
+
+    # -- access tokens ----------------------------------------------------------
+
+    def verify_token(self, secret: str) -> TokenRow | None:
+        """The live access token whose secret this is, or None (see :mod:`.tokens`)."""
+        with self._lock:
+            return tokens.verify(self.storage, secret)
+
+    def live_tokens(self) -> list[TokenRow]:
+        """The access tokens not revoked, oldest first."""
+        with self._lock:
+            return tokens.live_tokens(self.storage)
 
     # -- scopes -----------------------------------------------------------------
 

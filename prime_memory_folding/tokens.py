@@ -33,6 +33,7 @@ from .scopes import ALL, GLOBAL, SCOPE_KINDS, ScopeResolution, normalise_scope
 from .storage.base import Storage, TokenRow, TokenStore
 
 __all__ = [
+    "CREATED_BY",
     "DEFAULT_SCOPES",
     "PREFIX",
     "Grant",
@@ -53,6 +54,9 @@ __all__ = [
 PREFIX = "pmf_"
 #: The scope patterns of a token made without any.
 DEFAULT_SCOPES = ("project:*", GLOBAL)
+#: The metadata key that names the user whose token created a record. Once set,
+#: reinforcing the record keeps it.
+CREATED_BY = "created_by"
 #: The longest user name.
 MAX_NAME_CHARS = 64
 
