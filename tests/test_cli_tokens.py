@@ -111,3 +111,104 @@ def test_the_store_option_works_after_the_command_too(run: Any, store_path: Path
     storage = SQLiteStorage(store_path)
     assert tokens.verify(storage, secret) is not None
     storage.close()
+
+
+# -- ide-config for a shared HTTP server ----------------------------------------------------
+
+URL = "http://memory.lan:8765/mcp"
+
+
+def _http_headers(client: str, text: str) -> dict[str, str]:
+    """The headers a client sends, as its snippet names them."""
+    if client == "claude-code":
+        import shlex
+
+        words = shlex.split(text)
+        assert words[:7] == ["claude", "mcp", "add", "--transport", "http", "prime-memory", URL]
+        pairs = [words[i + 1] for i, word in enumerate(words) if word == "--header"]
+        return dict(pair.split(": ", 1) for pair in pairs)
+    document = json.loads(text)
+    if client == "vscode":
+        entry = document["servers"]["prime-memory"]
+        assert entry["type"] == "http" and entry["url"] == URL
+        return dict(entry["headers"])
+    entry = document["mcpServers"]["prime-memory"]
+    if client == "cursor":
+        assert entry["url"] == URL
+        return dict(entry["headers"])
+    args = entry["args"]
+    assert entry["command"] == "npx" and URL in args
+    pairs = [args[i + 1] for i, arg in enumerate(args) if arg == "--header"]
+    headers = dict(pair.split(":", 1) for pair in pairs)
+    # The bridge expands ${VAR} from its env, which must hold the whole header value.
+    [variable] = list(entry["env"])
+    assert headers["Authorization"] == "${" + variable + "}"
+    headers["Authorization"] = entry["env"][variable]
+    return headers
+
+
+@pytest.mark.parametrize(
+    ("client", "reference"),
+    [
+        ("claude-code", "Bearer ${TEAM_TOKEN}"),
+        ("cursor", "Bearer ${env:TEAM_TOKEN}"),
+        ("vscode", "Bearer ${env:TEAM_TOKEN}"),
+        ("jetbrains", "Bearer <token>"),
+        ("claude-desktop", "Bearer <token>"),
+    ],
+)
+def test_ide_config_emits_the_http_headers(
+    run: Any, tmp_path: Path, client: str, reference: str
+) -> None:
+    result = run(
+        "ide-config",
+        client,
+        "--url",
+        URL,
+        "--token-env",
+        "TEAM_TOKEN",
+        "--scope",
+        "project:GitHub.com/acme/api",
+    )
+    assert result.exit_code == 0, result.output
+    assert _http_headers(client, result.stdout) == {
+        "Authorization": reference,
+        "X-Prime-Memory-Project": "project:github.com/acme/api",
+    }
+    assert "TEAM_TOKEN" in result.stderr and "project:github.com/acme/api" in result.stderr
+    assert "pmf_" not in result.stdout  # never a secret, only where to find it
+
+
+def test_ide_config_names_the_git_project_here_or_none(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "api"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text(
+        '[remote "origin"]\n\turl = git@github.com:Acme/api.git\n'
+    )
+    monkeypatch.delenv("PRIME_MEMORY_SCOPE")
+    monkeypatch.chdir(repo)
+    here = run("ide-config", "vscode", "--url", URL)
+    assert _http_headers("vscode", here.stdout)["X-Prime-Memory-Project"] == (
+        "project:github.com/acme/api"
+    )
+    named = run("--project", str(repo), "ide-config", "cursor", "--url", URL)
+    assert _http_headers("cursor", named.stdout)["X-Prime-Memory-Project"] == (
+        "project:github.com/acme/api"
+    )
+    monkeypatch.chdir(tmp_path)
+    nowhere = run("ide-config", "cursor", "--url", URL)
+    assert "X-Prime-Memory-Project" not in _http_headers("cursor", nowhere.stdout)
+    assert "token's default scope" in nowhere.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--url", "memory.lan:8765"], "not an http"),
+        (["--url", URL, "--token-env", "BAD-NAME"], "not an environment variable name"),
+    ],
+)
+def test_ide_config_refuses_a_bad_url_or_variable(run: Any, args: list[str], fragment: str) -> None:
+    one_line_error(run("ide-config", "cursor", *args), fragment)
