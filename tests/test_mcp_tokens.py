@@ -13,10 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from prime_memory_folding import MemoryEngine, tokens
-from prime_memory_folding.storage import SQLiteStorage, Storage
+from prime_memory_folding.mcp_transport import (
+    REQUEST,
+    AccessMiddleware,
+    RequestIdentity,
+    http_bind_problem,
+)
+from prime_memory_folding.storage import SQLiteStorage, Storage, TokenRow
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
 
 SHARED = "shared-s3cret"
@@ -295,3 +302,70 @@ def _raw_rows(path: Path) -> list[tuple[Any, ...]]:
         return db.execute("SELECT * FROM tokens").fetchall()
     finally:
         db.close()
+
+
+# -- the gate in-process ----------------------------------------------------------------------
+
+
+class _Tokens:
+    """A TokenCheck over a fixed set of live tokens."""
+
+    def __init__(self, live: dict[str, TokenRow]) -> None:
+        self.live = live
+
+    async def verify(self, secret: str) -> TokenRow | None:
+        return self.live.get(secret)
+
+    async def required(self) -> bool:
+        return bool(self.live)
+
+
+def _gate(live: dict[str, TokenRow], *, always: bool = False, shared: str | None = None) -> Any:
+    """A function that sends one request through the gate: (status, identity the app saw)."""
+    seen: list[RequestIdentity | None] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(REQUEST.get())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    gate = AccessMiddleware(app, _Tokens(live), shared, always=always)
+
+    def request(**headers: str) -> tuple[int, RequestIdentity | None]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        scope = {
+            "type": "http",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        }
+        seen.clear()
+        anyio.run(gate, scope, receive, send)
+        return sent[0]["status"], (seen[0] if seen else None)
+
+    return request
+
+
+def test_the_gate_sets_who_the_request_acts_as() -> None:
+    alice = TokenRow("alice", "0" * 64, ("project:*", "user:alice"), False, CLOCK)
+    request = _gate({"pmf_a": alice}, shared=SHARED)
+    assert request(Authorization="Bearer pmf_a") == (200, RequestIdentity(alice, None))
+    status, identity = request(
+        Authorization=f"bearer {SHARED}", **{"X-Prime-Memory-Project": "git@github.com:A/b.git"}
+    )
+    assert (status, identity) == (200, RequestIdentity(None, "project:github.com/a/b"))
+    assert request(Authorization="Bearer pmf_b")[0] == 401
+    assert request()[0] == 401
+    assert REQUEST.get() is None  # nothing leaks out of a request
+
+
+def test_beyond_loopback_the_gate_stays_shut_when_every_token_is_revoked() -> None:
+    assert _gate({})()[0] == 200  # loopback, no token anywhere: open, as before
+    assert _gate({}, always=True)()[0] == 401
+    assert http_bind_problem("0.0.0.0", None, store_tokens=True) is None
+    assert http_bind_problem("0.0.0.0", None, store_tokens=False) is not None
