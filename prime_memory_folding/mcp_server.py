@@ -9,6 +9,9 @@ or on streamable HTTP, loopback only unless a bearer token is set::
 
     prime-memory-mcp --transport streamable-http --port 8765
 
+Over HTTP, a request with a per-user token from the store acts as that user,
+within the token's scopes (see ``prime_memory_folding.tokens`` and docs/team.md).
+
 Every tool returns a pydantic model, so clients get ``structuredContent`` and an
 ``outputSchema``. Engine errors become tool results with ``isError`` set and a
 message that says what to fix; protocol errors stay JSON-RPC errors.
@@ -754,7 +757,6 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         tags: Annotated[list[str] | None, Field(description="The new tags, all of them.")] = None,
         importance: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
         scope: Annotated[str | None, Field(description="Move it to this scope.")] = None,
-        ctx: Context | None = None,
     ) -> UpdateOutput:
         """Correct a stored memory that changed, in place; its id stays.
 
@@ -897,8 +899,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--token",
-        help="bearer token every HTTP request must carry (default: $PRIME_MEMORY_TOKEN); "
-        "required to bind anything but loopback",
+        help="a shared bearer token HTTP requests may carry (default: $PRIME_MEMORY_TOKEN); "
+        "with one set, or while the store holds a live per-user token (prime-memory token "
+        "add), every request must carry one; one of the two is required to bind anything "
+        "but loopback",
     )
     parser.add_argument(
         "--allowed-host",
