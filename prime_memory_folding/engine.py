@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import budget, pushdown, recall, survey, writes
+from . import budget, pushdown, recall, survey, tokens, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -41,6 +41,7 @@ from .storage import (
     SQLiteStorage,
     Storage,
     StoredRow,
+    TokenRow,
     archive,
     open_storage,
     pushdown_of,
@@ -1017,6 +1018,18 @@ class MemoryEngine:
             NotAvailable: the store is not the embedded SQLite store.
         """
         return survey.profile(self._parts)
+
+    # -- access tokens ----------------------------------------------------------
+
+    def verify_token(self, secret: str) -> TokenRow | None:
+        """The live access token whose secret this is, or None (see :mod:`.tokens`)."""
+        with self._lock:
+            return tokens.verify(self.storage, secret)
+
+    def live_tokens(self) -> list[TokenRow]:
+        """The access tokens not revoked, oldest first."""
+        with self._lock:
+            return tokens.live_tokens(self.storage)
 
     # -- scopes -----------------------------------------------------------------
 

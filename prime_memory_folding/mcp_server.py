@@ -9,6 +9,9 @@ or on streamable HTTP, loopback only unless a bearer token is set::
 
     prime-memory-mcp --transport streamable-http --port 8765
 
+Over HTTP, a request with a per-user token from the store acts as that user,
+within the token's scopes (see ``prime_memory_folding.tokens`` and docs/team.md).
+
 Every tool returns a pydantic model, so clients get ``structuredContent`` and an
 ``outputSchema``. Engine errors become tool results with ``isError`` set and a
 message that says what to fix; protocol errors stay JSON-RPC errors.
@@ -39,8 +42,9 @@ from mcp_types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import scopes as scope_rules
+from . import tokens as access
 from .budget import count_tokens, fit
-from .errors import PrimeMemoryError
+from .errors import InvalidInput, PrimeMemoryError
 from .mcp_models import (
     EncodeOutput,
     FoldOutput,
@@ -55,6 +59,7 @@ from .mcp_models import (
     record_output,
     stats_output,
 )
+from .mcp_transport import REQUEST
 from .records import MAX_CONTENT_CHARS
 from .scopes import ScopeResolution
 
@@ -63,6 +68,7 @@ if TYPE_CHECKING:
 
     from .engine import MemoryEngine
     from .records import Hit
+    from .storage.base import TokenRow
 
 __all__ = [
     "EncodeOutput",
@@ -217,6 +223,8 @@ class _MemoryServer(MCPServer):
     """
 
     tool_names: frozenset[str] = frozenset()
+    #: What the HTTP gate asks the store about per-user tokens (set by build_server).
+    token_check: _StoreTokens | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in self.tool_names:
@@ -290,7 +298,37 @@ Scopes = Annotated[
 ]
 
 
-def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> MCPServer:
+class _StoreTokens:
+    """The HTTP gate's questions about tokens, answered by the engine's store."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self._call = call
+
+    async def verify(self, secret: str) -> TokenRow | None:
+        row: TokenRow | None = await self._call(lambda e: e.verify_token(secret))
+        return row
+
+    async def required(self) -> bool:
+        return bool(await self._call(lambda e: e.live_tokens()))
+
+
+def _grant() -> access.Grant | None:
+    """The grant of the HTTP request being served, when it carried a per-user token."""
+    identity = REQUEST.get()
+    if identity is None or identity.token is None:
+        return None
+    return access.Grant.of(identity.token, identity.project)
+
+
+def _allowed(check: Callable[[], None]) -> None:
+    """Run a grant's check; a refusal becomes the tool's error result."""
+    try:
+        check()
+    except InvalidInput as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> _MemoryServer:
     """Build the MCP server over ``engine``.
 
     Args:
@@ -351,14 +389,64 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         except PrimeMemoryError as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def current_scope(ctx: Context | None) -> str | None:
-        """Where a write goes: the server's scope, or None to leave it to the engine."""
+    async def resolution_of(ctx: Context | None) -> ScopeResolution | None:
+        """This request's scopes: its token's and project header's over HTTP, else the server's."""
+        identity = REQUEST.get()
+        if identity is not None and identity.token is not None:
+            return access.Grant.of(identity.token, identity.project).resolution
         resolution = await scope_holder.get(ctx)
+        if identity is not None and identity.project is not None:
+            user = resolution.user if resolution is not None else scope_rules.user_scope()
+            return ScopeResolution(
+                current=identity.project,
+                user=user,
+                source="header",
+                reason="from the request's project header",
+            )
+        return resolution
+
+    async def current_scope(ctx: Context | None) -> str | None:
+        """Where a write goes: the request's scope, or None to leave it to the engine."""
+        resolution = await resolution_of(ctx)
         return None if resolution is None else resolution.current
 
-    async def visible_scopes(ctx: Context | None) -> list[str] | None:
-        resolution = await scope_holder.get(ctx)
-        return None if resolution is None else list(resolution.visible)
+    async def visible_scopes(
+        ctx: Context | None, wanted: list[str] | None = None
+    ) -> list[str] | None:
+        """What a read sees: ``wanted``, else the request's default; narrowed by its token."""
+        if wanted is None:
+            resolution = await resolution_of(ctx)
+            wanted = None if resolution is None else list(resolution.visible)
+        grant = _grant()
+        if grant is None:
+            return wanted
+        held: list[str] = []
+        if wanted is None or any(name.strip() == scope_rules.ALL for name in wanted):
+            held = list(await call(lambda e: e.stats().scopes))
+        try:
+            return access.readable(grant.token, wanted, held)
+        except InvalidInput as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def writable(ctx: Context | None, scope: str | None) -> str | None:
+        """The scope a write goes to, refused when the request's token may not write there."""
+        where = scope or await current_scope(ctx)
+        grant = _grant()
+        if grant is not None:
+            target = where or grant.resolution.current
+            _allowed(lambda: grant.check_write(scope_rules.normalise_scope(target)))
+        return where
+
+    def guard_record(engine: MemoryEngine, record_id: str, write: bool) -> None:
+        """Refuse to touch a record whose scope the request's token does not allow."""
+        grant = _grant()
+        if grant is None:
+            return
+        if write and grant.token.read_only:
+            grant.check_write(grant.resolution.current)
+        grant.check_scope(engine.get(record_id).scope)
+
+    server.token_check = _StoreTokens(call)
 
     @tool(_annotations("Encode an address", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_encode(
@@ -416,7 +504,10 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Storing the same content under the same labels again reinforces the existing memory.
         It goes to the current project unless scope says otherwise.
         """
-        where = scope or await current_scope(ctx)
+        where = await writable(ctx, scope)
+        grant = _grant()
+        if grant is not None:
+            metadata = {**(metadata or {}), access.CREATED_BY: grant.name}
         result = await call(
             lambda e: e.store_result(
                 content,
@@ -468,7 +559,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Filter by domain and exact tags; add text or a vector to rank by similarity. It sees the
         current project, the user scope and global unless scopes says otherwise.
         """
-        seen = scopes if scopes is not None else await visible_scopes(ctx)
+        seen = await visible_scopes(ctx, scopes)
         ranked = await call(
             lambda e: e.query(
                 text=text,
@@ -542,6 +633,15 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
         It runs as a dry run by default; call it with dry_run false to change the store.
         """
+        grant = _grant()
+        if grant is not None:
+            if scope_rules.ALL not in grant.token.scopes:
+                raise ToolError(
+                    f"token {grant.name!r} may not fold: a fold sees every scope, and the token "
+                    "is limited to " + ", ".join(grant.token.scopes)
+                )
+            if not dry_run:
+                _allowed(lambda: grant.check_write(scope_rules.GLOBAL))
 
         def progress(step: str, done: int, total: int) -> None:
             # Runs in the fold's worker thread; a client that asked for progress
@@ -578,8 +678,22 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Call it to reuse existing domain and tag names instead of inventing new ones. It also
         says which scope memories go to, and why.
         """
-        resolution = await scope_holder.get(ctx) or await call(lambda e: e.whoami())
-        return stats_output(await call(lambda e: e.stats()), resolution)
+        return await stats_of(ctx)
+
+    async def stats_of(ctx: Context | None) -> StatsOutput:
+        resolution = await resolution_of(ctx) or await call(lambda e: e.whoami())
+        out = stats_output(await call(lambda e: e.stats()), resolution)
+        grant = _grant()
+        if grant is not None:
+            # A token sees the record counts of its own scopes only.
+            out.scopes = {
+                name: count
+                for name, count in out.scopes.items()
+                if access.allows(grant.token, name)
+            }
+            out.records = sum(out.scopes.values())
+            out.visible_scopes = await visible_scopes(ctx) or []
+        return out
 
     @tool(_annotations("Forget memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_forget(
@@ -607,10 +721,18 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             raise ToolError(
                 "give either record_id or a filter (domain, subdomain, tags), not both or neither"
             )
+        grant = _grant()
+        if grant is not None and grant.token.read_only:
+            _allowed(lambda: grant.check_write(grant.resolution.current))
         if record_id is not None:
-            record = await call(lambda e: e.forget(record_id))
+
+            def forget_one(engine: MemoryEngine) -> Any:
+                guard_record(engine, record_id, write=True)
+                return engine.forget(record_id)
+
+            record = await call(forget_one)
             return ForgetOutput(forgotten=1, record_ids=[record.record_id])
-        seen = scopes if scopes is not None else await visible_scopes(ctx)
+        seen = await visible_scopes(ctx, scopes)
 
         def forget_matching(engine: MemoryEngine) -> list[str]:
             ids = engine.match_ids(domain=domain, subdomain=subdomain, tags=tags or (), scopes=seen)
@@ -653,7 +775,12 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         if not changes:
             raise ToolError("nothing to change: give content, tags, importance or scope")
 
+        grant = _grant()
+        if grant is not None and scope is not None:
+            _allowed(lambda: grant.check_write(scope_rules.normalise_scope(scope)))
+
         def correct(engine: MemoryEngine) -> UpdateOutput:
+            guard_record(engine, record_id, write=True)
             record = engine.update(record_id, **changes)
             return UpdateOutput(
                 record=record_output(record), versions=len(engine.history(record.record_id))
@@ -682,8 +809,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         mime_type="application/json",
     )
     async def stats_resource() -> str:
-        resolution = scope_holder.known() or await call(lambda e: e.whoami())
-        return stats_output(await call(lambda e: e.stats()), resolution).model_dump_json()
+        return (await stats_of(None)).model_dump_json()
 
     @server.resource(
         "memory://scope",
@@ -694,8 +820,14 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         mime_type="application/json",
     )
     async def scope_resource() -> str:
-        resolution = scope_holder.known() or await call(lambda e: e.whoami())
-        return ScopeOutput(**resolution.as_dict()).model_dump_json()
+        if REQUEST.get() is not None:
+            resolution = await resolution_of(None) or await call(lambda e: e.whoami())
+        else:
+            resolution = scope_holder.known() or await call(lambda e: e.whoami())
+        shown = ScopeOutput(**resolution.as_dict())
+        if _grant() is not None:
+            shown.visible = await visible_scopes(None) or []
+        return shown.model_dump_json()
 
     @server.resource(
         "memory://record/{record_id}",
@@ -705,7 +837,11 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         mime_type="application/json",
     )
     async def record_resource(record_id: str) -> str:
-        return record_output(await call(lambda e: e.get(record_id))).model_dump_json()
+        def fetch(engine: MemoryEngine) -> Any:
+            guard_record(engine, record_id, write=False)
+            return engine.get(record_id)
+
+        return record_output(await call(fetch)).model_dump_json()
 
     @server.prompt(
         name="recall",
@@ -763,8 +899,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--token",
-        help="bearer token every HTTP request must carry (default: $PRIME_MEMORY_TOKEN); "
-        "required to bind anything but loopback",
+        help="a shared bearer token HTTP requests may carry (default: $PRIME_MEMORY_TOKEN); "
+        "with one set, or while the store holds a live per-user token (prime-memory token "
+        "add), every request must carry one; one of the two is required to bind anything "
+        "but loopback",
     )
     parser.add_argument(
         "--allowed-host",
@@ -790,11 +928,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import mcp_transport
 
     token = args.token if args.token is not None else os.environ.get("PRIME_MEMORY_TOKEN") or None
-    if args.transport == "streamable-http":
-        problem = mcp_transport.http_bind_problem(args.host, token)
-        if problem:
-            print(f"prime-memory-mcp: {problem}", file=sys.stderr)
-            return 2
+    http = args.transport == "streamable-http"
     try:
         resolution = scope_rules.resolve(args.scope, project=args.project)
     except PrimeMemoryError as exc:
@@ -809,7 +943,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         opened.append(MemoryEngine(args.store, scope=resolution))
         return opened[-1]
 
-    server = build_server(open_engine, resolution)
+    source: EngineSource = open_engine
+    if http and mcp_transport.http_bind_problem(args.host, token):
+        # Beyond loopback without the shared token: only the store's own tokens may open it.
+        try:
+            source = open_engine()
+            live = bool(source.live_tokens())
+        except PrimeMemoryError as exc:
+            print(f"prime-memory-mcp: {exc}", file=sys.stderr)
+            return 2
+        problem = mcp_transport.http_bind_problem(args.host, token, store_tokens=live)
+        if problem:
+            print(f"prime-memory-mcp: {problem}", file=sys.stderr)
+            source.close()
+            return 2
+    server = build_server(source, resolution)
     try:
         if args.transport == "stdio":
             mcp_transport.run_stdio(server)
@@ -821,6 +969,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 token=token,
                 allowed_hosts=args.allowed_host,
                 allowed_origins=args.allowed_origin,
+                tokens=server.token_check,
             )
     except KeyboardInterrupt:
         pass

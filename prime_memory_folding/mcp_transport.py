@@ -28,6 +28,15 @@ stderr, so a stray ``print`` from any library cannot corrupt the wire.
 HTTP: streamable HTTP through uvicorn, with the SDK's Host/Origin checks kept
 on, and a bearer token that every request must carry when one is set. Binding
 anything but loopback without a token is refused.
+
+Two kinds of bearer token open the HTTP server: the one shared token of
+``--token`` / ``PRIME_MEMORY_TOKEN``, which acts with the server's own scopes,
+and the per-user tokens kept in the store (``prime-memory token add``). While
+the store holds a live token, every request must carry a valid one of either
+kind; each is looked up in the store on every request, so a revoked token
+stops working at once on every server sharing the store. A request with a
+per-user token acts as that user (:data:`REQUEST`). A request may name its
+project in the ``X-Prime-Memory-Project`` header.
 """
 
 from __future__ import annotations
@@ -38,9 +47,11 @@ import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, BinaryIO
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import anyio
 import anyio.to_thread
@@ -56,6 +67,10 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from .errors import InvalidInput
+from .scopes import named_project
+from .storage.base import TokenRow
+
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.server.mcpserver import MCPServer
@@ -63,6 +78,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "PROJECT_HEADER",
+    "REQUEST",
+    "AccessMiddleware",
+    "RequestIdentity",
+    "TokenCheck",
     "classify_line",
     "http_bind_problem",
     "read_line",
@@ -280,13 +300,17 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def http_bind_problem(host: str, token: str | None) -> str | None:
-    """Why the server must not start on ``host``, or None when it may."""
-    if not _is_loopback(host) and not token:
+def http_bind_problem(host: str, token: str | None, store_tokens: bool = False) -> str | None:
+    """Why the server must not start on ``host``, or None when it may.
+
+    ``store_tokens``: the store holds a live per-user token, which then every
+    request must carry (or the shared ``token``).
+    """
+    if not _is_loopback(host) and not token and not store_tokens:
         return (
             f"refusing to serve HTTP on {host} without a bearer token: anyone who can reach it "
             "could read and change the memory store. Set --token or PRIME_MEMORY_TOKEN, "
-            "or bind 127.0.0.1"
+            "add a user's token with prime-memory token add NAME, or bind 127.0.0.1"
         )
     return None
 
@@ -294,6 +318,24 @@ def http_bind_problem(host: str, token: str | None) -> str | None:
 _UNAUTHORIZED = (
     b'{"error":"unauthorized","error_description":"send the header Authorization: Bearer <token>"}'
 )
+
+
+def _bearer(header: bytes) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header, else None."""
+    scheme, _, given = header.partition(b" ")
+    # The scheme is case-insensitive (RFC 9110).
+    return given if scheme.lower() == b"bearer" and given else None
+
+
+async def _refuse(send: Send, status: int, body: bytes) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="prime-memory"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BearerTokenMiddleware:
@@ -304,29 +346,127 @@ class BearerTokenMiddleware:
         self._token = token.encode()
 
     def _authorized(self, header: bytes) -> bool:
-        scheme, _, given = header.partition(b" ")
-        # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given, self._token)
+        given = _bearer(header)
+        # The token is compared in constant time.
+        return given is not None and hmac.compare_digest(given, self._token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             header = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not self._authorized(header):
-                body = _UNAUTHORIZED
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b'Bearer realm="prime-memory"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, 401, _UNAUTHORIZED)
                 return
         await self.app(scope, receive, send)
+
+
+#: The header in which a client names its project: a scope name, a git remote URL or a path.
+PROJECT_HEADER = "X-Prime-Memory-Project"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestIdentity:
+    """Who an HTTP request acts as, and the project it named.
+
+    Attributes:
+        token: the store's live token the request carried; None for the
+            shared token or an open loopback server (the server's own scopes).
+        project: the scope named by the project header, normalised, or None.
+    """
+
+    token: TokenRow | None
+    project: str | None
+
+
+#: The identity of the HTTP request being served, set by :class:`AccessMiddleware`
+#: and read by the MCP tools; None on stdio. The SDK hands each message's
+#: context variables to the task that handles it.
+REQUEST: ContextVar[RequestIdentity | None] = ContextVar("prime_memory_request", default=None)
+
+
+class TokenCheck(Protocol):
+    """What :class:`AccessMiddleware` asks the store, on every request."""
+
+    def verify(self, secret: str) -> Awaitable[TokenRow | None]:
+        """The live token whose secret this is, or None."""
+        ...
+
+    def required(self) -> Awaitable[bool]:
+        """Whether the store holds a live token, so that every request needs one."""
+        ...
+
+
+class AccessMiddleware:
+    """The bearer-token gate with per-user tokens from the store, and the project header.
+
+    A request passes with the shared token (when one is set) or with a live
+    token from the store; with neither, it passes only while no shared token
+    is set and the store holds no live token. Anything else gets 401 and a
+    JSON body. A malformed project header gets 400.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenCheck,
+        shared: str | None = None,
+        *,
+        always: bool = False,
+    ) -> None:
+        self.app = app
+        self._tokens = tokens
+        self._shared = shared.encode() if shared else None
+        # Beyond loopback a token is needed even once every one is revoked.
+        self._always = always
+
+    async def _identify(self, given: bytes | None) -> tuple[bool, TokenRow | None]:
+        """(whether the request may pass, the store token it carried)."""
+        if (
+            given is not None
+            and self._shared is not None
+            and hmac.compare_digest(given, self._shared)
+        ):
+            return True, None
+        if given is not None:
+            try:
+                secret = given.decode("ascii")
+            except UnicodeDecodeError:
+                secret = ""
+            row = await self._tokens.verify(secret) if secret else None
+            if row is not None:
+                return True, row
+        if self._shared is not None or self._always:
+            return False, None
+        return not await self._tokens.required(), None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or ())
+        allowed, row = await self._identify(_bearer(headers.get(b"authorization", b"")))
+        if not allowed:
+            await _refuse(send, 401, _UNAUTHORIZED)
+            return
+        project = None
+        raw = headers.get(PROJECT_HEADER.lower().encode())
+        if raw is not None:
+            try:
+                project = named_project(raw.decode("utf-8"))
+            except (UnicodeDecodeError, InvalidInput) as exc:
+                detail = str(exc) if isinstance(exc, InvalidInput) else "it is not UTF-8"
+                body = json.dumps(
+                    {
+                        "error": "invalid_request",
+                        "error_description": f"the {PROJECT_HEADER} header is malformed: {detail}",
+                    }
+                ).encode()
+                await _refuse(send, 400, body)
+                return
+        token = REQUEST.set(RequestIdentity(row, project))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            REQUEST.reset(token)
 
 
 def http_app(
@@ -337,8 +477,13 @@ def http_app(
     token: str | None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    tokens: TokenCheck | None = None,
 ) -> ASGIApp:
-    """The streamable-HTTP ASGI app, with Host/Origin checks and the token gate."""
+    """The streamable-HTTP ASGI app, with Host/Origin checks and the token gate.
+
+    With ``tokens``, the store's per-user tokens open it too (and, while any is
+    live, one of them or the shared ``token`` is required).
+    """
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -353,7 +498,9 @@ def http_app(
         allowed_origins=[*origins, *allowed_origins],
     )
     app: ASGIApp = server.streamable_http_app(transport_security=security, host=host)
-    if token:
+    if tokens is not None:
+        app = AccessMiddleware(app, tokens, token, always=not _is_loopback(host))
+    elif token:
         app = BearerTokenMiddleware(app, token)
     return app
 
@@ -379,6 +526,7 @@ def run_http(
     token: str | None,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    tokens: TokenCheck | None = None,
 ) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted.
 
@@ -387,7 +535,7 @@ def run_http(
     """
     import uvicorn
 
-    problem = http_bind_problem(host, token)
+    problem = http_bind_problem(host, token, store_tokens=tokens is not None)
     if problem:
         raise ValueError(problem)
     sock = _listening_socket(host, port)
@@ -399,6 +547,7 @@ def run_http(
         token=token,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        tokens=tokens,
     )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     name = f"[{host}]" if ":" in host else host

@@ -48,6 +48,7 @@ __all__ = [
     "SCOPE_KINDS",
     "ScopeResolution",
     "git_root",
+    "named_project",
     "normalise_remote",
     "normalise_scope",
     "normalise_scopes",
@@ -143,6 +144,26 @@ def normalise_scopes(values: Iterable[str] | str) -> tuple[str, ...] | None:
     if any(isinstance(item, str) and item.strip() == ALL for item in items):
         return None
     return tuple(dict.fromkeys(normalise_scope(item) for item in items))
+
+
+def named_project(value: str) -> str:
+    """The scope a client names as its project: a scope name, else a git remote URL or path.
+
+    ``project:github.com/acme/api`` and ``global`` are taken as scope names (any
+    value whose part before the first colon is a scope kind); anything else,
+    such as ``git@github.com:Acme/api.git`` or ``/home/me/api``, is read as a
+    git remote URL or a path and normalised by :func:`normalise_remote`.
+
+    Raises:
+        InvalidInput: the value is empty or malformed.
+    """
+    text = value.strip()
+    kind = text.partition(":")[0].strip().lower()
+    if kind in SCOPE_KINDS:
+        return normalise_scope(text)
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in text):
+        raise _bad(text, "it contains control or invisible characters")
+    return normalise_scope(f"project:{normalise_remote(text)}")
 
 
 # -- project ids -------------------------------------------------------------------------

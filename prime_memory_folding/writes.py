@@ -33,6 +33,7 @@ from .records import (
 )
 from .scopes import GLOBAL, normalise_scope
 from .storage import SQLiteStorage, Storage, StoredRow, archive
+from .tokens import CREATED_BY
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -385,10 +386,18 @@ def reinforced(current: StoredRow, item: StoreItem, now: float) -> StoredRow:
         updated_at=now,
         accessed_at=now,
         access_count=rec.access_count + 1,
-        metadata={**rec.metadata, **item.metadata},
+        metadata=_reinforced_metadata(rec.metadata, item.metadata),
         vector=vector,
     )
     return replace(current, record=record, vector_blob=blob)
+
+
+def _reinforced_metadata(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A reinforced record's metadata: the new keys over the old, but its creator stays."""
+    merged = {**old, **new}
+    if CREATED_BY in old:
+        merged[CREATED_BY] = old[CREATED_BY]
+    return merged
 
 
 def trim_changes(storage: Storage, writes: int) -> None:

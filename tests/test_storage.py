@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, SchemaTooNew, StoreError
-from prime_memory_folding.storage import SQLiteStorage
+from prime_memory_folding import InvalidInput, MemoryEngine, SchemaTooNew, StoreError
+from prime_memory_folding.storage import SQLiteStorage, TokenRow
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
 from tests.conftest import FakeClock
 from tests.old_stores import build_store
@@ -395,3 +395,67 @@ def test_a_bulk_insert_that_makes_most_of_the_store_leaves_its_text_index_merged
             "SELECT count(*) FROM records_fts WHERE records_fts MATCH 'batch'"
         )
         assert matched == 140
+
+
+# -- access tokens ---------------------------------------------------------------------
+
+
+def _token(name: str, digest: str, created: float = 1.0) -> TokenRow:
+    return TokenRow(
+        name=name,
+        token_hash=digest,
+        scopes=("project:*", f"user:{name}"),
+        read_only=False,
+        created_at=created,
+    )
+
+
+def test_tokens_are_kept_listed_found_and_revoked(store_path: Path) -> None:
+    storage = SQLiteStorage(store_path)
+    with storage.transaction():
+        storage.add_token(_token("bob", "b" * 64, created=2.0))
+        storage.add_token(replace(_token("alice", "a" * 64, created=1.0), read_only=True))
+    assert [row.name for row in storage.tokens()] == ["alice", "bob"]
+    found = storage.token_by_hash("a" * 64)
+    assert found is not None and found.read_only and found.scopes == ("project:*", "user:alice")
+    assert storage.token_by_hash("c" * 64) is None
+    with storage.transaction():
+        assert storage.revoke_token("alice", 5.0)
+        assert not storage.revoke_token("alice", 6.0)  # no live token left by that name
+        assert not storage.revoke_token("carol", 6.0)
+    assert storage.token_by_hash("a" * 64) == replace(found, revoked_at=5.0)
+    storage.close()
+
+
+def test_a_name_is_unique_among_live_tokens_only(store_path: Path) -> None:
+    storage = SQLiteStorage(store_path)
+    with storage.transaction():
+        storage.add_token(_token("alice", "a" * 64))
+    with pytest.raises(InvalidInput, match="revoke it first"), storage.transaction():
+        storage.add_token(_token("alice", "d" * 64))
+    assert [row.token_hash for row in storage.tokens()] == ["a" * 64]
+    with storage.transaction():
+        storage.revoke_token("alice", 2.0)
+        storage.add_token(_token("alice", "d" * 64, created=3.0))
+    assert [(row.token_hash, row.revoked_at) for row in storage.tokens()] == [
+        ("a" * 64, 2.0),
+        ("d" * 64, None),
+    ]
+    with pytest.raises(InvalidInput, match="secret"), storage.transaction():
+        storage.add_token(_token("bob", "d" * 64))
+    storage.close()
+
+
+@pytest.mark.parametrize("version", [m.version for m in MIGRATIONS if m.version < 9])
+def test_every_older_schema_gains_the_token_table(store_path: Path, version: int) -> None:
+    build_store(store_path, version)
+    with MemoryEngine(store_path, embedder="none") as memory:
+        storage = memory.storage
+        assert storage.schema_version() == latest_version()
+        assert storage.tokens() == []
+        with storage.transaction():
+            storage.add_token(_token("alice", "a" * 64))
+        record = memory.store("still writable after the migration")
+    with MemoryEngine(store_path, embedder="none") as memory:
+        assert [row.name for row in memory.storage.tokens()] == ["alice"]
+        assert memory.get(record.record_id).content == record.content

@@ -18,6 +18,7 @@ from .maintenance import doctor, fold, reembed, restore, unfold
 from .records import encode, forget, get, query, stats, store, update
 from .scoping import rescope, scopes, whoami
 from .setup import demo, ide_config, serve
+from .tokens import token
 from .transfer import export, import_
 from .ui import ui
 
@@ -75,6 +76,7 @@ for command in (
     import_,
     serve,
     ide_config,
+    token,
     demo,
     ui,
 ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -215,8 +216,95 @@ def ide_snippet(client: str, command: str, args: list[str]) -> str:
     return json.dumps(document, indent=2)
 
 
+#: The HTTP header in which a client names its project (mcp_transport.PROJECT_HEADER).
+PROJECT_HEADER = "X-Prime-Memory-Project"
+#: The environment variable that holds the token, unless --token-env names another.
+TOKEN_ENV = "PRIME_MEMORY_TOKEN"
+#: How each client refers to an environment variable inside its configuration.
+_ENV_REFERENCE = {
+    "claude-code": "${%s}",
+    "cursor": "${env:%s}",
+    "vscode": "${env:%s}",
+}
+#: The stdio bridge for clients that start only local servers.
+_BRIDGE = ["-y", "mcp-remote"]
+
+
+def http_project(ctx: click.Context) -> str | None:
+    """The project an HTTP snippet names in its header: --scope, --project, else the one here.
+
+    None when none applies (the server then takes the token's default scope).
+    """
+    from ..scopes import project_scope
+    from ._common import resolution
+
+    scope = one_scope(ctx, "the project the snippet names")
+    if scope is not None:
+        return scope
+    project = given_project(ctx)
+    if project is not None:
+        folder = Path(project).expanduser()
+        if not folder.is_dir():
+            raise click.ClickException(
+                f"--project {project} is not a folder; give the project's folder"
+            )
+        return project_scope(folder)[0]
+    found = resolution(ctx)
+    return None if found.source == "default" else found.current
+
+
+def http_snippet(client: str, url: str, token_env: str, project: str | None) -> tuple[str, str]:
+    """The HTTP configuration text for ``client``, and how it carries the token."""
+    if client in _ENV_REFERENCE:
+        reference = _ENV_REFERENCE[client] % token_env
+        headers = {"Authorization": f"Bearer {reference}"}
+        if project is not None:
+            headers[PROJECT_HEADER] = project
+        how = (
+            f"Token: {client} reads it from the environment variable {token_env} "
+            f"({reference}); set it to the token prime-memory token add printed."
+        )
+        if client == "claude-code":
+            import shlex
+
+            words = ["claude", "mcp", "add", "--transport", "http", SERVER_NAME, url]
+            for name, value in headers.items():
+                words += ["--header", f"{name}: {value}"]
+            return " ".join(shlex.quote(word) for word in words), how
+        entry: dict[str, Any] = {"url": url, "headers": headers}
+        if client == "vscode":
+            return json.dumps({"servers": {SERVER_NAME: {"type": "http", **entry}}}, indent=2), how
+        return json.dumps({"mcpServers": {SERVER_NAME: entry}}, indent=2), how
+    # JetBrains IDEs and Claude Desktop start local servers: the mcp-remote bridge
+    # forwards to the URL. Its header arguments avoid spaces, which some hosts split.
+    header_env = f"{token_env}_HEADER"
+    args = [*_BRIDGE, url, "--header", f"Authorization:${{{header_env}}}"]
+    if project is not None:
+        args += ["--header", f"{PROJECT_HEADER}:{project}"]
+    bridge = {"command": "npx", "args": args, "env": {header_env: "Bearer <token>"}}
+    how = (
+        f"Token: {client} starts the mcp-remote bridge (Node 18+), which sends the header; "
+        f"replace <token> in env.{header_env} with the token prime-memory token add printed, "
+        "keeping 'Bearer ' before it."
+    )
+    return json.dumps({"mcpServers": {SERVER_NAME: bridge}}, indent=2), how
+
+
 @click.command(name="ide-config")
 @click.argument("client", type=click.Choice(CLIENTS))
+@click.option(
+    "--url",
+    metavar="URL",
+    help="Connect to this HTTP server (e.g. http://memory.lan:8765/mcp) instead of starting "
+    "a local one; the snippet sends the Authorization and X-Prime-Memory-Project headers.",
+)
+@click.option(
+    "--token-env",
+    metavar="NAME",
+    default=TOKEN_ENV,
+    show_default=True,
+    help="With --url: the environment variable that holds the bearer token.",
+)
 @scope_option("Pin this scope in the snippet, for every project.")
 @project_option
 @store_option
@@ -227,8 +315,9 @@ def ide_snippet(client: str, command: str, args: list[str]) -> str:
     "prime-memory --store ~/work/team.db ide-config cursor",
     "prime-memory ide-config jetbrains --project ~/code/api",
     "prime-memory ide-config claude-desktop --scope user:alice",
+    "prime-memory ide-config cursor --url http://memory.lan:8765/mcp --token-env MEMORY_TOKEN",
 )
-def ide_config(ctx: click.Context, client: str) -> None:
+def ide_config(ctx: click.Context, client: str, url: str | None, token_env: str) -> None:
     """Print the snippet that connects CLIENT to this install's MCP server.
 
     The snippet carries what the server needs to find the current project:
@@ -236,10 +325,32 @@ def ide_config(ctx: click.Context, client: str) -> None:
     ${workspaceFolder} for VS Code and Cursor. JetBrains IDEs and Claude
     Desktop have no such variable: pin --project DIR or --scope SCOPE.
 
+    With --url, the snippet connects to a shared HTTP server instead: it
+    sends the token from the environment variable --token-env names, and
+    names the project (--scope, --project, else the git project here) in
+    the X-Prime-Memory-Project header.
+
     The snippet goes to standard output, and where to put it and how the
     scope is found to standard error, so it can be redirected into a file
     as it is.
     """
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise click.UsageError(f"--url {url!r} is not an http:// or https:// URL")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
+            raise click.UsageError(f"--token-env {token_env!r} is not an environment variable name")
+        project = http_project(ctx)
+        text, how = http_snippet(client, url, token_env, project)
+        click.echo(_WHERE[client], err=True)
+        click.echo(text)
+        click.echo(how, err=True)
+        click.echo(
+            f"Scopes: the header names {project}."
+            if project is not None
+            else "Scopes: no project header; the server uses the token's default scope.",
+            err=True,
+        )
+        return
     scope_args, note = client_scope_args(ctx, client)
     command, args = server_command(ctx, scope_args)
     click.echo(_WHERE[client], err=True)

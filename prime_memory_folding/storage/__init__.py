@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import os
 
-from .base import IndexRow, IndexTable, LexicalCandidates, Pushdown, Storage, StoredRow
+from .base import (
+    IndexRow,
+    IndexTable,
+    LexicalCandidates,
+    Pushdown,
+    Storage,
+    StoredRow,
+    TokenRow,
+    TokenStore,
+)
 from .sqlite import SQLiteStorage
 
 __all__ = [
@@ -15,6 +24,8 @@ __all__ = [
     "SQLiteStorage",
     "Storage",
     "StoredRow",
+    "TokenRow",
+    "TokenStore",
     "is_postgres_url",
     "open_storage",
     "pushdown_of",

@@ -26,6 +26,8 @@ __all__ = [
     "Pushdown",
     "Storage",
     "StoredRow",
+    "TokenRow",
+    "TokenStore",
 ]
 
 
@@ -118,6 +120,11 @@ class Storage(Protocol):
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
     def newest_change(self) -> int: ...
     def trim_changes(self, keep: int) -> None: ...
+    # Access tokens: the methods of TokenStore, at the end of this file.
+    def add_token(self, row: TokenRow) -> None: ...
+    def tokens(self) -> list[TokenRow]: ...
+    def token_by_hash(self, token_hash: str) -> TokenRow | None: ...
+    def revoke_token(self, name: str, when: float) -> bool: ...
 
 
 # -- pushdown: backends that answer queries themselves -------------------------------
@@ -160,3 +167,66 @@ class Pushdown(Protocol):
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates: ...
     def label_counts(self) -> dict[str, dict[str, int]]: ...
     def scope_counts(self) -> dict[str, int]: ...
+
+    # Access tokens: the methods of TokenStore, at the end of this file.
+    def add_token(self, row: TokenRow) -> None: ...
+    def tokens(self) -> list[TokenRow]: ...
+    def token_by_hash(self, token_hash: str) -> TokenRow | None: ...
+    def revoke_token(self, name: str, when: float) -> bool: ...
+
+
+# -- access tokens ---------------------------------------------------------------------
+#
+# Per-user bearer tokens for the HTTP server (see ``prime_memory_folding.tokens``).
+# A backend keeps them beside the records, so that every server sharing a store
+# sees a new or revoked token at its next request.
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    """One access token as stored: never the secret, only its hash.
+
+    Attributes:
+        name: the user name, normalised like a label (lower case, ``a-z0-9._-``);
+            unique among live tokens.
+        token_hash: the hex SHA-256 of the secret.
+        scopes: the scope patterns the token may touch, e.g. ``("project:*",
+            "global")``; ``user:<name>`` is always among them.
+        read_only: the token may read, never write.
+        created_at: when it was made, in Unix seconds.
+        revoked_at: when it was revoked; None while it is live.
+    """
+
+    name: str
+    token_hash: str
+    scopes: tuple[str, ...]
+    read_only: bool
+    created_at: float
+    revoked_at: float | None = None
+
+
+class TokenStore(Protocol):
+    """Where access tokens live."""
+
+    def add_token(self, row: TokenRow) -> None:
+        """Keep a new token. Call inside a transaction.
+
+        Raises:
+            InvalidInput: a live token already has this name (or this hash).
+        """
+        ...
+
+    def tokens(self) -> list[TokenRow]:
+        """Every token, revoked ones too, oldest first (by ``created_at``)."""
+        ...
+
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        """The token with this hash, live or revoked, or None."""
+        ...
+
+    def revoke_token(self, name: str, when: float) -> bool:
+        """Revoke the live token of ``name`` at ``when``. Call inside a transaction.
+
+        Returns False when no live token has that name.
+        """
+        ...

@@ -419,3 +419,31 @@ def create_fold_marks(db: sqlite3.Connection) -> None:
         CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at);
         """,
     )
+
+
+# -- access tokens: migration 9 ---------------------------------------------------------
+
+
+@migration(9)
+def create_tokens(db: sqlite3.Connection) -> None:
+    """Per-user bearer tokens for the HTTP server, kept by the hash of their secret.
+
+    ``scopes`` is a JSON array of scope patterns. A name is unique among live
+    tokens only (a partial index), so a user can get a new token once the old
+    one is revoked, and revoked tokens stay listed.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE tokens (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            scopes TEXT NOT NULL,
+            read_only INTEGER NOT NULL CHECK (read_only IN (0, 1)),
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL;
+        """,
+    )

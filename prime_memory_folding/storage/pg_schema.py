@@ -140,7 +140,23 @@ _CORE = (
     "CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at)",
 )
 
-PG_MIGRATIONS: tuple[PgMigration, ...] = (PgMigration(1, "create_tables", _CORE, _seed_primes),)
+_TOKENS = (
+    """CREATE TABLE tokens (
+        id BIGSERIAL PRIMARY KEY,
+        name TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        read_only INTEGER NOT NULL CHECK (read_only IN (0, 1)),
+        created_at DOUBLE PRECISION NOT NULL,
+        revoked_at DOUBLE PRECISION
+    )""",
+    "CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL",
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration(1, "create_tables", _CORE, _seed_primes),
+    PgMigration(2, "create_tokens", _TOKENS),
+)
 
 
 def latest_pg_version() -> int:

@@ -42,7 +42,8 @@ import numpy.typing as npt
 from ..errors import NotAvailable, SchemaTooNew, StoreError
 from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
-from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow
+from . import token_table
+from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, TokenRow
 from .pg_schema import PG_MIGRATIONS, latest_pg_version
 from .pgvector import Vectors
 from .sqlite import record_values, stored_row
@@ -597,6 +598,20 @@ class PostgresStorage:
     def newest_change(self) -> int:
         row = self.run("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0) if row else 0
+
+    # -- access tokens (the same SQL as SQLite's: token_table.py) ----------------
+
+    def add_token(self, row: TokenRow) -> None:
+        token_table.add_token(self.db, row)
+
+    def tokens(self) -> list[TokenRow]:
+        return token_table.tokens(self.db)
+
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        return token_table.token_by_hash(self.db, token_hash)
+
+    def revoke_token(self, name: str, when: float) -> bool:
+        return token_table.revoke_token(self.db, name, when)
 
     # -- pushdown: gates, candidates and text in SQL ---------------------------
 

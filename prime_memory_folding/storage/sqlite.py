@@ -20,7 +20,8 @@ from typing import Any
 from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
-from .base import IndexRow, IndexTable, StoredRow
+from . import token_table
+from .base import IndexRow, IndexTable, StoredRow, TokenRow
 from .migrations import MIGRATIONS, Migration, latest_version
 
 __all__ = ["SQLiteStorage", "record_values", "stored_row"]
@@ -466,6 +467,22 @@ class SQLiteStorage:
     def newest_change(self) -> int:
         row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0)
+
+    # -- access tokens --------------------------------------------------------
+
+    # The token table's SQL is the same on every backend (see token_table.py).
+
+    def add_token(self, row: TokenRow) -> None:
+        token_table.add_token(self.db, row)
+
+    def tokens(self) -> list[TokenRow]:
+        return token_table.tokens(self.db)
+
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        return token_table.token_by_hash(self.db, token_hash)
+
+    def revoke_token(self, name: str, when: float) -> bool:
+        return token_table.revoke_token(self.db, name, when)
 
 
 def store_file_bytes(path: str | os.PathLike[str]) -> int:
