@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import os
 
-from .base import IndexRow, IndexTable, LexicalCandidates, Pushdown, Storage, StoredRow
+from .base import (
+    IndexRow,
+    IndexTable,
+    LexicalCandidates,
+    Pushdown,
+    SqlStorage,
+    Storage,
+    StoredRow,
+)
 from .sqlite import SQLiteStorage
 
 __all__ = [
@@ -13,6 +21,7 @@ __all__ = [
     "LexicalCandidates",
     "Pushdown",
     "SQLiteStorage",
+    "SqlStorage",
     "Storage",
     "StoredRow",
     "is_postgres_url",

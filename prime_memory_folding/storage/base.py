@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..index import TagQuery
 from ..primes import Kind
@@ -21,6 +21,9 @@ __all__ = [
     "IndexTable",
     "LexicalCandidates",
     "Pushdown",
+    "SqlConnectionLike",
+    "SqlRows",
+    "SqlStorage",
     "Storage",
     "StoredRow",
 ]
@@ -115,6 +118,51 @@ class Storage(Protocol):
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
     def newest_change(self) -> int: ...
     def trim_changes(self, keep: int) -> None: ...
+
+
+# -- SQL: backends whose tables modules may query directly --------------------------
+
+
+class SqlRows(Protocol):
+    """A statement's result: its rows, and how many rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SqlConnectionLike(Protocol):
+    """A connection that takes SQLite-style ``?`` placeholders."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> SqlRows: ...
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> SqlRows: ...
+
+
+@runtime_checkable
+class SqlStorage(Storage, Protocol):
+    """A :class:`Storage` whose tables (records, archive, fold_marks, meta, changes) take SQL.
+
+    Both backends qualify: the archive and folding (:mod:`.archive`,
+    :mod:`~prime_memory_folding.maintenance`) are written against this, in SQL
+    that SQLite and PostgreSQL both accept.
+    """
+
+    @property
+    def db(self) -> SqlConnectionLike: ...
+
+    def batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """A big read (``?`` placeholders) in batches of rows, without holding all at once."""
+        ...
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """A read transaction: every read inside sees one state that no write straddles."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A write transaction that no other writer overlaps (what a fold needs)."""
+        ...
 
 
 # -- pushdown: backends that answer queries themselves -------------------------------
