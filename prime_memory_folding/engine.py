@@ -38,7 +38,7 @@ from .scopes import ScopeResolution
 from .storage import (
     IndexRow,
     IndexTable,
-    SQLiteStorage,
+    SqlStorage,
     Storage,
     StoredRow,
     TokenRow,
@@ -694,7 +694,7 @@ class MemoryEngine:
             progress: called with (records done, records in all) after each batch.
 
         Raises:
-            NotAvailable: embedding is turned off, or the store is not SQLite.
+            NotAvailable: embedding is turned off.
             EmbeddingError: the embedder failed; nothing was changed.
         """
         text = self._text if embedder is None else TextEmbedding(embedder)
@@ -776,7 +776,7 @@ class MemoryEngine:
         Raises:
             InvalidRecordId: the id is malformed.
             NotFound: no live record has it.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -796,13 +796,13 @@ class MemoryEngine:
 
         Raises:
             InvalidRecordId: the id is malformed.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
-        from .maintenance import sqlite_storage
+        from .maintenance import sql_storage
 
         rid = parse_record_id(record_id)
         with self._lock:
-            entries = archive.history(sqlite_storage(self._parts), rid)
+            entries = archive.history(sql_storage(self._parts), rid)
         return [Version(entry.stored.record, entry.archived_at) for entry in entries]
 
     def update(self, record_id: str, **changes: Any) -> Record:
@@ -881,7 +881,7 @@ class MemoryEngine:
             self._registry.reload()
             archived = (
                 archive.count_by_reason(self.storage)
-                if isinstance(self.storage, SQLiteStorage)
+                if isinstance(self.storage, SqlStorage)
                 else {}
             )
             if self._pushdown is not None:
@@ -1000,7 +1000,7 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: a bad argument.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return survey.archive_entries(
             self._parts,
@@ -1015,7 +1015,7 @@ class MemoryEngine:
         """Every live record's id, creation time, access count and strength now.
 
         Raises:
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return survey.profile(self._parts)
 
@@ -1119,7 +1119,7 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -1141,7 +1141,7 @@ class MemoryEngine:
             NotFound: no live or archived record has this id.
             InvalidInput: the record is not a folded record, is itself archived
                 (restore it first), or a member's id or content is live again.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -1157,7 +1157,7 @@ class MemoryEngine:
             InvalidRecordId: the id is malformed.
             NotFound: the archive holds no record with this id.
             InvalidInput: the record is live, or its id or content is live again.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -1174,7 +1174,7 @@ class MemoryEngine:
             InvalidRecordId: an id is malformed.
             NotFound: an id names no live record; nothing moved.
             InvalidInput: ``detail`` is empty.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -1206,7 +1206,7 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: a bad argument.
-            NotAvailable: the store is not the embedded SQLite store.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         from . import maintenance
 
@@ -1221,7 +1221,7 @@ class MemoryEngine:
         policy = self._fold_policy
         if not (policy.auto_fold_every or policy.auto_fold_bytes):
             return
-        if not isinstance(self.storage, SQLiteStorage):
+        if not isinstance(self.storage, SqlStorage):
             return
         self._stores_since_fold += stored
         due = bool(policy.auto_fold_every) and self._stores_since_fold >= policy.auto_fold_every
@@ -1269,6 +1269,10 @@ class _Parts:
     @property
     def index(self) -> StructuralIndex:
         return self._engine._full_index()
+
+    @property
+    def held_index(self) -> StructuralIndex | None:
+        return self._engine._index if self._engine._index_loaded else None
 
     @property
     def fold_policy(self) -> FoldPolicy:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from . import writes
 from .address import parse_record_id
@@ -36,9 +37,10 @@ from .folding import (
     word_set,
 )
 from .gc_pause import paused_gc
+from .index import TagQuery
 from .primes import Kind
 from .records import Record
-from .storage import SQLiteStorage, StoredRow, archive
+from .storage import SqlStorage, StoredRow, archive, pushdown_of
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -61,15 +63,20 @@ LAST_FOLD_KEY = "last_fold_at"
 FoldProgress = Callable[[str, int, int], None]
 
 
-def sqlite_storage(engine: EngineParts) -> SQLiteStorage:
-    """The engine's store, which folding needs to be the embedded SQLite one.
+def sql_storage(engine: EngineParts) -> SqlStorage:
+    """The engine's store, which folding and the archive need to take SQL.
+
+    Both backends do (SQLite and PostgreSQL).
 
     Raises:
         NotAvailable: the store is another backend.
     """
     storage = engine.storage
-    if not isinstance(storage, SQLiteStorage):
-        raise NotAvailable(f"folding needs the embedded SQLite store, not {type(storage).__name__}")
+    if not isinstance(storage, SqlStorage):
+        raise NotAvailable(
+            f"folding and the archive need an SQLite or PostgreSQL store, "
+            f"not {type(storage).__name__}"
+        )
     return storage
 
 
@@ -133,7 +140,7 @@ def fold(
         raise InvalidInput(f"full must be True or False, got {full!r}")
     full = full or policy.exhaustive
     when = engine.now() if now is None else float(now)
-    storage = sqlite_storage(engine)
+    storage = sql_storage(engine)
     started = time.perf_counter()
     with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
@@ -160,7 +167,10 @@ def fold(
         elif source.nothing_to_do and storage.newest_change() == seen:
             pass  # nothing new, nothing due: an incremental fold writes nothing
         else:
-            with storage.transaction():
+            # No other writer overlaps this transaction (on PostgreSQL an advisory
+            # lock makes servers take turns), so a change since the read shows
+            # as a newer change-log position: the plan is then made again here.
+            with storage.exclusive():
                 engine.refresh()
                 if storage.newest_change() != seen:
                     source = _read(engine, storage, policy, when, full, None)
@@ -195,11 +205,12 @@ def fold(
                 newest = storage.newest_change()
             engine.caught_up(newest)
             engine.registry.add(primes)
-            index = engine.index
-            for rid, strength in plan.decayed:
-                index.restamp(rid, strength, when)
-            # Most rows may go at once: drop them in one pass rather than reload the index.
-            index.remove_many([entry[0] for entry in entries])
+            index = engine.held_index
+            if index is not None:  # PostgreSQL holds none unless a survey read it
+                for rid, strength in plan.decayed:
+                    index.restamp(rid, strength, when)
+                # Most rows may go at once: drop them in one pass rather than reload the index.
+                index.remove_many([entry[0] for entry in entries])
             engine.after_write(new_rows)
             engine.folded()
             if len(entries) >= max(1_000, source.records // 10):
@@ -257,7 +268,7 @@ class _Source:
 
 def _read(
     engine: EngineParts,
-    storage: SQLiteStorage,
+    storage: SqlStorage,
     policy: FoldPolicy,
     now: float,
     full: bool,
@@ -274,7 +285,7 @@ def _read(
 
 
 def _incremental(
-    engine: EngineParts, storage: SQLiteStorage, policy: FoldPolicy, now: float
+    engine: EngineParts, storage: SqlStorage, policy: FoldPolicy, now: float
 ) -> _Source | None:
     """The records an incremental fold plans over, or None when it must be a full fold.
 
@@ -292,7 +303,8 @@ def _incremental(
     changed, _, gap = storage.changes_since(state[0])
     if gap:
         return None
-    records = len(engine.index)
+    held = engine.held_index
+    records = storage.count() if held is None else len(held)
     changed_ids = [rid for rid in dict.fromkeys(changed) if rid]
     if len(changed_ids) > max(1_000, _INCREMENTAL_SHARE * records):
         return None
@@ -326,11 +338,42 @@ def _incremental(
         for _, _, rows in rare[: len(rare) - beta + need]:
             seen.update(rows)
         rowids.update(row for row, times in seen.items() if times >= need)
-    near = engine.index.similar(fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
+    near = _similar(engine, storage, fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
     snapshot = archive.read_snapshot_of(
         storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
     )
     return _Source(snapshot, True, records, len(fresh), vanished)
+
+
+def _similar(
+    engine: EngineParts, storage: SqlStorage, queries: npt.NDArray[np.float32], threshold: float
+) -> list[str]:
+    """Ids of live records whose vector's cosine with one of ``queries`` reaches ``threshold``.
+
+    From the engine's index when it holds one; on a store that answers queries
+    itself (PostgreSQL), from its vectors read in batches, so that the fold
+    holds none of them for long.
+    """
+    held = engine.held_index
+    source = pushdown_of(storage)
+    if held is not None or source is None:
+        return engine.index.similar(queries, threshold)
+    if not len(queries):
+        return []
+    size = queries.shape[1] * 4
+    found: list[str] = []
+    for batch in source.vector_batches(TagQuery()):
+        fits = [(rid, blob) for rid, blob in batch if len(blob) == size]
+        if not fits:
+            continue
+        block = np.frombuffer(b"".join(blob for _, blob in fits), dtype="<f4")
+        block = block.reshape(len(fits), size // 4)
+        norms = np.linalg.norm(block, axis=1)
+        present = norms > 0
+        block = block / np.where(present, norms, 1.0).astype(np.float32)[:, None]
+        near = (block @ queries.T >= threshold).any(axis=1) & present
+        found.extend(rid for (rid, _), hit in zip(fits, near.tolist()) if hit)
+    return found
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
@@ -364,7 +407,7 @@ def _folded_rows(
     return rows
 
 
-def _check_restorable(storage: SQLiteStorage, rows: Sequence[StoredRow]) -> None:
+def _check_restorable(storage: SqlStorage, rows: Sequence[StoredRow]) -> None:
     live = storage.existing_ids([row.record.record_id for row in rows])
     live.update(
         found.record.record_id
@@ -380,10 +423,10 @@ def _check_restorable(storage: SQLiteStorage, rows: Sequence[StoredRow]) -> None
 def unfold(engine: EngineParts, record_id: str) -> list[Record]:
     """See :meth:`.MemoryEngine.unfold`."""
     rid = parse_record_id(record_id)
-    storage = sqlite_storage(engine)
+    storage = sql_storage(engine)
     with engine.lock:
         engine.registry.reload()
-        with storage.transaction():
+        with storage.exclusive():
             folded = storage.fetch([rid]).get(rid)
             if folded is None:
                 if archive.archived(storage, rid) is not None:
@@ -412,10 +455,10 @@ def unfold(engine: EngineParts, record_id: str) -> list[Record]:
 def restore(engine: EngineParts, record_id: str) -> Record:
     """See :meth:`.MemoryEngine.restore`."""
     rid = parse_record_id(record_id)
-    storage = sqlite_storage(engine)
+    storage = sql_storage(engine)
     with engine.lock:
         engine.registry.reload()
-        with storage.transaction():
+        with storage.exclusive():
             entry = archive.archived(storage, rid)
             if entry is None:
                 if storage.fetch([rid]):
@@ -435,13 +478,15 @@ def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str)
     if not isinstance(detail, str) or not detail.strip():
         raise InvalidInput("detail must say why the records are archived")
     ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
-    storage = sqlite_storage(engine)
+    storage = sql_storage(engine)
     with engine.lock:
-        with storage.transaction():
+        with storage.exclusive():
             writes.require_all(ids, storage.existing_ids(ids), engine.path, "archived")
             entries = [(rid, "forgotten", detail.strip(), None) for rid in ids]
             archive.archive_records(storage, entries, engine.now())
-        engine.index.remove_many(ids)
+        index = engine.held_index
+        if index is not None:
+            index.remove_many(ids)
         engine.after_write(())
     return len(ids)
 
@@ -519,9 +564,9 @@ def purge_archive(
         isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
     ):
         raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
-    storage = sqlite_storage(engine)
+    storage = sql_storage(engine)
     with engine.lock:
-        with storage.transaction():
+        with storage.exclusive():
             purged = archive.purge(storage, before, reason)
         if purged:
             archive.vacuum(storage)

@@ -52,6 +52,7 @@ from .portable import (
 from .portable import pack_vector as _pack_vector
 from .primes import Kind
 from .scopes import normalise_scope, normalise_scopes
+from .storage.base import SqlStorage
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
@@ -345,9 +346,13 @@ def write_source(
     if not vectors:
         records = [replace(rec, vector=None) for rec in records]
     writer = _Writer(engine, source, records, progress)
+    storage = engine.storage
+    # With no other writer at once (PostgreSQL's servers take turns), the
+    # registries read at the start stay true, and a pack's own primes can be kept.
+    begin = storage.exclusive if isinstance(storage, SqlStorage) else storage.transaction
     with engine._lock:
         try:
-            with engine.storage.transaction():
+            with begin():
                 writer.run()
                 if dry_run:
                     raise _DryRun
@@ -498,9 +503,7 @@ class _Writer:
         return result
 
     def _register(self, kind: Kind, label: str, prime: int) -> bool:
-        from .storage import SQLiteStorage
-
-        if not isinstance(self.storage, SQLiteStorage):
+        if not isinstance(self.storage, SqlStorage):
             return False
         self.storage.db.execute(
             "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)", (kind.value, label, prime)

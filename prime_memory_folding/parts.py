@@ -57,6 +57,14 @@ class EngineParts(Protocol):
         ...
 
     @property
+    def held_index(self) -> StructuralIndex | None:
+        """The in-memory index if this engine holds one now, without reading it.
+
+        SQLite always holds it; PostgreSQL only once a survey read it.
+        """
+        ...
+
+    @property
     def fold_policy(self) -> FoldPolicy:
         """The engine's fold policy."""
         ...

@@ -49,6 +49,7 @@ import numpy.typing as npt
 from .embeddings import BUILTIN_MODEL, EMBEDDER_ENV, Embedder, load_embedder
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .query import RankedRow, top_k
+from .storage.base import SqlStorage
 from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
 
 if TYPE_CHECKING:
@@ -303,7 +304,11 @@ def reembed_all(
     Call inside one write transaction, so that a failure leaves nothing half-embedded.
     """
     batch = batch or REEMBED_BATCH
-    db = _sqlite_db(storage, "re-embedding")
+    if not isinstance(storage, SqlStorage):
+        raise NotAvailable(
+            f"re-embedding needs an SQLite or PostgreSQL store, not {type(storage).__name__}"
+        )
+    db = storage.db
     embedder = text.get()
     rows = db.execute("SELECT id, content FROM records ORDER BY id").fetchall()
     total = len(rows)

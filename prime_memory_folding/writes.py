@@ -32,7 +32,7 @@ from .records import (
     check_vector,
 )
 from .scopes import GLOBAL, normalise_scope
-from .storage import SQLiteStorage, Storage, StoredRow, archive
+from .storage import SqlStorage, Storage, StoredRow, archive
 from .tokens import CREATED_BY
 
 if TYPE_CHECKING:
@@ -503,7 +503,7 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
                 record.importance,
                 record.scope,
             )
-            if corrected and isinstance(storage, SQLiteStorage):
+            if corrected and isinstance(storage, SqlStorage):
                 # The version this update corrects stays in the archive as history.
                 archive.keep_versions(storage, [rid], record.updated_at)
             storage.replace([row])

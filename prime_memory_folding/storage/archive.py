@@ -1,7 +1,9 @@
-"""The fold archive in SQLite: where pruned and folded records go, and come back from.
+"""The fold archive: where pruned and folded records go, and come back from.
 
 Records are copied column for column with ``INSERT ... SELECT``, so a restored
-record is byte-for-byte the record that left.
+record is byte-for-byte the record that left. The SQL runs on both backends
+(:class:`~.base.SqlStorage`): where SQLite and PostgreSQL differ, the
+difference is spelled out here, next to the statement it changes.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import StoreError
-from .base import StoredRow
+from .base import SqlStorage, StoredRow
 from .migrations import UNSEGMENTED_RANGES
 from .sqlite import (
     _RECORD_COLUMNS,
+    STAGED_CHUNK,
     SQLiteStorage,
     _chunks,
     _parse_tags,
@@ -68,9 +71,23 @@ REASONS = ("pruned", "folded", "forgotten", "replaced")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "
-    "accessed_at, access_count, strength_at, json_extract(metadata, '$.tier'), vector, "
+    "accessed_at, access_count, strength_at, {tier}, vector, "
     "scope FROM records"
 )
+#: ``metadata["tier"]``, in each backend's words (a tier that is no string counts as none).
+_SQLITE_TIER = "json_extract(metadata, '$.tier')"
+_PG_TIER = "(metadata::jsonb ->> 'tier')"
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _tier(storage: SqlStorage) -> str:
+    return _SQLITE_TIER if isinstance(storage, SQLiteStorage) else _PG_TIER
+
+
+def _snapshot_sql(storage: SqlStorage) -> str:
+    return _SNAPSHOT_SQL.format(tier=_tier(storage))
+
+
 #: The page cache a fold uses (KiB); SQLite's default of 2 MiB makes archiving
 #: many scattered rows re-read the same pages.
 _BULK_CACHE_KIB = 262_144
@@ -108,24 +125,20 @@ class ArchiveEntry:
     stored: StoredRow
 
 
-@contextlib.contextmanager
-def read_snapshot(storage: SQLiteStorage) -> Iterator[None]:
+def read_snapshot(storage: SqlStorage) -> contextlib.AbstractContextManager[None]:
     """A read transaction: every read inside sees one consistent state."""
-    db = storage.db
-    if db.in_transaction:
+    return storage.read_snapshot()
+
+
+@contextlib.contextmanager
+def bulk_cache(storage: SqlStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None]:
+    """A larger page cache while a fold reads and rewrites much of the store (SQLite).
+
+    PostgreSQL's shared buffers are the server's to size: nothing changes there.
+    """
+    if not isinstance(storage, SQLiteStorage):
         yield
         return
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if db.in_transaction:
-            db.execute("COMMIT")
-
-
-@contextlib.contextmanager
-def bulk_cache(storage: SQLiteStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None]:
-    """A larger page cache while a fold reads and rewrites much of the store."""
     db = storage.db
     before = db.execute("PRAGMA cache_size").fetchone()[0]
     db.execute(f"PRAGMA cache_size = {-int(kib)}")
@@ -135,10 +148,10 @@ def bulk_cache(storage: SQLiteStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[N
         db.execute(f"PRAGMA cache_size = {int(before)}")
 
 
-def snapshot_rows(storage: SQLiteStorage) -> list[SnapshotRow]:
+def snapshot_rows(storage: SqlStorage) -> list[SnapshotRow]:
     """Every live record, as folding needs it, one object per record."""
     rows: list[SnapshotRow] = []
-    for r in storage.db.execute(_SNAPSHOT_SQL):
+    for r in storage.db.execute(_snapshot_sql(storage)):
         blob = r[12]
         tags = _parse_tags(r[3])
         rows.append(
@@ -288,15 +301,12 @@ def _normalise(vectors: npt.NDArray[np.float32], has_vector: npt.NDArray[np.bool
         block /= np.where(present, norms, 1.0).astype(np.float32)[:, None]
 
 
-#: Rows read per step when a fold reads the whole store.
-_READ_CHUNK = 16_384
-
-
-def read_snapshot_columns(storage: SQLiteStorage) -> Snapshot:
+def read_snapshot_columns(storage: SqlStorage) -> Snapshot:
     """Every live record, as folding needs it, in one pass over the table.
 
-    Vectors go straight into one float32 matrix as they are read, so the
-    store's vectors are held once.
+    Rows come in batches (:meth:`~.base.SqlStorage.batches`), and vectors go
+    straight into one float32 matrix as they are read, so the store's vectors
+    are held once. Call inside :func:`read_snapshot`.
     """
     db = storage.db
     found = db.execute(
@@ -317,12 +327,8 @@ def read_snapshot_columns(storage: SQLiteStorage) -> Snapshot:
     strength_at: list[float | None] = []
     tiers: list[str | None] = []
     scopes: list[str] = []
-    cursor = db.execute(_SNAPSHOT_SQL)
     at = 0
-    while True:
-        chunk = cursor.fetchmany(_READ_CHUNK)
-        if not chunk:
-            break
+    for chunk in storage.batches(_snapshot_sql(storage)):
         if at + len(chunk) > n:
             raise StoreError(f"store {storage.path} changed while a fold read it")
         columns = list(zip(*chunk))
@@ -364,14 +370,15 @@ def read_snapshot_columns(storage: SQLiteStorage) -> Snapshot:
 
 
 def read_snapshot_of(
-    storage: SQLiteStorage, *, record_ids: Sequence[str] = (), rowids: Sequence[int] = ()
+    storage: SqlStorage, *, record_ids: Sequence[str] = (), rowids: Sequence[int] = ()
 ) -> Snapshot:
     """The live records among ``record_ids`` and ``rowids`` (each read once)."""
     rows: dict[str, Sequence[Any]] = {}
+    sql = _snapshot_sql(storage)
     for column, keys in (("record_id", list(record_ids)), ("id", list(rowids))):
         for chunk in _chunks(keys):
             marks = ",".join("?" * len(chunk))
-            for r in storage.db.execute(f"{_SNAPSHOT_SQL} WHERE {column} IN ({marks})", chunk):
+            for r in storage.db.execute(f"{sql} WHERE {column} IN ({marks})", chunk):
                 rows[r[0]] = r
     return _columns([rows[rid] for rid in sorted(rows)])
 
@@ -384,7 +391,7 @@ _UNSEGMENTED = re.compile(f"[{UNSEGMENTED_RANGES}]")
 FOLD_STATE_KEY = "fold_state"
 
 
-def fold_state(storage: SQLiteStorage) -> tuple[int, str] | None:
+def fold_state(storage: SqlStorage) -> tuple[int, str] | None:
     """The change-log position and policy key the last fold left, if any."""
     raw = storage.get_meta(FOLD_STATE_KEY)
     if raw is None:
@@ -396,13 +403,13 @@ def fold_state(storage: SQLiteStorage) -> tuple[int, str] | None:
         return None
 
 
-def set_fold_state(storage: SQLiteStorage, seq: int, policy_key: str) -> None:
+def set_fold_state(storage: SqlStorage, seq: int, policy_key: str) -> None:
     """Note that every record changed up to ``seq`` was screened. Call inside a transaction."""
     storage.set_meta(FOLD_STATE_KEY, json.dumps({"seq": seq, "policy": policy_key}))
 
 
 def replace_marks(
-    storage: SQLiteStorage,
+    storage: SqlStorage,
     marks: Sequence[tuple[str, float]],
     *,
     forget: Sequence[str] = (),
@@ -420,10 +427,14 @@ def replace_marks(
             db.execute(
                 f"DELETE FROM fold_marks WHERE record_id IN ({','.join('?' * len(chunk))})", chunk
             )
-    db.executemany("INSERT OR REPLACE INTO fold_marks (record_id, prune_at) VALUES (?, ?)", marks)
+    db.executemany(
+        "INSERT INTO fold_marks (record_id, prune_at) VALUES (?, ?) "
+        "ON CONFLICT (record_id) DO UPDATE SET prune_at = excluded.prune_at",
+        marks,
+    )
 
 
-def due_for_pruning(storage: SQLiteStorage, until: float) -> list[str]:
+def due_for_pruning(storage: SqlStorage, until: float) -> list[str]:
     """Live records whose prune moment is at or before ``until``: one range query."""
     return [
         row[0]
@@ -435,7 +446,7 @@ def due_for_pruning(storage: SQLiteStorage, until: float) -> list[str]:
     ]
 
 
-def rows_with_word(storage: SQLiteStorage, word: str, limit: int) -> list[int] | None:
+def rows_with_word(storage: SqlStorage, word: str, limit: int) -> list[int] | None:
     """Row ids of records whose text holds ``word``, or None past ``limit`` of them.
 
     Asks the full-text index, whose tokens are stemmed: it may give more
@@ -443,7 +454,14 @@ def rows_with_word(storage: SQLiteStorage, word: str, limit: int) -> list[int] |
     digits. Returns None for a word the index cannot look up: one without a
     letter or digit, or from a script written without spaces, which the index
     keeps as whole runs rather than as folding's character pairs.
+
+    On PostgreSQL it is always None: its ``tsvector`` keeps host names, paths,
+    e-mail addresses and numbers as whole tokens and leaves out stop words, so
+    it may find fewer records than hold a word. The caller then compares the
+    record by vector instead, which finds every record it can fold with.
     """
+    if not isinstance(storage, SQLiteStorage):
+        return None
     if _UNSEGMENTED.search(word) or not any(ch.isalnum() for ch in word):
         return None
     phrase = word.replace('"', '""')
@@ -460,7 +478,7 @@ def rows_with_word(storage: SQLiteStorage, word: str, limit: int) -> list[int] |
 
 
 def archive_records(
-    storage: SQLiteStorage,
+    storage: SqlStorage,
     entries: Sequence[tuple[str, str, str, str | None]],
     now: float,
 ) -> None:
@@ -472,29 +490,50 @@ def archive_records(
     """
     ordered = sorted(entries)
     columns = ", ".join(f"r.{name.strip()}" for name in _RECORD_COLUMNS.split(","))
-    entry_columns = "record_id, reason, detail, folded_into"
-    for staged in storage.staged("staged_archive", entry_columns, ordered):
-        storage.db.execute(
-            f"INSERT INTO archive (reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}) "
-            f"SELECT s.reason, s.detail, s.folded_into, ?, {columns} "
-            f"FROM {staged} AS s CROSS JOIN records AS r ON r.record_id = s.record_id "
-            f"ORDER BY s.rowid",
-            (now,),
-        )
+    insert = f"INSERT INTO archive (reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}) "
+    if isinstance(storage, SQLiteStorage):
+        entry_columns = "record_id, reason, detail, folded_into"
+        for staged in storage.staged("staged_archive", entry_columns, ordered):
+            storage.db.execute(
+                f"{insert}SELECT s.reason, s.detail, s.folded_into, ?, {columns} "
+                f"FROM {staged} AS s CROSS JOIN records AS r ON r.record_id = s.record_id "
+                f"ORDER BY s.rowid",
+                (now,),
+            )
+    else:
+        # PostgreSQL: the entries travel as arrays, in order, one statement per chunk.
+        for chunk in _chunks(ordered, STAGED_CHUNK):
+            ids, reasons, details, into = (list(column) for column in zip(*chunk))
+            storage.db.execute(
+                f"{insert}SELECT s.reason, s.detail, s.folded_into, ?, {columns} "
+                "FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) WITH ORDINALITY "
+                "AS s(record_id, reason, detail, folded_into, n) "
+                "JOIN records AS r ON r.record_id = s.record_id ORDER BY s.n",
+                (now, ids, reasons, details, into),
+            )
     storage.delete([rid for rid, _, _, _ in ordered])
 
 
-def set_strengths(
-    storage: SQLiteStorage, strengths: Sequence[tuple[str, float]], now: float
-) -> None:
+def set_strengths(storage: SqlStorage, strengths: Sequence[tuple[str, float]], now: float) -> None:
     """Persist decayed strengths as of ``now``. Call inside a transaction."""
-    storage.db.executemany(
-        "UPDATE records SET strength = ?, strength_at = ? WHERE record_id = ?",
-        ((strength, now, rid) for rid, strength in sorted(strengths)),
-    )
+    ordered = sorted(strengths)
+    if isinstance(storage, SQLiteStorage):
+        storage.db.executemany(
+            "UPDATE records SET strength = ?, strength_at = ? WHERE record_id = ?",
+            ((strength, now, rid) for rid, strength in ordered),
+        )
+        return
+    # PostgreSQL: one statement per chunk rather than a round trip per record.
+    for chunk in _chunks(ordered, STAGED_CHUNK):
+        storage.db.execute(
+            "UPDATE records AS r SET strength = u.strength, strength_at = ? "
+            "FROM unnest(?::text[], ?::float8[]) AS u(record_id, strength) "
+            "WHERE r.record_id = u.record_id",
+            (now, [rid for rid, _ in chunk], [strength for _, strength in chunk]),
+        )
 
 
-def _entries(storage: SQLiteStorage, where: str, params: Sequence[object]) -> list[ArchiveEntry]:
+def _entries(storage: SqlStorage, where: str, params: Sequence[object]) -> list[ArchiveEntry]:
     sql = (
         f"SELECT seq, reason, detail, folded_into, archived_at, {_RECORD_COLUMNS} "
         f"FROM archive WHERE {where} ORDER BY seq"
@@ -506,15 +545,22 @@ def _entries(storage: SQLiteStorage, where: str, params: Sequence[object]) -> li
 
 
 def _filter(
-    reason: str | None, contains: str | None, record_id: str | None
+    storage: SqlStorage, reason: str | None, contains: str | None, record_id: str | None
 ) -> tuple[str, list[object]]:
-    clauses: list[str] = ["1"]
+    clauses: list[str] = ["TRUE"]
     params: list[object] = []
     if reason is not None:
         clauses.append("reason = ?")
         params.append(reason)
     if contains:
-        clauses.append("instr(lower(content), lower(?)) > 0")
+        if isinstance(storage, SQLiteStorage):
+            clauses.append("instr(lower(content), lower(?)) > 0")
+        else:
+            # SQLite's lower() folds ASCII letters only; so does this, for the same matches.
+            clauses.append(
+                f"strpos(translate(content, '{_UPPER}', '{_UPPER.lower()}'), "
+                f"translate(?, '{_UPPER}', '{_UPPER.lower()}')) > 0"
+            )
         params.append(contains)
     if record_id is not None:
         clauses.append("(record_id = ? OR folded_into = ?)")
@@ -523,7 +569,7 @@ def _filter(
 
 
 def list_entries(
-    storage: SQLiteStorage,
+    storage: SqlStorage,
     *,
     reason: str | None,
     contains: str | None,
@@ -535,7 +581,7 @@ def list_entries(
 
     ``record_id`` matches the archived record itself and the members folded into it.
     """
-    where, params = _filter(reason, contains, record_id)
+    where, params = _filter(storage, reason, contains, record_id)
     sql = (
         f"SELECT seq, reason, detail, folded_into, archived_at, {_RECORD_COLUMNS} "
         f"FROM archive WHERE {where} ORDER BY seq DESC LIMIT ? OFFSET ?"
@@ -547,34 +593,34 @@ def list_entries(
 
 
 def count_entries(
-    storage: SQLiteStorage, *, reason: str | None, contains: str | None, record_id: str | None
+    storage: SqlStorage, *, reason: str | None, contains: str | None, record_id: str | None
 ) -> int:
     """How many entries :func:`list_entries` filters from, before paging."""
-    where, params = _filter(reason, contains, record_id)
+    where, params = _filter(storage, reason, contains, record_id)
     found = storage.db.execute(f"SELECT count(*) FROM archive WHERE {where}", params)
     return int(found.fetchone()[0])
 
 
 def live_profile(
-    storage: SQLiteStorage,
+    storage: SqlStorage,
 ) -> list[tuple[str, float, float, int, float, float, float | None, object]]:
     """Per live record: id, created_at, accessed_at, access_count, importance,
     strength, strength_at and the tier label, for summaries of the whole store."""
     return list(
         storage.db.execute(
             "SELECT record_id, created_at, accessed_at, access_count, importance, strength, "
-            "strength_at, json_extract(metadata, '$.tier') FROM records"
+            f"strength_at, {_tier(storage)} FROM records"
         )
     )
 
 
-def archived(storage: SQLiteStorage, record_id: str) -> ArchiveEntry | None:
+def archived(storage: SqlStorage, record_id: str) -> ArchiveEntry | None:
     """The newest archive entry of ``record_id``, if any."""
     found = _entries(storage, "record_id = ?", (record_id,))
     return found[-1] if found else None
 
 
-def keep_versions(storage: SQLiteStorage, record_ids: Sequence[str], now: float) -> None:
+def keep_versions(storage: SqlStorage, record_ids: Sequence[str], now: float) -> None:
     """Copy live records into the archive as history (reason ``replaced``); they stay live.
 
     Call inside the transaction that then changes them.
@@ -590,17 +636,17 @@ def keep_versions(storage: SQLiteStorage, record_ids: Sequence[str], now: float)
         )
 
 
-def history(storage: SQLiteStorage, record_id: str) -> list[ArchiveEntry]:
+def history(storage: SqlStorage, record_id: str) -> list[ArchiveEntry]:
     """The versions of a live record that updates replaced, oldest first."""
     return _entries(storage, "reason = 'replaced' AND folded_into = ?", (record_id,))
 
 
-def members_of(storage: SQLiteStorage, folded_id: str) -> list[ArchiveEntry]:
+def members_of(storage: SqlStorage, folded_id: str) -> list[ArchiveEntry]:
     """The archived members of a folded record, oldest entry first (by id within a fold)."""
     return _entries(storage, "reason = 'folded' AND folded_into = ?", (folded_id,))
 
 
-def restore_entries(storage: SQLiteStorage, seqs: Sequence[int]) -> None:
+def restore_entries(storage: SqlStorage, seqs: Sequence[int]) -> None:
     """Move archive entries back into ``records``. Call inside a transaction."""
     for chunk in _chunks(list(seqs)):
         marks = ",".join("?" * len(chunk))
@@ -612,9 +658,9 @@ def restore_entries(storage: SQLiteStorage, seqs: Sequence[int]) -> None:
         storage.db.execute(f"DELETE FROM archive WHERE seq IN ({marks})", chunk)
 
 
-def purge(storage: SQLiteStorage, before: float | None, reason: str | None) -> int:
+def purge(storage: SqlStorage, before: float | None, reason: str | None) -> int:
     """Delete archive entries archived before ``before`` with ``reason``. In a transaction."""
-    clauses: list[str] = ["1"]
+    clauses: list[str] = ["TRUE"]
     params: list[object] = []
     if before is not None:
         clauses.append("archived_at < ?")
@@ -626,12 +672,12 @@ def purge(storage: SQLiteStorage, before: float | None, reason: str | None) -> i
     return int(cursor.rowcount)
 
 
-def count(storage: SQLiteStorage) -> int:
+def count(storage: SqlStorage) -> int:
     """Entries in the archive."""
     return int(storage.db.execute("SELECT count(*) FROM archive").fetchone()[0])
 
 
-def count_by_reason(storage: SQLiteStorage) -> dict[str, int]:
+def count_by_reason(storage: SqlStorage) -> dict[str, int]:
     """Entries in the archive per reason (``folded``, ``pruned``), by reason name."""
     rows = storage.db.execute(
         "SELECT reason, count(*) FROM archive GROUP BY reason ORDER BY reason"
@@ -639,16 +685,26 @@ def count_by_reason(storage: SQLiteStorage) -> dict[str, int]:
     return {str(reason): int(n) for reason, n in rows}
 
 
-def checkpoint(storage: SQLiteStorage) -> None:
-    """Copy the write-ahead log into the database and truncate it (outside a transaction)."""
+def checkpoint(storage: SqlStorage) -> None:
+    """Copy the write-ahead log into the database and truncate it (outside a transaction).
+
+    SQLite only: PostgreSQL checkpoints by itself.
+    """
+    if not isinstance(storage, SQLiteStorage):
+        return
     try:
         storage.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.Error as exc:
         raise _translate(exc, storage.path) from None
 
 
-def vacuum(storage: SQLiteStorage) -> None:
-    """Rebuild the database file to hand freed pages back (outside a transaction)."""
+def vacuum(storage: SqlStorage) -> None:
+    """Rebuild the database file to hand freed pages back (outside a transaction).
+
+    SQLite only: PostgreSQL's autovacuum reuses the space of deleted rows.
+    """
+    if not isinstance(storage, SQLiteStorage):
+        return
     try:
         storage.db.execute("VACUUM")
     except sqlite3.Error as exc:

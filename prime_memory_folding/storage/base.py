@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,9 @@ __all__ = [
     "IndexTable",
     "LexicalCandidates",
     "Pushdown",
+    "SqlConnectionLike",
+    "SqlRows",
+    "SqlStorage",
     "Storage",
     "StoredRow",
     "TokenRow",
@@ -125,6 +128,51 @@ class Storage(Protocol):
     def tokens(self) -> list[TokenRow]: ...
     def token_by_hash(self, token_hash: str) -> TokenRow | None: ...
     def revoke_token(self, name: str, when: float) -> bool: ...
+
+
+# -- SQL: backends whose tables modules may query directly --------------------------
+
+
+class SqlRows(Protocol):
+    """A statement's result: its rows, and how many rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SqlConnectionLike(Protocol):
+    """A connection that takes SQLite-style ``?`` placeholders."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> SqlRows: ...
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> SqlRows: ...
+
+
+@runtime_checkable
+class SqlStorage(Storage, Protocol):
+    """A :class:`Storage` whose tables (records, archive, fold_marks, meta, changes) take SQL.
+
+    Both backends qualify: the archive and folding (:mod:`.archive`,
+    :mod:`~prime_memory_folding.maintenance`) are written against this, in SQL
+    that SQLite and PostgreSQL both accept.
+    """
+
+    @property
+    def db(self) -> SqlConnectionLike: ...
+
+    def batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """A big read (``?`` placeholders) in batches of rows, without holding all at once."""
+        ...
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """A read transaction: every read inside sees one state that no write straddles."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A write transaction that no other writer overlaps (what a fold needs)."""
+        ...
 
 
 # -- pushdown: backends that answer queries themselves -------------------------------

@@ -52,6 +52,8 @@ __all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of"]
 
 #: The advisory lock that serialises migrations (any constant the app owns).
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
+#: The advisory lock every write transaction holds shared and a fold exclusively.
+_WRITE_LOCK = 0x706D665F777269  # "pmf_wri"
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
@@ -284,21 +286,87 @@ class PostgresStorage:
     def transaction(self) -> Iterator[None]:
         """A transaction on one pooled connection; nested calls join the outer one.
 
+        It holds the write lock shared (see :meth:`exclusive`) until it ends.
+
         Raises:
             StoreError: PostgreSQL failed or the connection was lost; the
                 transaction was rolled back.
+        """
+        with self._transaction(exclusive=False):
+            yield
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """A write transaction that no other writer overlaps, on any server.
+
+        Every write transaction holds one advisory lock shared; this one takes
+        it exclusively, so it starts once every write in flight has committed,
+        and holds the next ones off until it ends. A fold and the other moves
+        to and from the archive run in one, as SQLite's ``BEGIN IMMEDIATE``
+        gives every write transaction there.
+        """
+        with self._transaction(exclusive=True):
+            yield
+
+    @contextlib.contextmanager
+    def _transaction(self, *, exclusive: bool) -> Iterator[None]:
+        if getattr(self._local, "conn", None) is not None:
+            if exclusive and not getattr(self._local, "exclusive", False):
+                self.run("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                self._local.exclusive = True
+            yield
+            return
+        lock = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        try:
+            with self._pool.connection() as conn:
+                self._local.conn = conn
+                self._local.exclusive = exclusive
+                try:
+                    with conn.transaction():
+                        conn.execute(f"SELECT {lock}(%s)", (_WRITE_LOCK,))
+                        yield
+                finally:
+                    self._local.conn = None
+                    self._local.exclusive = False
+        except StoreError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
+                raise self._error(exc) from None
+            raise
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """A read-only transaction whose reads all see one state that no write straddles.
+
+        It starts (repeatable read) while it holds the write lock exclusively
+        for a moment, so no write is in flight then: whatever commits later
+        has a change-log position past every one it sees. A fold relies on
+        that to tell, from the newest position alone, whether anything
+        changed since it read the store.
         """
         if getattr(self._local, "conn", None) is not None:
             yield
             return
         try:
             with self._pool.connection() as conn:
+                conn.execute("SELECT pg_advisory_lock(%s)", (_WRITE_LOCK,))
+                locked = True
                 self._local.conn = conn
+                self._local.snapshot = True
                 try:
-                    with conn.transaction():
-                        yield
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    # The snapshot is taken as this statement starts, under the lock.
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITE_LOCK,))
+                    locked = False
+                    yield
                 finally:
                     self._local.conn = None
+                    self._local.snapshot = False
+                    if not conn.closed:
+                        conn.execute("ROLLBACK")
+                        if locked:
+                            conn.execute("SELECT pg_advisory_unlock(%s)", (_WRITE_LOCK,))
         except StoreError:
             raise
         except Exception as exc:
@@ -384,7 +452,12 @@ class PostgresStorage:
         return int(row[0] or 0) if row else 0
 
     def data_version(self) -> int:
-        """Changes whenever any server writes a record."""
+        """Changes whenever any server writes a record.
+
+        Inside :meth:`read_snapshot`, the snapshot's newest change-log position.
+        """
+        if getattr(self._local, "snapshot", False):
+            return self.newest_change()
         row = self.run("SELECT last_value, is_called FROM changes_seq_seq").fetchone()
         return int(row[0]) if row and row[1] else 0
 
@@ -548,6 +621,13 @@ class PostgresStorage:
             return
         for row in self.run(sql + " WHERE record_id = ANY(%s)", (list(record_ids),)):
             yield _index_row(row)
+
+    def batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """A big read (``?`` placeholders) in batches of :data:`BATCH` rows.
+
+        Read through a server-side cursor, so that neither side holds it all.
+        """
+        return self._batches(_qmark_to_format(sql), params)
 
     def _batches(self, sql: str, params: Sequence[Any]) -> Iterator[list[tuple[Any, ...]]]:
         """A big read in batches of :data:`BATCH` rows, through a server-side cursor."""

@@ -52,6 +52,8 @@ STAGED_MIN = 32
 #: Rows per staged statement: enough to share its fixed costs over many rows,
 #: while the staging table stays small.
 STAGED_CHUNK = 5_000
+#: Rows per batch when a whole table is read (a fold).
+READ_BATCH = 16_384
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -238,6 +240,32 @@ class SQLiteStorage:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             raise _translate(exc, self.path, self.busy_timeout_ms) from None
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """A write transaction no other writer overlaps: every one of SQLite's is."""
+        return self.transaction()
+
+    @contextlib.contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees one consistent state."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
+
+    def batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """A big read in batches of :data:`READ_BATCH` rows."""
+        cursor = self.db.execute(sql, params)
+        while True:
+            rows = cursor.fetchmany(READ_BATCH)
+            if not rows:
+                return
+            yield rows
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to this store."""
