@@ -93,6 +93,14 @@ def backend_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def another_store(backend_store: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A second new store on ``backend_store``'s backend."""
+    if request.node.callspec.params["backend_store"] == "sqlite":
+        return str(tmp_path / "another.db")
+    return pg_helpers.new_schema(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
 def engine(store_path: Path, clock: FakeClock) -> Iterator[MemoryEngine]:
     with MemoryEngine(store_path, clock=clock) as memory:
         yield memory

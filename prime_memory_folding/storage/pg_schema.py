@@ -16,18 +16,20 @@ statement writes a row:
 - ``lex``, a ``tsvector`` of the content (GIN), which finds a text query's
   candidates. It uses PostgreSQL's ``english`` configuration, which stems
   words (Snowball) and leaves out stop words, as the SQLite store's Porter
-  tokenizer stems them.
+  tokenizer stems them; Latin letters lose their diacritics first
+  (:func:`folded`), as the SQLite tokenizer's do, so ``creme`` finds ``Crème``.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..primes import DEFAULT_LABELS, next_prime
 
-__all__ = ["PG_MIGRATIONS", "PgMigration", "latest_pg_version"]
+__all__ = ["PG_MIGRATIONS", "PgMigration", "folded", "latest_pg_version"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,34 @@ class PgMigration:
     name: str
     statements: tuple[str, ...]
     then: Callable[[Any], None] | None = None
+
+
+def _diacritics() -> tuple[str, str]:
+    """Latin letters with diacritics (U+00C0 to U+024F), and each one's bare letter."""
+    marked = bare = ""
+    for code in range(0xC0, 0x250):
+        parts = unicodedata.normalize("NFD", chr(code))
+        if (
+            len(parts) > 1
+            and parts[0].isascii()
+            and parts[0].isalpha()
+            and all(unicodedata.combining(mark) for mark in parts[1:])
+        ):
+            marked += chr(code)
+            bare += parts[0]
+    return marked, bare
+
+
+_MARKED, _BARE = _diacritics()
+
+
+def folded(expression: str) -> str:
+    """SQL for ``expression``'s text with the diacritics of Latin letters removed.
+
+    ``translate`` is immutable, so a generated column may use it; the text a
+    query searches for goes through the same function.
+    """
+    return f"translate({expression}, '{_MARKED}', '{_BARE}')"
 
 
 def _seed_primes(cur: Any) -> None:
@@ -140,7 +170,18 @@ _CORE = (
     "CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at)",
 )
 
-PG_MIGRATIONS: tuple[PgMigration, ...] = (PgMigration(1, "create_tables", _CORE, _seed_primes),)
+# Text search folds diacritics, as the SQLite store's tokenizer does.
+_LEX_FOLDS_DIACRITICS = (
+    "ALTER TABLE records DROP COLUMN lex",
+    "ALTER TABLE records ADD COLUMN lex TSVECTOR GENERATED ALWAYS AS "
+    f"(to_tsvector('english', {folded('content')})) STORED",
+    "CREATE INDEX records_lex ON records USING gin (lex)",
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration(1, "create_tables", _CORE, _seed_primes),
+    PgMigration(2, "lex_folds_diacritics", _LEX_FOLDS_DIACRITICS),
+)
 
 
 def latest_pg_version() -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,10 +40,11 @@ from ..errors import NotAvailable, SchemaTooNew, StoreError
 from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
 from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow
-from .pg_schema import PG_MIGRATIONS, latest_pg_version
+from .migrations import UNSEGMENTED_RANGES
+from .pg_schema import PG_MIGRATIONS, folded, latest_pg_version
 from .sqlite import record_values, stored_row
 
-__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of"]
+__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of", "unsegmented_pieces"]
 
 #: The advisory lock that serialises migrations (any constant the app owns).
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
@@ -67,6 +69,12 @@ B = 0.75
 LENGTH_SAMPLE = 2_000
 #: Change-log entries after which cached text statistics are read again.
 STATS_STALE_CHANGES = 1_000
+#: Text without word breaks (CJK, Thai, emoji...), as the SQLite store defines it.
+_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
+#: Characters of such text a substring test looks for at once (SQLite's trigrams).
+PIECE = 3
+#: Most pieces of a query's unsegmented text looked for (the first ones).
+MAX_PIECES = 32
 
 
 def redact(url: str) -> str:
@@ -635,11 +643,47 @@ class PostgresStorage:
         (unless every word is), as FTS5's BM25 gives it almost nothing. When the
         words left match more than ``budget`` records, the rarest words that fit
         the budget together choose the candidates, and the newest ``budget`` of
-        them are scored; ``exhaustive`` then says False.
+        them are scored; ``exhaustive`` then says False. Text without word
+        breaks (CJK, Thai, emoji...) adds, for each record that holds some of
+        it, how many of its pieces it holds (:func:`unsegmented_pieces`).
         """
+        words = self._word_scores(_UNSEGMENTED_RUN.sub(" ", text), gates, budget)
+        pieces = unsegmented_pieces(text)
+        if not pieces:
+            return words
+        found = self._piece_scores(pieces, gates, budget)
+        scores = dict(words.scores)
+        for rid, score in found.scores.items():
+            scores[rid] = scores.get(rid, 0.0) + score
+        return LexicalCandidates(scores, words.exhaustive and found.exhaustive)
+
+    def _piece_scores(
+        self, pieces: Sequence[str], gates: TagQuery, budget: int
+    ) -> LexicalCandidates:
+        """How many of ``pieces`` each gated record's content holds, newest records first.
+
+        PostgreSQL's parser keeps a run of text without word breaks as one
+        word, so such text is found by substring tests over the gated records
+        (the SQLite store has a trigram index for it): at most ``budget``
+        records, the newest.
+        """
+        where, params = gate_sql(gates)
+        where.append("(" + " OR ".join("strpos(content, %s) > 0" for _ in pieces) + ")")
+        params.extend(pieces)
+        held = " + ".join("(strpos(content, %s) > 0)::int" for _ in pieces)
+        sql = (
+            f"SELECT record_id, {held} FROM records WHERE {' AND '.join(where)} "
+            "ORDER BY id DESC LIMIT %s"
+        )
+        rows = self.run(sql, [*pieces, *params, budget + 1]).fetchall()
+        scores = {rid: float(n) for rid, n in rows[:budget]}
+        return LexicalCandidates(scores, len(rows) <= budget)
+
+    def _word_scores(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
+        """BM25 of the query's words (the text without its unsegmented runs)."""
         row = self.run(
             "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
-            "FROM unnest(to_tsvector('english', %s))",
+            f"FROM unnest(to_tsvector('english', {folded('%s')}))",
             (text,),
         ).fetchone()
         lexemes: list[str] = list(row[0]) if row else []
@@ -697,6 +741,23 @@ class PostgresStorage:
     def scope_counts(self) -> dict[str, int]:
         rows = self.run("SELECT scope, count(*) FROM records GROUP BY scope")
         return {scope: int(n) for scope, n in rows}
+
+
+def unsegmented_pieces(text: str) -> list[str]:
+    """What a text query's runs without word breaks are found by, as on SQLite.
+
+    A run shorter than :data:`PIECE` characters is looked for whole, a longer
+    one by each of its :data:`PIECE`-character pieces, the first
+    :data:`MAX_PIECES` of them in all.
+    """
+    pieces: list[str] = []
+    for run in _UNSEGMENTED_RUN.findall(text):
+        run = run.strip("\ufe0f\u200d")
+        if len(run) < PIECE:
+            pieces.extend([run] if run else [])
+        else:
+            pieces.extend(run[i : i + PIECE] for i in range(len(run) - PIECE + 1))
+    return list(dict.fromkeys(pieces))[:MAX_PIECES]
 
 
 def _tsquery(lexemes: Sequence[str]) -> str:
