@@ -556,9 +556,9 @@ class PostgresStorage:
         """The index columns of the records that pass the gates SQL can run.
 
         ``ids`` keeps only those records; ``newest`` only the newest that many,
-        plus those of ``also`` that pass. Rows come in storage order, or with
-        ``order="salience"`` best first by importance x stored strength (the
-        upper bound of the decayed salience), at most ``limit``. The strength
+        plus those of ``also`` that pass. Rows come in storage order; with
+        ``order="salience"`` they are the ``limit`` best by importance x stored
+        strength (the upper bound of the decayed salience). The strength
         gate and the exact tests run again on what this returns
         (:meth:`~..index.StructuralIndex.select`).
         """
@@ -579,12 +579,17 @@ class PostgresStorage:
             else:
                 sql += f"id IN ({inner}) ORDER BY id"
                 params = [*params, newest]
+        elif order == "salience":
+            # The best by stored salience, handed back in storage order.
+            sql += (
+                f"id IN (SELECT id FROM records WHERE {condition} "
+                "ORDER BY importance * strength DESC, updated_at DESC, id DESC"
+                + ("" if limit is None else " LIMIT %s")
+                + ") ORDER BY id"
+            )
+            params.extend([] if limit is None else [limit])
         else:
-            sql += condition
-            if order == "salience":
-                sql += " ORDER BY importance * strength DESC, updated_at DESC, id DESC"
-            else:
-                sql += " ORDER BY id"
+            sql += condition + " ORDER BY id"
             if limit is not None:
                 sql += " LIMIT %s"
                 params.append(limit)
@@ -599,10 +604,10 @@ class PostgresStorage:
         return [row[0] for row in self.run(sql + " ORDER BY id", params)]
 
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
-        """(record id, vector) of every gated record with a vector, in batches."""
+        """(record id, vector) of every gated record with a vector, in batches, oldest first."""
         where, params = gate_sql(gates)
         where.append("vector IS NOT NULL")
-        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where)
+        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where) + " ORDER BY id"
         for batch in self._batches(sql, params):
             yield [(rid, bytes(blob)) for rid, blob in batch]
 
