@@ -9,13 +9,14 @@ gate and decay, salience, cosine and hybrid fusion. What the window holds:
 - **salience** (no text, no vector): the gated records best by importance x
   stored strength, which bounds the decayed salience from above; more are
   read until the last hit's decayed salience beats the bound of every record
-  not read, so the answer is the exact top of every gated record;
+  not read, so the answer is the exact top of every gated record (the window
+  keeps storage order, so ties break as in the embedded store);
 - **vector**: every gated record with a vector, when at most
-  :data:`WINDOW_MAX`; otherwise the :data:`NEAREST_KEEP` nearest by
-  pgvector's HNSW index where the database has the extension, else by reading
-  the gated vectors in batches and scoring them with numpy (memory stays
-  bounded, time grows with the gated records). Either way those candidates
-  are ranked exactly;
+  :data:`WINDOW_MAX`; otherwise the nearest few by pgvector's HNSW index
+  where the database has the extension, else by reading the gated vectors in
+  batches and scoring them with numpy (memory stays bounded, time grows with
+  the gated records); more when too few of them pass the strength gate. Either
+  way those candidates are ranked exactly;
 - **text**: the BM25 candidates (the database's text index, gated), plus, for
   the vector side and the neighbours that lend context, every gated record
   when at most :data:`WINDOW_MAX`, else the newest :data:`WINDOW_MAX` of them
@@ -39,7 +40,7 @@ import numpy.typing as npt
 
 from .index import IndexColumns, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
-from .recall import LEXICAL_BUDGET, hybrid_rank
+from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
 from .storage.base import IndexTable, Pushdown
 
 __all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
@@ -50,6 +51,8 @@ WINDOW_MAX = 20_000
 NEAREST_KEEP = 200
 #: Records the first salience read takes, at least.
 SALIENCE_FIRST = 256
+#: Vectors a vector query past :data:`WINDOW_MAX` keeps from its first scan, at least.
+NEAREST_FIRST = 64
 
 ColumnsOf = Callable[[IndexTable], IndexColumns]
 
@@ -79,8 +82,9 @@ def by_salience(
         ranked = rank_by_salience(index, index.select(gates), limit, now=now)
         if len(table) < size:
             return Window(index, ranked)  # every gated record was read
-        # Decay only lowers strength: no record not read can beat this bound.
-        bound = float(table.importance[-1]) * float(table.strength[-1])
+        # Decay only lowers strength: no record not read can beat this bound
+        # (ties go on reading: recency, then storage order, break them).
+        bound = min(i * s for i, s in zip(table.importance, table.strength))
         if len(ranked) == limit and ranked[-1].score > bound:
             return Window(index, ranked)
         size *= 4
@@ -96,36 +100,51 @@ def by_vector(
 ) -> Window:
     """The gated records nearest ``unit`` (a unit vector) by cosine."""
     table = store.gated(gates, vectors=True, has_vector=True, newest=WINDOW_MAX + 1)
-    if len(table) > WINDOW_MAX:
-        keep = max(limit * 4, NEAREST_KEEP)
-        best = store.nearest(gates, unit, keep)
-        if best is None:
-            best = _nearest(store, gates, unit, keep)
-        table = store.gated(gates, vectors=True, ids=best)
-    index = _window(columns_of, table)
-    return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
+    if len(table) <= WINDOW_MAX:
+        index = _window(columns_of, table)
+        return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
+    keep = max(limit * 4, NEAREST_FIRST)
+    while True:
+        near = store.nearest(gates, unit, keep)
+        if near is not None:
+            # pgvector's index: fewer than asked means none are left.
+            best, seen = near, (len(near) + 1 if len(near) >= keep else len(near))
+        else:
+            best, seen = _nearest(store, gates, unit, keep)
+        index = _window(columns_of, store.gated(gates, vectors=True, ids=best))
+        rows = index.select(gates)
+        # The strength gate runs on the window: read on until ``limit`` pass it.
+        if len(rows) >= limit or len(best) >= seen:
+            return Window(index, rank_by_vector(index, rows, unit, limit, now=now))
+        keep *= 4
 
 
 def _nearest(
     store: Pushdown, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
-) -> list[str]:
-    """Ids of the ``keep`` gated vectors nearest ``unit``, read in batches."""
-    best: list[tuple[float, str]] = []
+) -> tuple[list[str], int]:
+    """Ids of the ``keep`` gated vectors nearest ``unit``, read in batches; and how many were read.
+
+    Of equally near vectors the older is kept, as the index's ranking keeps it.
+    """
+    best: list[tuple[float, int, str]] = []
+    seen = 0
     for batch in store.vector_batches(gates):
         matrix = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<f4").reshape(
             len(batch), -1
         )
         if matrix.shape[1] != len(unit):
+            seen += len(batch)
             continue
         norms = np.linalg.norm(matrix, axis=1)
         scores = (matrix @ unit) / np.where(norms > 0, norms, 1.0)
-        for i in np.argsort(-scores)[:keep]:
-            item = (float(scores[i]), batch[int(i)][0])
+        for i in np.argsort(-scores, kind="stable")[:keep]:
+            item = (float(scores[i]), -(seen + int(i)), batch[int(i)][0])
             if len(best) < keep:
                 heapq.heappush(best, item)
             elif item > best[0]:
                 heapq.heapreplace(best, item)
-    return [rid for _, rid in best]
+        seen += len(batch)
+    return [rid for _, _, rid in best], seen
 
 
 def by_text(
@@ -139,14 +158,30 @@ def by_text(
     """BM25 and cosine fused, as the embedded store ranks a text query."""
     found = store.lexical(text, gates, LEXICAL_BUDGET)
     lexical_ids: Sequence[str] = list(found.scores)
-    table = store.gated(gates, vectors=unit is not None, newest=WINDOW_MAX, also=lexical_ids)
+    # The lexical hits' neighbours come too, gated or not: they lend context,
+    # or stand between a hit and a neighbour further off, as in the full index.
+    table = store.gated(
+        gates,
+        vectors=unit is not None,
+        newest=WINDOW_MAX,
+        also=lexical_ids,
+        around=lexical_ids,
+        reach=CONTEXT_REACH,
+    )
     if unit is not None and len(table) >= WINDOW_MAX:
         # More gated records than one window: the vector side also looks at
         # pgvector's nearest ones, where the store has the extension.
         near = store.nearest(gates, unit, NEAREST_KEEP)
         if near:
             also = list(dict.fromkeys([*lexical_ids, *near]))
-            table = store.gated(gates, vectors=True, newest=WINDOW_MAX, also=also)
+            table = store.gated(
+                gates,
+                vectors=True,
+                newest=WINDOW_MAX,
+                also=also,
+                around=lexical_ids,
+                reach=CONTEXT_REACH,
+            )
     index = _window(columns_of, table)
     rows = index.select(gates)
     lexical: dict[int, float] = {}

@@ -665,7 +665,7 @@ def hybrid_rank(
 
     # Candidates: every lexical hit, plus the best by cosine (whose lexical part is 0).
     spare = 0 if cos_pos is None else limit * (3 if context_weight else 1)
-    candidates = lex_rows
+    candidates = np.sort(lex_rows)  # ties go to the older row, whatever found them
     if cos_pos is not None and spare:
         best = top_k(cos_pos, min(spare, len(cos_pos)))
         best_rows = best if gate_rows is None else gate_rows[best]

@@ -18,6 +18,12 @@ from prime_memory_folding.budget import (
 from prime_memory_folding.records import Hit, Record
 
 
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,14 @@ from prime_memory_folding import (
     NotFound,
 )
 
+from .backends import dump, emptied, examples, is_postgres
 from .conftest import FakeClock
 
 
-def dump(path: Path) -> list[tuple[Any, ...]]:
-    """Every row of every user table, to prove that nothing changed."""
-    db = sqlite3.connect(path)
-    try:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return [(t, *row) for t in sorted(tables) for row in db.execute(f'SELECT * FROM "{t}"')]
-    finally:
-        db.close()
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
 
 
 def test_store_returns_a_complete_record(engine: MemoryEngine, clock: FakeClock) -> None:
@@ -102,31 +98,32 @@ BAD_STORES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("message", "kwargs"), BAD_STORES)
 def test_bad_input_is_refused_and_changes_nothing(
-    engine: MemoryEngine, store_path: Path, message: str, kwargs: dict[str, Any]
+    engine: MemoryEngine, backend_store: str, message: str, kwargs: dict[str, Any]
 ) -> None:
     engine.store("existing", vector=[1.0, 0.0])
-    before = dump(store_path)
+    before = dump(backend_store)
+    kwargs = dict(kwargs)  # each backend's run gets the parameters whole
     content = kwargs.pop("content")
     with pytest.raises(InvalidInput, match=message):
         engine.store(content, **kwargs)
-    assert dump(store_path) == before
+    assert dump(backend_store) == before
 
 
-def test_wrong_vector_dimension_names_the_space(engine: MemoryEngine, store_path: Path) -> None:
+def test_wrong_vector_dimension_names_the_space(engine: MemoryEngine, backend_store: str) -> None:
     engine.store("a", vector=[1.0, 0.0, 0.0])
-    before = dump(store_path)
+    before = dump(backend_store)
     with pytest.raises(DimensionMismatch, match=r"custom:3 uses dimension 3"):
         engine.store("b", vector=[1.0, 0.0])
     with pytest.raises(DimensionMismatch):
         engine.query(vector=[1.0, 0.0])
-    assert dump(store_path) == before
+    assert dump(backend_store) == before
 
 
-def test_store_many_is_all_or_nothing(engine: MemoryEngine, store_path: Path) -> None:
-    before = dump(store_path)
+def test_store_many_is_all_or_nothing(engine: MemoryEngine, backend_store: str) -> None:
+    before = dump(backend_store)
     with pytest.raises(InvalidInput, match="item 2"):
         engine.store_many([{"content": "a"}, "b", {"content": ""}])
-    assert dump(store_path) == before
+    assert dump(backend_store) == before
     records = engine.store_many(
         [{"content": "a", "tags": ["t"]}, "b", {"content": "a", "tags": ["t"]}]
     )
@@ -139,6 +136,7 @@ def test_store_many_rejects_unknown_fields(engine: MemoryEngine) -> None:
         engine.store_many([{"content": "a", "colour": "red"}])
 
 
+@pytest.mark.xfail_on_postgres(reason="forget on PostgreSQL: the archive is SQLite's only")
 def test_get_and_forget(engine: MemoryEngine) -> None:
     record = engine.store("to forget")
     assert engine.forget(record.record_id.upper()) == record
@@ -181,13 +179,13 @@ def test_update_keeps_identity_and_recomputes_tags(engine: MemoryEngine, clock: 
     ],
 )
 def test_bad_update_changes_nothing(
-    engine: MemoryEngine, store_path: Path, changes: dict[str, Any], message: str
+    engine: MemoryEngine, backend_store: str, changes: dict[str, Any], message: str
 ) -> None:
     record = engine.store("x")
-    before = dump(store_path)
+    before = dump(backend_store)
     with pytest.raises(InvalidInput, match=message):
         engine.update(record.record_id, **changes)
-    assert dump(store_path) == before
+    assert dump(backend_store) == before
 
 
 def test_update_into_a_duplicate_is_refused(engine: MemoryEngine) -> None:
@@ -247,14 +245,14 @@ def test_vector_query_ranks_by_cosine_within_gates(engine: MemoryEngine) -> None
     assert len(engine.query(vector=[1.0, 0.1], limit=2)) == 2
 
 
-def test_reopen_returns_identical_records(store_path: Path, clock: FakeClock) -> None:
-    with MemoryEngine(store_path, clock=clock) as memory:
+def test_reopen_returns_identical_records(backend_store: str, clock: FakeClock) -> None:
+    with MemoryEngine(backend_store, clock=clock) as memory:
         stored = [
             memory.store(f"note {i}", tags=[f"t{i % 3}"], vector=[i + 1.0, 0.5], metadata={"i": i})
             for i in range(20)
         ]
         before = memory.query(tags=["t1"], limit=50)
-    with MemoryEngine(store_path, clock=clock) as memory:
+    with MemoryEngine(backend_store, clock=clock) as memory:
         assert [memory.get(r.record_id) for r in stored] == stored
         assert memory.query(tags=["t1"], limit=50) == before
 
@@ -272,26 +270,30 @@ record_spec = st.fixed_dictionaries(
 )
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(record_spec, min_size=1, max_size=15))
 def test_reopen_is_identical_for_any_records(
-    tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]]
+    tmp_path_factory: pytest.TempPathFactory, backend_store: str
 ) -> None:
-    path = tmp_path_factory.mktemp("reopen") / "m.db"
-    with MemoryEngine(path) as memory:
-        records = memory.store_many(specs)
-        ids = {r.record_id for r in records}
-        latest = {r.record_id: memory.get(r.record_id) for r in records}
-    with MemoryEngine(path) as memory:
-        assert memory.stats().records == len(ids)
-        for rid, record in latest.items():
-            assert memory.get(rid) == record
+    @examples(backend_store, sqlite=25, postgres=15)
+    @given(st.lists(record_spec, min_size=1, max_size=15))
+    def check(specs: list[dict[str, Any]]) -> None:
+        if is_postgres(backend_store):
+            path = emptied(backend_store)
+        else:
+            path = str(tmp_path_factory.mktemp("reopen") / "m.db")
+        with MemoryEngine(path) as memory:
+            records = memory.store_many(specs)
+            ids = {r.record_id for r in records}
+            latest = {r.record_id: memory.get(r.record_id) for r in records}
+        with MemoryEngine(path) as memory:
+            assert memory.stats().records == len(ids)
+            for rid, record in latest.items():
+                assert memory.get(rid) == record
+
+    check()
 
 
-def test_closed_engine_says_so(store_path: Path) -> None:
-    memory = MemoryEngine(store_path)
+def test_closed_engine_says_so(backend_store: str) -> None:
+    memory = MemoryEngine(backend_store)
     memory.close()
     with pytest.raises(Exception, match="closed"):
         memory.store("x")
@@ -317,7 +319,7 @@ def test_stats_counts_domains_and_tags(engine: MemoryEngine) -> None:
 
 
 def test_a_label_gate_sees_labels_added_after_it_first_matched_nothing(
-    engine: MemoryEngine, store_path: Path
+    engine: MemoryEngine, backend_store: str
 ) -> None:
     engine.store("known", tags=["alpha"])
     assert engine.match_ids(domain="ops") == []
@@ -331,7 +333,7 @@ def test_a_label_gate_sees_labels_added_after_it_first_matched_nothing(
         added.record_id,
     }
 
-    with MemoryEngine(store_path) as other:
+    with MemoryEngine(backend_store) as other:
         elsewhere = other.store("added by another connection", domain="ops", tags=["gamma"])
     assert engine.match_ids(domain="ops") == [elsewhere.record_id]
     assert engine.match_ids(tags=["gamma"], exclude_tags=["beta"]) == [elsewhere.record_id]

@@ -3,10 +3,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
+
+from .backends import emptied, examples
+
+
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
+
 
 TAGS = ["a", "b", "c", "d", "e", "f"]
 DOMAINS = ["memory", "project", "task"]
@@ -33,8 +42,10 @@ records = st.lists(
 tag_sets = _maybe_wide(st.sets(st.sampled_from([*TAGS, "unknown"]), max_size=3))
 
 
-def _load(items: list[tuple[str, str, set[str], float]]) -> tuple[MemoryEngine, dict[str, Any]]:
-    memory = MemoryEngine(":memory:")
+def _load(
+    store: str, items: list[tuple[str, str, set[str], float]]
+) -> tuple[MemoryEngine, dict[str, Any]]:
+    memory = MemoryEngine(emptied(store))
     stored = memory.store_many(
         [
             {"content": f"record {i}", "domain": d, "subdomain": s, "tags": sorted(t)}
@@ -47,18 +58,35 @@ def _load(items: list[tuple[str, str, set[str], float]]) -> tuple[MemoryEngine, 
     return memory, truth
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    records,
-    tag_sets,
-    tag_sets,
-    tag_sets,
-    st.sampled_from([None, *DOMAINS, "nowhere"]),
-    st.sampled_from([None, "general", "code"]),
-    st.sampled_from([0.0, 0.3, 0.9]),
-)
-def test_gates_equal_set_semantics(
-    candidate_paths: int,
+def test_gates_equal_set_semantics(candidate_paths: int, backend_store: str) -> None:
+    @examples(backend_store, sqlite=60, postgres=25)
+    @given(
+        records,
+        tag_sets,
+        tag_sets,
+        tag_sets,
+        st.sampled_from([None, *DOMAINS, "nowhere"]),
+        st.sampled_from([None, "general", "code"]),
+        st.sampled_from([0.0, 0.3, 0.9]),
+    )
+    def check(
+        items: list[tuple[str, str, set[str], float]],
+        all_of: set[str],
+        any_of: set[str],
+        none_of: set[str],
+        domain: str | None,
+        subdomain: str | None,
+        min_strength: float,
+    ) -> None:
+        gates_equal_set_semantics(
+            backend_store, items, all_of, any_of, none_of, domain, subdomain, min_strength
+        )
+
+    check()
+
+
+def gates_equal_set_semantics(
+    store: str,
     items: list[tuple[str, str, set[str], float]],
     all_of: set[str],
     any_of: set[str],
@@ -67,7 +95,7 @@ def test_gates_equal_set_semantics(
     subdomain: str | None,
     min_strength: float,
 ) -> None:
-    memory, truth = _load(items)
+    memory, truth = _load(store, items)
     with memory:
         got = memory.match_ids(
             domain=domain,
@@ -111,47 +139,67 @@ def test_gates_equal_set_semantics(
         assert {h.record.record_id for h in hits} == expected
 
 
-@settings(max_examples=40, deadline=None)
-@given(records, st.sampled_from(DOMAINS))
-def test_domain_filter_equals_a_scan(
-    candidate_paths: int, items: list[tuple[str, str, set[str], float]], domain: str
-) -> None:
-    memory, truth = _load(items)
-    with memory:
-        scanned = {rid for rid, (d, *_rest) in truth.items() if d == domain}
-        assert set(memory.match_ids(domain=domain)) == scanned
+def test_domain_filter_equals_a_scan(candidate_paths: int, backend_store: str) -> None:
+    @examples(backend_store, sqlite=40, postgres=15)
+    @given(records, st.sampled_from(DOMAINS))
+    def check(items: list[tuple[str, str, set[str], float]], domain: str) -> None:
+        memory, truth = _load(backend_store, items)
+        with memory:
+            scanned = {rid for rid, (d, *_rest) in truth.items() if d == domain}
+            assert set(memory.match_ids(domain=domain)) == scanned
+
+    check()
 
 
-@settings(max_examples=30, deadline=None)
-@given(records, st.integers(min_value=1, max_value=15))
-def test_salience_order_is_best_first_and_limited(
-    items: list[tuple[str, str, set[str], float]], limit: int
-) -> None:
-    memory, _ = _load(items)
-    with memory:
-        hits = memory.query(limit=limit)
-        assert len(hits) == min(limit, len(items))
-        scores = [h.score for h in hits]
-        assert scores == sorted(scores, reverse=True)
-        everything = memory.query(limit=100)
-        if hits:
-            assert min(scores) >= max([h.score for h in everything[len(hits) :]], default=0.0)
+def test_salience_order_is_best_first_and_limited(backend_store: str) -> None:
+    @examples(backend_store, sqlite=30, postgres=15)
+    @given(records, st.integers(min_value=1, max_value=15))
+    def check(items: list[tuple[str, str, set[str], float]], limit: int) -> None:
+        memory, _ = _load(backend_store, items)
+        with memory:
+            hits = memory.query(limit=limit)
+            assert len(hits) == min(limit, len(items))
+            scores = [h.score for h in hits]
+            assert scores == sorted(scores, reverse=True)
+            everything = memory.query(limit=100)
+            if hits:
+                assert min(scores) >= max([h.score for h in everything[len(hits) :]], default=0.0)
+                assert [h.record.record_id for h in everything[: len(hits)]] == [
+                    h.record.record_id for h in hits
+                ]
+
+    check()
 
 
 FEW = ["a", "b", "c"]
 few_tags = _maybe_wide(st.sets(st.sampled_from(FEW), max_size=2))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(few_tags, min_size=1, max_size=30),
-    few_tags,
-    few_tags,
-    st.sets(st.sampled_from([*FEW, min(WIDE)]), max_size=1),
-    st.sampled_from([0.0, 0.5]),
-)
 def test_tag_gates_on_products_past_64_bits_equal_set_semantics(
-    candidate_paths: int,
+    candidate_paths: int, backend_store: str
+) -> None:
+    @examples(backend_store, sqlite=50, postgres=20)
+    @given(
+        st.lists(few_tags, min_size=1, max_size=30),
+        few_tags,
+        few_tags,
+        st.sets(st.sampled_from([*FEW, min(WIDE)]), max_size=1),
+        st.sampled_from([0.0, 0.5]),
+    )
+    def check(
+        tag_lists: list[set[str]],
+        all_of: set[str],
+        any_of: set[str],
+        none_of: set[str],
+        min_strength: float,
+    ) -> None:
+        tag_gates_past_64_bits(backend_store, tag_lists, all_of, any_of, none_of, min_strength)
+
+    check()
+
+
+def tag_gates_past_64_bits(
+    store: str,
     tag_lists: list[set[str]],
     all_of: set[str],
     any_of: set[str],
@@ -160,7 +208,7 @@ def test_tag_gates_on_products_past_64_bits_equal_set_semantics(
 ) -> None:
     # Few tags and no other gate: candidate sets are large, so a lowered
     # threshold sends them down the numpy path, products past 2**64 and all.
-    with MemoryEngine(":memory:") as memory:
+    with MemoryEngine(emptied(store)) as memory:
         stored = memory.store_many(
             [{"content": f"record {i}", "tags": sorted(t)} for i, t in enumerate(tag_lists)]
         )

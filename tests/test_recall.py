@@ -22,6 +22,15 @@ from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
 from prime_memory_folding.storage import SQLiteStorage
 from tests.conftest import FakeClock
 
+REEMBED_ON_POSTGRES = "reembed on PostgreSQL: recall.reembed_all needs the SQLite store"
+
+
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
+
+
 WORDS = ("apple", "banana", "cherry", "river", "mountain", "laptop", "guitar", "ocean")
 
 
@@ -49,8 +58,8 @@ class WordEmbedder:
 
 
 @pytest.fixture
-def words_engine(store_path: Path, clock: FakeClock) -> Any:
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+def words_engine(backend_store: str, clock: FakeClock) -> Any:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         yield memory
 
 
@@ -88,6 +97,7 @@ def test_migration_indexes_records_stored_before_it(tmp_path: Path) -> None:
         assert contents(memory.query(text="lighthouse")) == ["the old lighthouse keeper"]
 
 
+@pytest.mark.xfail_on_postgres(reason="forget on PostgreSQL: the archive is SQLite's only")
 def test_fts_follows_updates_and_forgets(words_engine: MemoryEngine) -> None:
     rec = words_engine.store("a note about the harbour")
     words_engine.update(rec.record_id, content="a note about the airport")
@@ -301,13 +311,13 @@ def test_word_shares_are_remembered_until_a_quarter_of_the_sample_is_new(
 
 
 def test_gate_that_drops_every_planned_hit_looks_at_every_match(
-    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from prime_memory_folding import recall
 
     monkeypatch.setattr(recall, "EXACT_STORE", 5)
     monkeypatch.setattr(recall, "LEXICAL_BUDGET", 5)
-    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
         memory.store("apple pie", domain="rare")
         memory.store_many([f"apple tart {i}" for i in range(30)])
         assert contents(memory.query(text="apple", domain="rare")) == ["apple pie"]
@@ -316,7 +326,9 @@ def test_gate_that_drops_every_planned_hit_looks_at_every_match(
 # -- hybrid -------------------------------------------------------------------------
 
 
-def test_hybrid_ranks_above_either_signal_alone(store_path: Path, clock: FakeClock) -> None:
+def test_hybrid_ranks_above_either_signal_alone(
+    backend_store: str, another_store: str, clock: FakeClock
+) -> None:
     # BM25 prefers the note that repeats the words; the word embedder prefers
     # "pineapple guitarist" (it sees "apple" and "guitar" inside). Only the
     # note with both the words and the meaning is first for both together.
@@ -329,11 +341,11 @@ def test_hybrid_ranks_above_either_signal_alone(store_path: Path, clock: FakeClo
         *filler,
     ]
     query = "apple guitar"
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         memory.store_many(notes)
         hybrid = contents(memory.query(text=query, limit=3))
         cosine = contents(memory.query(vector=WordEmbedder().embed([query])[0], limit=3))
-    with MemoryEngine(store_path.with_name("lex.db"), clock=clock, embedder="none") as lexical:
+    with MemoryEngine(another_store, clock=clock, embedder="none") as lexical:
         lexical.store_many(notes)
         bm25 = contents(lexical.query(text=query, limit=3))
     assert hybrid[0] == target
@@ -373,12 +385,12 @@ def test_text_query_combines_with_gates(words_engine: MemoryEngine) -> None:
 
 
 def test_gates_see_matches_beyond_the_first_lexical_page(
-    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from prime_memory_folding import recall
 
     monkeypatch.setattr(recall, "LEXICAL_DEPTH", 5)
-    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
         memory.store_many([f"apple apple note {i}" for i in range(20)])
         memory.store("apple once", domain="rare")
         assert contents(memory.query(text="apple", domain="rare")) == ["apple once"]
@@ -407,10 +419,10 @@ def test_first_text_store_claims_the_embedders_space(words_engine: MemoryEngine)
 
 
 def test_builtin_model_is_the_default(
-    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PRIME_MEMORY_EMBEDDER")
-    with MemoryEngine(store_path, clock=clock) as memory:
+    with MemoryEngine(backend_store, clock=clock) as memory:
         memory.store("We deploy on Fridays")
         assert memory.stats().embedding_space == BUILTIN_SPACE
         hit = memory.query(text="deployment day")[0]
@@ -448,45 +460,45 @@ def test_zero_vector_from_a_caller_is_still_refused(words_engine: MemoryEngine) 
         words_engine.store("apple", vector=[0.0] * len(WORDS))
 
 
-def test_no_embedder_stores_without_vectors(store_path: Path, clock: FakeClock) -> None:
-    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+def test_no_embedder_stores_without_vectors(backend_store: str, clock: FakeClock) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
         rec = memory.store("apple")
         assert rec.vector is None
         assert memory.stats().embedding_space is None
         assert memory.query(text="apple")[0].score_parts["lexical_only"] == 1.0
 
 
-def test_store_many_embeds_in_one_batch(store_path: Path, clock: FakeClock) -> None:
+def test_store_many_embeds_in_one_batch(backend_store: str, clock: FakeClock) -> None:
     embedder = WordEmbedder()
-    with MemoryEngine(store_path, clock=clock, embedder=embedder) as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=embedder) as memory:
         records = memory.store_many([f"apple note {i}" for i in range(50)])
     assert embedder.calls == 1
     assert all(rec.vector is not None for rec in records)
 
 
-def test_opening_a_store_of_another_space_is_refused(store_path: Path, clock: FakeClock) -> None:
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+def test_opening_a_store_of_another_space_is_refused(backend_store: str, clock: FakeClock) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:one")) as memory:
         memory.store("apple")
     with pytest.raises(EmbeddingError, match="embedder=") as caught:
-        MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:two"))
+        MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:two"))
     assert "reembed" in str(caught.value)
 
 
 def test_space_mismatch_names_the_environment_setting(
-    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:one")) as memory:
         memory.store("apple")
     monkeypatch.setenv("PRIME_MEMORY_EMBEDDER", "builtin")
     with pytest.raises(EmbeddingError, match="PRIME_MEMORY_EMBEDDER"):
-        MemoryEngine(store_path, clock=clock)
+        MemoryEngine(backend_store, clock=clock)
 
 
 def test_missing_model_names_the_setting_and_leaves_the_store_usable(
-    store_path: Path, clock: FakeClock, tmp_path: Path
+    backend_store: str, clock: FakeClock, tmp_path: Path
 ) -> None:
     missing = tmp_path / "no-such-model"
-    with MemoryEngine(store_path, clock=clock, embedder=f"model2vec:{missing}") as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=f"model2vec:{missing}") as memory:
         with pytest.raises(EmbeddingError, match="PRIME_MEMORY_EMBEDDER"):
             memory.store("apple")
         assert memory.stats().records == 0
@@ -495,11 +507,12 @@ def test_missing_model_names_the_setting_and_leaves_the_store_usable(
         assert memory.get(rec.record_id).content == "apple"
 
 
-def test_reembed_moves_the_store_and_reports_progress(store_path: Path, clock: FakeClock) -> None:
-    with MemoryEngine(store_path, clock=clock, embedder="builtin") as memory:
+@pytest.mark.xfail_on_postgres(reason=REEMBED_ON_POSTGRES)
+def test_reembed_moves_the_store_and_reports_progress(backend_store: str, clock: FakeClock) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="builtin") as memory:
         memory.store_many([f"apple note {i}" for i in range(5)] + ["river walk"])
     seen: list[tuple[int, int]] = []
-    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
         count = memory.reembed(
             WordEmbedder(), progress=lambda done, total: seen.append((done, total))
         )
@@ -508,17 +521,18 @@ def test_reembed_moves_the_store_and_reports_progress(store_path: Path, clock: F
         assert contents(memory.query(text="river"))[0] == "river walk"
         assert "cosine" in memory.query(text="river")[0].score_parts
     assert seen[0] == (0, 6) and seen[-1] == (6, 6)
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder()) as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         assert memory.stats().records == 6
 
 
+@pytest.mark.xfail_on_postgres(reason=REEMBED_ON_POSTGRES)
 def test_failed_reembed_changes_nothing(
-    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from prime_memory_folding import recall
 
     monkeypatch.setattr(recall, "REEMBED_BATCH", 2)
-    with MemoryEngine(store_path, clock=clock, embedder=WordEmbedder("test:one")) as memory:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:one")) as memory:
         memory.store_many([f"apple note {i}" for i in range(6)])
         before = [memory.get(h.record.record_id).vector for h in memory.query(limit=10)]
         with pytest.raises(EmbeddingError, match="embedder="):

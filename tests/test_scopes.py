@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, NotFound
@@ -28,8 +28,18 @@ from prime_memory_folding.scopes import (
     resolve,
 )
 from prime_memory_folding.storage.migrations import latest_version
+from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 from tests.old_stores import build_store
+
+FOLD_ON_POSTGRES = "fold on PostgreSQL: maintenance still refuses a store that is not SQLite"
+
+
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
+
 
 # -- names ----------------------------------------------------------------------------
 
@@ -297,8 +307,8 @@ def test_a_record_keeps_its_id_when_it_moves(engine: MemoryEngine, clock: FakeCl
 # -- visibility ------------------------------------------------------------------------
 
 
-def test_a_read_sees_current_user_and_global_by_default(store_path: Path) -> None:
-    with MemoryEngine(store_path, scope="project:a") as writer:
+def test_a_read_sees_current_user_and_global_by_default(backend_store: str) -> None:
+    with MemoryEngine(backend_store, scope="project:a") as writer:
         writer.store("mine", scope="project:a")
         writer.store("theirs", scope="project:b")
         writer.store("shared", scope="global")
@@ -340,26 +350,40 @@ scoped_records = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    scoped_records,
-    st.one_of(
-        st.none(),
-        st.just(["*"]),
-        st.lists(st.sampled_from([*SCOPES, "team:nobody"]), max_size=4),
-    ),
-    st.sampled_from([None, *DOMAINS]),
-    st.sets(st.sampled_from(TAGS), max_size=2),
-    st.lists(st.integers(0, 39), max_size=5),
-)
-def test_every_hit_lies_in_the_visible_scopes(
+def test_every_hit_lies_in_the_visible_scopes(backend_store: str) -> None:
+    @examples(backend_store, sqlite=60, postgres=25)
+    @given(
+        scoped_records,
+        st.one_of(
+            st.none(),
+            st.just(["*"]),
+            st.lists(st.sampled_from([*SCOPES, "team:nobody"]), max_size=4),
+        ),
+        st.sampled_from([None, *DOMAINS]),
+        st.sets(st.sampled_from(TAGS), max_size=2),
+        st.lists(st.integers(0, 39), max_size=5),
+    )
+    def check(
+        items: list[tuple[str, str, set[str]]],
+        visible: list[str] | None,
+        domain: str | None,
+        tags: set[str],
+        moves: list[int],
+    ) -> None:
+        hits_lie_in_visible_scopes(backend_store, items, visible, domain, tags, moves)
+
+    check()
+
+
+def hits_lie_in_visible_scopes(
+    store: str,
     items: list[tuple[str, str, set[str]]],
     visible: list[str] | None,
     domain: str | None,
     tags: set[str],
     moves: list[int],
 ) -> None:
-    with MemoryEngine(":memory:", scope="project:a", embedder="none") as memory:
+    with MemoryEngine(emptied(store), scope="project:a", embedder="none") as memory:
         stored = memory.store_many(
             [
                 {"content": f"record {i}", "scope": s, "domain": d, "tags": sorted(t)}
@@ -398,6 +422,7 @@ def test_every_hit_lies_in_the_visible_scopes(
 # -- everything respects scopes ------------------------------------------------------------
 
 
+@pytest.mark.xfail_on_postgres(reason=FOLD_ON_POSTGRES)
 def test_folding_never_merges_across_scopes(engine: MemoryEngine) -> None:
     vector = [1.0, 0.0, 0.0]
     text = "the build uses make and the release uses make ship"
@@ -498,6 +523,7 @@ def test_every_older_schema_migrates_its_records_into_global(tmp_path: Path, ver
             assert memory.restore(archived.record_id).scope == GLOBAL
 
 
+@pytest.mark.xfail_on_postgres(reason=FOLD_ON_POSTGRES)
 def test_an_incremental_fold_never_merges_across_scopes(engine: MemoryEngine) -> None:
     vector = [0.0, 1.0, 0.0]
     policy = FoldPolicy(similarity=0.5, word_overlap=0.3)

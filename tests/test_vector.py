@@ -6,10 +6,18 @@ import pickle
 import struct
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, Vector
+
+
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
+
 
 float32s = st.floats(width=32, allow_nan=False, allow_infinity=False)
 

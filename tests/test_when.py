@@ -7,16 +7,23 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.when import parse_when
+from tests.backends import emptied, examples
 from tests.cli_helpers import one_line_error
 from tests.conftest import FakeClock
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 DAY = 86_400.0
+
+
+@pytest.fixture
+def engine(backend_engine: MemoryEngine) -> MemoryEngine:
+    """The engine of these tests runs on each backend."""
+    return backend_engine
 
 
 @pytest.mark.parametrize(
@@ -55,17 +62,26 @@ def test_what_is_not_a_time_is_a_clear_error(bad: Any) -> None:
         parse_when(bad, NOW, "since")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(st.floats(0, 30), min_size=1, max_size=25),
-    st.one_of(st.none(), st.integers(0, 3_000).map(lambda n: n / 100)),
-    st.one_of(st.none(), st.integers(0, 3_000).map(lambda n: n / 100)),
-)
-def test_time_gates_equal_set_semantics(
-    ages_in_days: list[float], since_days: float | None, until_days: float | None
+def test_time_gates_equal_set_semantics(backend_store: str) -> None:
+    @examples(backend_store, sqlite=60, postgres=25)
+    @given(
+        st.lists(st.floats(0, 30), min_size=1, max_size=25),
+        st.one_of(st.none(), st.integers(0, 3_000).map(lambda n: n / 100)),
+        st.one_of(st.none(), st.integers(0, 3_000).map(lambda n: n / 100)),
+    )
+    def check(
+        ages_in_days: list[float], since_days: float | None, until_days: float | None
+    ) -> None:
+        time_gates_equal_set_semantics(backend_store, ages_in_days, since_days, until_days)
+
+    check()
+
+
+def time_gates_equal_set_semantics(
+    store: str, ages_in_days: list[float], since_days: float | None, until_days: float | None
 ) -> None:
     clock = FakeClock(NOW)
-    with MemoryEngine(":memory:", clock=clock, scope="global", embedder="none") as memory:
+    with MemoryEngine(emptied(store), clock=clock, scope="global", embedder="none") as memory:
         stored = {}
         for n, age in enumerate(ages_in_days):
             clock.now = NOW - age * DAY

@@ -16,18 +16,20 @@ statement writes a row:
 - ``lex``, a ``tsvector`` of the content (GIN), which finds a text query's
   candidates. It uses PostgreSQL's ``english`` configuration, which stems
   words (Snowball) and leaves out stop words, as the SQLite store's Porter
-  tokenizer stems them.
+  tokenizer stems them; Latin letters lose their diacritics first
+  (:func:`folded`), as the SQLite tokenizer's do, so ``creme`` finds ``Crème``.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..primes import DEFAULT_LABELS, next_prime
 
-__all__ = ["PG_MIGRATIONS", "PgMigration", "latest_pg_version"]
+__all__ = ["PG_MIGRATIONS", "PgMigration", "folded", "latest_pg_version"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,34 @@ class PgMigration:
     name: str
     statements: tuple[str, ...]
     then: Callable[[Any], None] | None = None
+
+
+def _diacritics() -> tuple[str, str]:
+    """Latin letters with diacritics (U+00C0 to U+024F), and each one's bare letter."""
+    marked = bare = ""
+    for code in range(0xC0, 0x250):
+        parts = unicodedata.normalize("NFD", chr(code))
+        if (
+            len(parts) > 1
+            and parts[0].isascii()
+            and parts[0].isalpha()
+            and all(unicodedata.combining(mark) for mark in parts[1:])
+        ):
+            marked += chr(code)
+            bare += parts[0]
+    return marked, bare
+
+
+_MARKED, _BARE = _diacritics()
+
+
+def folded(expression: str) -> str:
+    """SQL for ``expression``'s text with the diacritics of Latin letters removed.
+
+    ``translate`` is immutable, so a generated column may use it; the text a
+    query searches for goes through the same function.
+    """
+    return f"translate({expression}, '{_MARKED}', '{_BARE}')"
 
 
 def _seed_primes(cur: Any) -> None:
@@ -87,7 +117,7 @@ _CORE = (
         domain_prime BIGINT,
         subdomain_prime BIGINT,
         tag_primes BIGINT[] NOT NULL DEFAULT '{{}}',
-        lex TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+        lex TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', {folded("content")})) STORED,
         CHECK (importance BETWEEN 0 AND 1),
         CHECK (strength BETWEEN 0 AND 1),
         UNIQUE (record_id),

@@ -29,6 +29,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,11 +45,12 @@ from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
 from . import token_table
 from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, TokenRow
-from .pg_schema import PG_MIGRATIONS, latest_pg_version
+from .migrations import UNSEGMENTED_RANGES
+from .pg_schema import PG_MIGRATIONS, folded, latest_pg_version
 from .pgvector import Vectors
 from .sqlite import record_values, stored_row
 
-__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of"]
+__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of", "unsegmented_pieces"]
 
 #: The advisory lock that serialises migrations (any constant the app owns).
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
@@ -77,6 +79,12 @@ B = 0.75
 LENGTH_SAMPLE = 2_000
 #: Change-log entries after which cached text statistics are read again.
 STATS_STALE_CHANGES = 1_000
+#: Text without word breaks (CJK, Thai, emoji...), as the SQLite store defines it.
+_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
+#: Characters of such text a substring test looks for at once (SQLite's trigrams).
+PIECE = 3
+#: Most pieces of a query's unsegmented text looked for (the first ones).
+MAX_PIECES = 32
 
 
 def redact(url: str) -> str:
@@ -706,13 +714,18 @@ class PostgresStorage:
         order: str = "storage",
         limit: int | None = None,
         has_vector: bool = False,
+        around: Sequence[str] = (),
+        reach: int = 0,
     ) -> IndexTable:
         """The index columns of the records that pass the gates SQL can run.
 
         ``ids`` keeps only those records; ``newest`` only the newest that many,
-        plus those of ``also`` that pass. Rows come in storage order, or with
-        ``order="salience"`` best first by importance x stored strength (the
-        upper bound of the decayed salience), at most ``limit``. The strength
+        plus those of ``also`` that pass, plus the ``reach`` records on each
+        side (in storage order) of each of ``around``, gated or not: they are a
+        text query's context neighbours, and a record the gates drop still
+        stands between two others. Rows come in storage order; with
+        ``order="salience"`` they are the ``limit`` best by importance x stored
+        strength (the upper bound of the decayed salience). The strength
         gate and the exact tests run again on what this returns
         (:meth:`~..index.StructuralIndex.select`).
         """
@@ -727,18 +740,32 @@ class PostgresStorage:
         sql += " FROM records WHERE "
         if newest is not None:
             inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
+            gated_params = params
+            sql += f"(id IN ({inner})"
+            params = [*gated_params, newest]
             if also:
-                sql += f"id IN ({inner}) OR (record_id = ANY(%s) AND {condition}) ORDER BY id"
-                params = [*params, newest, list(also), *params]
-            else:
-                sql += f"id IN ({inner}) ORDER BY id"
-                params = [*params, newest]
+                sql += f" OR (record_id = ANY(%s) AND {condition})"
+                params += [list(also), *gated_params]
+            if around and reach > 0:
+                sql += (
+                    " OR id IN (SELECT x.id FROM records AS h, LATERAL ("
+                    "(SELECT r.id FROM records AS r WHERE r.id < h.id ORDER BY r.id DESC LIMIT %s) "
+                    "UNION ALL (SELECT r.id FROM records AS r WHERE r.id > h.id "
+                    "ORDER BY r.id LIMIT %s)) AS x WHERE h.record_id = ANY(%s))"
+                )
+                params += [reach, reach, list(around)]
+            sql += ") ORDER BY id"
+        elif order == "salience":
+            # The best by stored salience, handed back in storage order.
+            sql += (
+                f"id IN (SELECT id FROM records WHERE {condition} "
+                "ORDER BY importance * strength DESC, updated_at DESC, id DESC"
+                + ("" if limit is None else " LIMIT %s")
+                + ") ORDER BY id"
+            )
+            params.extend([] if limit is None else [limit])
         else:
-            sql += condition
-            if order == "salience":
-                sql += " ORDER BY importance * strength DESC, updated_at DESC, id DESC"
-            else:
-                sql += " ORDER BY id"
+            sql += condition + " ORDER BY id"
             if limit is not None:
                 sql += " LIMIT %s"
                 params.append(limit)
@@ -762,10 +789,10 @@ class PostgresStorage:
         return self._vectors.nearest(where, params, unit, keep, self.transaction)
 
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
-        """(record id, vector) of every gated record with a vector, in batches."""
+        """(record id, vector) of every gated record with a vector, in batches, oldest first."""
         where, params = gate_sql(gates)
         where.append("vector IS NOT NULL")
-        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where)
+        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where) + " ORDER BY id"
         for batch in self._batches(sql, params):
             yield [(rid, bytes(blob)) for rid, blob in batch]
 
@@ -806,11 +833,47 @@ class PostgresStorage:
         (unless every word is), as FTS5's BM25 gives it almost nothing. When the
         words left match more than ``budget`` records, the rarest words that fit
         the budget together choose the candidates, and the newest ``budget`` of
-        them are scored; ``exhaustive`` then says False.
+        them are scored; ``exhaustive`` then says False. Text without word
+        breaks (CJK, Thai, emoji...) adds, for each record that holds some of
+        it, how many of its pieces it holds (:func:`unsegmented_pieces`).
         """
+        words = self._word_scores(_UNSEGMENTED_RUN.sub(" ", text), gates, budget)
+        pieces = unsegmented_pieces(text)
+        if not pieces:
+            return words
+        found = self._piece_scores(pieces, gates, budget)
+        scores = dict(words.scores)
+        for rid, score in found.scores.items():
+            scores[rid] = scores.get(rid, 0.0) + score
+        return LexicalCandidates(scores, words.exhaustive and found.exhaustive)
+
+    def _piece_scores(
+        self, pieces: Sequence[str], gates: TagQuery, budget: int
+    ) -> LexicalCandidates:
+        """How many of ``pieces`` each gated record's content holds, newest records first.
+
+        PostgreSQL's parser keeps a run of text without word breaks as one
+        word, so such text is found by substring tests over the gated records
+        (the SQLite store has a trigram index for it): at most ``budget``
+        records, the newest.
+        """
+        where, params = gate_sql(gates)
+        where.append("(" + " OR ".join("strpos(content, %s) > 0" for _ in pieces) + ")")
+        params.extend(pieces)
+        held = " + ".join("(strpos(content, %s) > 0)::int" for _ in pieces)
+        sql = (
+            f"SELECT record_id, {held} FROM records WHERE {' AND '.join(where)} "
+            "ORDER BY id DESC LIMIT %s"
+        )
+        rows = self.run(sql, [*pieces, *params, budget + 1]).fetchall()
+        scores = {rid: float(n) for rid, n in rows[:budget]}
+        return LexicalCandidates(scores, len(rows) <= budget)
+
+    def _word_scores(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
+        """BM25 of the query's words (the text without its unsegmented runs)."""
         row = self.run(
             "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
-            "FROM unnest(to_tsvector('english', %s))",
+            f"FROM unnest(to_tsvector('english', {folded('%s')}))",
             (text,),
         ).fetchone()
         lexemes: list[str] = list(row[0]) if row else []
@@ -868,6 +931,23 @@ class PostgresStorage:
     def scope_counts(self) -> dict[str, int]:
         rows = self.run("SELECT scope, count(*) FROM records GROUP BY scope")
         return {scope: int(n) for scope, n in rows}
+
+
+def unsegmented_pieces(text: str) -> list[str]:
+    """What a text query's runs without word breaks are found by, as on SQLite.
+
+    A run shorter than :data:`PIECE` characters is looked for whole, a longer
+    one by each of its :data:`PIECE`-character pieces, the first
+    :data:`MAX_PIECES` of them in all.
+    """
+    pieces: list[str] = []
+    for run in _UNSEGMENTED_RUN.findall(text):
+        run = run.strip("\ufe0f\u200d")
+        if len(run) < PIECE:
+            pieces.extend([run] if run else [])
+        else:
+            pieces.extend(run[i : i + PIECE] for i in range(len(run) - PIECE + 1))
+    return list(dict.fromkeys(pieces))[:MAX_PIECES]
 
 
 def _tsquery(lexemes: Sequence[str]) -> str:
