@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner, Result
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from prime_memory_folding.cli import cli
 from prime_memory_folding.engine import MemoryEngine
 from prime_memory_folding.errors import InvalidInput, StoreError
-from prime_memory_folding.storage import open_storage
+from prime_memory_folding.storage import SQLiteStorage, open_storage
 from prime_memory_folding.storage.copy import DestinationNotEmpty, copy_store
 from tests.cli_helpers import one_line_error
 from tests.conftest import FakeClock
@@ -269,12 +270,15 @@ SCALAR = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_
 FLOAT = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32)
 ITEM = st.fixed_dictionaries(
     {
-        "content": st.text(min_size=1, max_size=40).filter(lambda text: text.strip() != ""),
+        "content": st.text(
+            st.characters(exclude_characters="\x00"), min_size=1, max_size=40
+        ).filter(lambda text: text.strip() != ""),
         "domain": LABEL,
         "subdomain": LABEL,
         "tags": st.lists(LABEL, max_size=4, unique=True),
         "importance": st.floats(0, 1),
-        "vector": st.none() | st.lists(FLOAT, min_size=4, max_size=4),
+        "vector": st.none()
+        | st.lists(FLOAT, min_size=4, max_size=4).filter(lambda vector: any(vector)),
         "metadata": st.dictionaries(st.text(min_size=1, max_size=6), SCALAR, max_size=3),
         "scope": st.sampled_from(["global", "user:bob", "project:x"]),
     }
@@ -432,3 +436,58 @@ def test_the_stdio_mcp_server_serves_a_postgres_url(pg_url: str) -> None:
         assert server.close() == 0
     assert b"s3cret-pw" not in server.stderr
     assert [row[6] for row in dump(pg_url)["records"]] == ["served from PostgreSQL"]
+
+
+# -- tokens ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str
+    token_hash: str
+    revoked_at: float | None = None
+
+
+class TokenKeeper(SQLiteStorage):
+    """An SQLite store that keeps tokens in memory, as a backend with token methods does."""
+
+    kept: ClassVar[dict[str, list[Token]]] = {}
+
+    def tokens(self) -> list[Token]:
+        return list(self.kept.setdefault(os.path.realpath(self.path), []))
+
+    def add_token(self, row: Token) -> None:
+        self.kept.setdefault(os.path.realpath(self.path), []).append(row)
+
+
+@pytest.fixture
+def token_keepers(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Token]]:
+    from prime_memory_folding.storage import copy as copy_module
+
+    def opened(location: str) -> Any:
+        return open_storage(location) if "://" in location else TokenKeeper(location)
+
+    monkeypatch.setattr(TokenKeeper, "kept", {})
+    monkeypatch.setattr(copy_module, "open_storage", opened)
+    return TokenKeeper.kept
+
+
+def test_tokens_come_along_when_both_stores_keep_them(
+    token_keepers: dict[str, list[Token]], source: Path, tmp_path: Path
+) -> None:
+    mine, revoked, theirs = Token("ann", "h1"), Token("bob", "h2", 5.0), Token("cy", "h3")
+    target = tmp_path / "dest.db"
+    token_keepers[os.path.realpath(source)] = [mine, revoked]
+    token_keepers[os.path.realpath(target)] = [theirs, mine]
+    report = copy_store(source, target)
+    assert report.tokens == 1 and report.tokens_left == 0
+    assert token_keepers[os.path.realpath(target)] == [theirs, mine, revoked]
+
+
+def test_tokens_a_destination_cannot_keep_are_counted_and_named(
+    token_keepers: dict[str, list[Token]], source: Path, pg_url: str
+) -> None:
+    token_keepers[os.path.realpath(source)] = [Token("ann", "h1"), Token("bob", "h2")]
+    result = copy_cli(str(source), pg_url)
+    assert result.exit_code == 0, result.output
+    assert "2 access tokens of" in result.stderr and "keeps no tokens" in result.stderr

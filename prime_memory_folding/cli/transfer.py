@@ -359,3 +359,9 @@ def copy_command(ctx: click.Context, source: str, destination: str, force: bool,
         f"{count_of(done.fold_marks, 'fold mark')}{tokens}",
         err=True,
     )
+    if done.tokens_left:
+        click.echo(
+            f"{count_of(done.tokens_left, 'access token')} of {describe(source)} not copied: "
+            f"{done.destination} keeps no tokens",
+            err=True,
+        )

@@ -41,7 +41,7 @@ from . import is_postgres_url, open_storage
 from .postgres import PostgresStorage, redact
 from .sqlite import SQLiteStorage, stored_row
 
-__all__ = ["CopyReport", "Progress", "copy_store", "describe"]
+__all__ = ["CopyReport", "DestinationNotEmpty", "Progress", "copy_store", "describe"]
 
 #: ``progress(step, done, total)``: ``done`` grows to ``total`` over the whole copy.
 Progress = Callable[[str, int, int], None]
@@ -74,8 +74,22 @@ class CopyReport:
     fold_marks: int
     #: Tokens copied, or None when either store keeps no tokens.
     tokens: int | None
+    #: The source's tokens left behind because the destination keeps none.
+    tokens_left: int
     #: Whether the destination held records or archive entries that were replaced.
     replaced: bool
+
+
+class DestinationNotEmpty(InvalidInput):
+    """The destination holds records or archive entries, and replacing them was not asked for."""
+
+    def __init__(self, destination: str, held: int) -> None:
+        super().__init__(
+            f"the destination {destination} is not empty ({held:,} records and archive "
+            "entries); copy into a new store, or replace its contents on purpose"
+        )
+        self.destination = destination
+        self.held = held
 
 
 def describe(location: str | os.PathLike[str]) -> str:
@@ -97,9 +111,10 @@ def copy_store(
     destination file is created.
 
     Raises:
+        DestinationNotEmpty: the destination holds records or archive entries
+            and ``replace`` is not set. Nothing was written.
         InvalidInput: the two name the same store, the source file does not
-            exist, ``:memory:`` was given, or the destination is not empty and
-            ``replace`` is not set. Nothing was written.
+            exist, or ``:memory:`` was given. Nothing was written.
         StoreError: a store cannot be opened, read or written (a database
             that does not answer, say); the destination is as it was.
     """
@@ -216,22 +231,25 @@ class _TokenStore(Protocol):
     def add_token(self, row: Any) -> None: ...
 
 
-def _copy_tokens(src: Store, dst: Store) -> int | None:
+def _copy_tokens(src: Store, dst: Store) -> tuple[int | None, int]:
     """Copy the source's tokens (revoked ones too) that the destination lacks.
 
-    None when either store keeps no tokens. A source token whose name is
-    live in the destination under another secret stops the copy (the
-    destination raises :class:`InvalidInput`).
+    Returns how many were copied (None when either store keeps no tokens)
+    and how many the source holds that the destination cannot keep. A
+    source token whose name is live in the destination under another secret
+    stops the copy (the destination raises :class:`InvalidInput`).
     """
-    if not (isinstance(src, _TokenStore) and isinstance(dst, _TokenStore)):
-        return None
+    if not isinstance(src, _TokenStore):
+        return None, 0
+    if not isinstance(dst, _TokenStore):
+        return None, len(src.tokens())
     have = {row.token_hash for row in dst.tokens()}
     copied = 0
     for row in src.tokens():
         if row.token_hash not in have:
             dst.add_token(row)
             copied += 1
-    return copied
+    return copied, 0
 
 
 def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -> CopyReport:
@@ -239,10 +257,7 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
     with _snapshot(src), dst.transaction():
         held = _count(dst, "records") + _count(dst, "archive")
         if held and not replace:
-            raise InvalidInput(
-                f"the destination {destination} is not empty ({held:,} records and archive "
-                "entries); copy into a new store, or replace its contents on purpose"
-            )
+            raise DestinationNotEmpty(destination, held)
         primes = list(src.db.execute("SELECT kind, label, prime FROM primes").fetchall())
         meta = [
             (key, value)
@@ -292,7 +307,7 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
         for batch in _pages(src, "record_id, prune_at", "fold_marks", "record_id"):
             dst.db.executemany("INSERT INTO fold_marks (record_id, prune_at) VALUES (?, ?)", batch)
             advance("fold marks", len(batch))
-        tokens = _copy_tokens(src, dst)
+        tokens, tokens_left = _copy_tokens(src, dst)
     return CopyReport(
         source=source,
         destination=destination,
@@ -302,5 +317,6 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
         settings=len(meta),
         fold_marks=counts["fold marks"],
         tokens=tokens,
+        tokens_left=tokens_left,
         replaced=bool(held),
     )
