@@ -874,8 +874,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--store",
-        metavar="PATH",
-        help="the store file (default: $PRIME_MEMORY_HOME/memory.db, else the user data folder)",
+        metavar="PATH|URL",
+        help="the store: a file or a postgresql:// URL (default: $PRIME_MEMORY_STORE, else "
+        "$PRIME_MEMORY_HOME/memory.db, else the user data folder)",
     )
     parser.add_argument(
         "--scope",

@@ -136,7 +136,6 @@ def test_store_many_rejects_unknown_fields(engine: MemoryEngine) -> None:
         engine.store_many([{"content": "a", "colour": "red"}])
 
 
-@pytest.mark.xfail_on_postgres(reason="forget on PostgreSQL: the archive is SQLite's only")
 def test_get_and_forget(engine: MemoryEngine) -> None:
     record = engine.store("to forget")
     assert engine.forget(record.record_id.upper()) == record

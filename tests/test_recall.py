@@ -22,8 +22,6 @@ from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
 from prime_memory_folding.storage import SQLiteStorage
 from tests.conftest import FakeClock
 
-REEMBED_ON_POSTGRES = "reembed on PostgreSQL: recall.reembed_all needs the SQLite store"
-
 
 @pytest.fixture
 def engine(backend_engine: MemoryEngine) -> MemoryEngine:
@@ -97,7 +95,6 @@ def test_migration_indexes_records_stored_before_it(tmp_path: Path) -> None:
         assert contents(memory.query(text="lighthouse")) == ["the old lighthouse keeper"]
 
 
-@pytest.mark.xfail_on_postgres(reason="forget on PostgreSQL: the archive is SQLite's only")
 def test_fts_follows_updates_and_forgets(words_engine: MemoryEngine) -> None:
     rec = words_engine.store("a note about the harbour")
     words_engine.update(rec.record_id, content="a note about the airport")
@@ -507,7 +504,6 @@ def test_missing_model_names_the_setting_and_leaves_the_store_usable(
         assert memory.get(rec.record_id).content == "apple"
 
 
-@pytest.mark.xfail_on_postgres(reason=REEMBED_ON_POSTGRES)
 def test_reembed_moves_the_store_and_reports_progress(backend_store: str, clock: FakeClock) -> None:
     with MemoryEngine(backend_store, clock=clock, embedder="builtin") as memory:
         memory.store_many([f"apple note {i}" for i in range(5)] + ["river walk"])
@@ -525,7 +521,6 @@ def test_reembed_moves_the_store_and_reports_progress(backend_store: str, clock:
         assert memory.stats().records == 6
 
 
-@pytest.mark.xfail_on_postgres(reason=REEMBED_ON_POSTGRES)
 def test_failed_reembed_changes_nothing(
     backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,8 +32,6 @@ from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 from tests.old_stores import build_store
 
-FOLD_ON_POSTGRES = "fold on PostgreSQL: maintenance still refuses a store that is not SQLite"
-
 
 @pytest.fixture
 def engine(backend_engine: MemoryEngine) -> MemoryEngine:
@@ -422,7 +420,6 @@ def hits_lie_in_visible_scopes(
 # -- everything respects scopes ------------------------------------------------------------
 
 
-@pytest.mark.xfail_on_postgres(reason=FOLD_ON_POSTGRES)
 def test_folding_never_merges_across_scopes(engine: MemoryEngine) -> None:
     vector = [1.0, 0.0, 0.0]
     text = "the build uses make and the release uses make ship"
@@ -523,7 +520,6 @@ def test_every_older_schema_migrates_its_records_into_global(tmp_path: Path, ver
             assert memory.restore(archived.record_id).scope == GLOBAL
 
 
-@pytest.mark.xfail_on_postgres(reason=FOLD_ON_POSTGRES)
 def test_an_incremental_fold_never_merges_across_scopes(engine: MemoryEngine) -> None:
     vector = [0.0, 1.0, 0.0]
     policy = FoldPolicy(similarity=0.5, word_overlap=0.3)

@@ -1,9 +1,10 @@
 """The ``prime-memory`` command line: a thin adapter from commands to engine calls.
 
-Every command takes ``--store PATH`` (before or after its name) and honours
-``PRIME_MEMORY_HOME``; ``--scope`` and ``--project`` choose the current scope
-the same way. Engine errors become one line on standard error and a
-non-zero exit status, never a traceback.
+Every command takes ``--store PATH|URL`` (before or after its name: a file or a
+``postgresql://`` URL) and honours ``PRIME_MEMORY_STORE`` and ``PRIME_MEMORY_HOME``;
+``--scope`` and ``--project`` choose the current scope the same way. Engine
+errors become one line on standard error and a non-zero exit status, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .records import encode, forget, get, query, stats, store, update
 from .scoping import rescope, scopes, whoami
 from .setup import demo, ide_config, serve
 from .tokens import token
-from .transfer import export, import_
+from .transfer import copy_command, export, import_
 from .ui import ui
 
 __all__ = ["cli", "main"]
@@ -30,7 +31,7 @@ __all__ = ["cli", "main"]
 )
 @click.option(
     "--store",
-    metavar="PATH",
+    metavar="PATH|URL",
     expose_value=False,
     is_eager=True,
     callback=_remember_store,
@@ -50,7 +51,8 @@ def cli() -> None:
     """Prime Memory Folding: a local-first memory store for AI agents and IDEs.
 
     Memories live in one SQLite file ($PRIME_MEMORY_HOME/memory.db, or the
-    per-user data folder); pick another with --store. Each memory belongs to a
+    per-user data folder); pick another, or a postgresql:// database, with
+    --store or $PRIME_MEMORY_STORE. Each memory belongs to a
     scope (global, user:NAME, project:ID); the current one follows the git
     project you are in (see prime-memory whoami).
     """
@@ -79,6 +81,7 @@ for command in (
     token,
     demo,
     ui,
+    copy_command,
 ):
     cli.add_command(command)
 

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import logging
 import os
 import sys
 import time
@@ -25,8 +26,14 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# A PostgreSQL store that cannot be reached fails the command with one line of
+# its own; the connection pool's retry warnings would only repeat it.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
 STORE_HELP = (
-    "The store file (default: $PRIME_MEMORY_HOME/memory.db, else the per-user data folder)."
+    "The store: a file, or a PostgreSQL database as postgresql://USER@HOST:PORT/DB "
+    "(default: $PRIME_MEMORY_STORE, else $PRIME_MEMORY_HOME/memory.db, else the per-user "
+    "data folder)."
 )
 SCOPE_HELP = (
     "A scope: global, user:NAME or project:ID. Where store and import write; the only "
@@ -121,7 +128,7 @@ def store_option(fn: F, help_text: str = STORE_HELP) -> F:
     return click.option(
         "--store",
         "store",
-        metavar="PATH",
+        metavar="PATH|URL",
         envvar=None,
         expose_value=False,
         is_eager=True,
@@ -237,17 +244,65 @@ def read_scopes(ctx: click.Context, all_scopes: bool) -> list[str] | None:
 
 
 def store_path(ctx: click.Context) -> str | None:
-    """The store the user chose, or None for the default."""
+    """The store the user chose with ``--store``, or None for the default."""
     value = ctx.meta.get("prime_memory.store")
     return None if value is None else str(value)
 
 
-def chosen_store(ctx: click.Context) -> Path:
-    """The store file a command works on: ``--store``, else the default."""
-    from ..engine import default_store_path
+def is_url(store: str) -> bool:
+    """Whether a store location names a PostgreSQL database rather than a file."""
+    from ..storage import is_postgres_url
+
+    return is_postgres_url(store)
+
+
+def chosen_store(ctx: click.Context) -> str:
+    """The store a command works on: ``--store``, else ``$PRIME_MEMORY_STORE``, else the file.
+
+    A file path comes back with ``~`` expanded; a ``postgresql://`` URL as given.
+    """
+    from ..engine import default_store
 
     path = store_path(ctx)
-    return default_store_path() if path is None else Path(path).expanduser()
+    if path is None:
+        path = default_store()
+    if is_url(path) or path == ":memory:":
+        return path
+    return str(Path(path).expanduser())
+
+
+def shown_store(store: str) -> str:
+    """A store location as output shows it: a URL without its password."""
+    from ..storage.copy import describe
+
+    return describe(store)
+
+
+def without_password(url: str) -> str:
+    """A PostgreSQL URL with its password left out (libpq then reads ~/.pgpass or PGPASSWORD)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def store_file(ctx: click.Context, what: str) -> Path:
+    """The chosen store as a file, for commands that only make sense for one.
+
+    Raises:
+        click.ClickException: the store is a PostgreSQL database.
+    """
+    store = chosen_store(ctx)
+    if is_url(store):
+        raise click.ClickException(
+            f"{what} works on a store file; {shown_store(store)} is a PostgreSQL database"
+        )
+    return Path(store)
 
 
 @contextlib.contextmanager
@@ -259,24 +314,22 @@ def open_engine(
     The scope is resolved (and a malformed one refused) before the store is
     opened, so a bad ``--scope`` leaves no store behind.
 
-    Only commands that add memories ``create`` a missing store; the others
-    stop with one line, so a mistyped ``--store`` does not leave an empty
-    store behind.
+    Only commands that add memories ``create`` a missing store file; the
+    others stop with one line, so a mistyped ``--store`` does not leave an
+    empty store behind. A PostgreSQL database is never created: it must
+    exist, and its tables are made on first use.
     """
     from ..engine import MemoryEngine
 
-    if not create:
-        target = chosen_store(ctx)
-        if str(target) != ":memory:" and not target.exists():
-            raise click.ClickException(
-                f"no store at {target} (create one with prime-memory store, "
-                "or check --store / PRIME_MEMORY_HOME)"
-            )
+    target = chosen_store(ctx)
+    if not create and not is_url(target) and target != ":memory:" and not Path(target).exists():
+        raise click.ClickException(
+            f"no store at {target} (create one with prime-memory store, "
+            "or check --store / PRIME_MEMORY_STORE / PRIME_MEMORY_HOME)"
+        )
     scope = resolution(ctx)
     obj = ctx.find_root().obj or {}
-    with MemoryEngine(
-        store_path(ctx), scope=scope, clock=obj.get("clock"), embedder=embedder
-    ) as engine:
+    with MemoryEngine(target, scope=scope, clock=obj.get("clock"), embedder=embedder) as engine:
         yield engine
 
 

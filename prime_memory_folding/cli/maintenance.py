@@ -176,10 +176,9 @@ def doctor(ctx: click.Context, processes: int, writes: int, as_json: bool) -> No
     Exits with status 1 when a check fails.
     """
     from ..doctor import check_store
-    from ..engine import default_store_path
-    from ._common import store_path
+    from ._common import store_file
 
-    path = store_path(ctx) or str(default_store_path())
+    path = store_file(ctx, "doctor (integrity, WAL mode, a concurrent-write self-test)")
     out = console()
 
     def show(check: Any) -> None:

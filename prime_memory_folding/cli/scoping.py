@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,11 +14,13 @@ from ._common import (
     count_of,
     echo_json,
     examples,
+    is_url,
     one_scope,
     open_engine,
     project_option,
     resolution,
     scope_option,
+    shown_store,
     store_option,
 )
 
@@ -51,12 +54,14 @@ def whoami(ctx: click.Context, as_json: bool) -> None:
         echo_json(found.as_dict())
         return
     store = chosen_store(ctx)
-    where = "" if str(store) == ":memory:" or store.exists() else " (not created yet)"
+    where = (
+        "" if store == ":memory:" or is_url(store) or Path(store).exists() else " (not created yet)"
+    )
     click.echo(f"current scope  {found.current}")
     click.echo(f"  found by     {found.source}: {found.reason}")
     click.echo(f"user scope     {found.user}")
     click.echo(f"a query sees   {', '.join(found.visible)}")
-    click.echo(f"store          {store}{where}")
+    click.echo(f"store          {shown_store(store)}{where}")
 
 
 @click.command()

@@ -15,14 +15,18 @@ import click
 from ..errors import PrimeMemoryError
 from ._common import (
     F,
+    chosen_store,
     console,
     examples,
     given_project,
+    is_url,
     one_scope,
     project_option,
     scope_option,
+    shown_store,
     store_option,
     store_path,
+    without_password,
 )
 
 SERVER_NAME = "prime-memory"
@@ -127,12 +131,21 @@ def server_command(
     else:
         command, args = sys.executable, ["-m", "prime_memory_folding.mcp_server"]
     chosen = store_path(ctx)
-    if chosen is None and os.environ.get("PRIME_MEMORY_HOME"):
-        from ..engine import default_store_path
-
-        chosen = str(default_store_path())
+    if chosen is None and (
+        os.environ.get("PRIME_MEMORY_STORE", "").strip() or os.environ.get("PRIME_MEMORY_HOME")
+    ):
+        chosen = chosen_store(ctx)
     args += scope_args or []
-    if chosen is not None:
+    if chosen is not None and is_url(chosen):
+        kept = without_password(chosen)
+        if kept != chosen:
+            click.echo(
+                "The snippet leaves the database password out; keep it in ~/.pgpass or "
+                "PGPASSWORD where the server runs.",
+                err=True,
+            )
+        args += ["--store", kept]
+    elif chosen is not None:
         args += ["--store", str(Path(chosen).expanduser().resolve())]
     return command, args
 
@@ -404,6 +417,11 @@ def demo(ctx: click.Context, keep: Path | None) -> None:
     chosen = store_path(ctx)
     if chosen is not None and keep is not None:
         raise click.UsageError("give --store or --keep, not both")
+    if chosen is not None and is_url(chosen):
+        raise click.ClickException(
+            f"the demo creates a new store file; {shown_store(chosen)} is a PostgreSQL "
+            "database. Give a new file path, or leave out --store for a throw-away store"
+        )
     kept = Path(chosen).expanduser() if chosen is not None else None
     if keep is not None:
         kept = keep / "memory.db"

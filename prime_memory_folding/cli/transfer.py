@@ -16,12 +16,16 @@ from ._common import (
     one_scope,
     open_engine,
     parse_when,
+    phases,
     progress,
     project_option,
     read_scopes,
     scope_option,
     store_option,
+    store_path,
 )
+
+__all__ = ["copy_command", "export", "import_"]
 
 FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
 
@@ -281,3 +285,83 @@ def import_(
         echo_json(report)
     else:
         _report(report)
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question: standard input is a terminal."""
+    return sys.stdin.isatty()
+
+
+@click.command(name="copy")
+@click.argument("source", metavar="SRC")
+@click.argument("destination", metavar="DST")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace what DST holds (its records, archive, registries and settings) after "
+    "asking; without it a DST that holds memories is refused.",
+)
+@click.option("--yes", is_flag=True, help="With --force: replace without asking.")
+@click.pass_context
+@examples(
+    "prime-memory copy ~/.local/share/prime-memory-folding/memory.db "
+    "postgresql://alice@db.lan:5432/memory",
+    "prime-memory copy postgresql://alice@db.lan/memory backup.db",
+    "prime-memory copy new.db old.db --force --yes",
+)
+def copy_command(ctx: click.Context, source: str, destination: str, force: bool, yes: bool) -> None:
+    """Copy the whole store SRC to DST: an SQLite file or a postgresql:// URL each.
+
+    Records keep their ids, times, vectors, strengths, access counts,
+    metadata and scopes; the archive, the prime registries, the embedding
+    space, the fold marks and, when both stores keep them, access tokens come
+    along. A missing DST file is created; a PostgreSQL database must exist.
+    DST is written in one transaction, so a copy that fails leaves it as it
+    was. A DST that already holds memories is refused unless --force: then
+    its contents are replaced (never merged), after a question that --yes
+    answers; without a terminal --force needs --yes.
+    """
+    from ..storage.copy import DestinationNotEmpty, copy_store, describe
+
+    if yes and not force:
+        raise click.UsageError("--yes goes with --force")
+    if store_path(ctx) is not None:
+        raise click.UsageError("copy names both stores as SRC and DST; leave out --store")
+    try:
+        with phases("copying") as report:
+            done = copy_store(source, destination, progress=report)
+    except DestinationNotEmpty as exc:
+        held = count_of(exc.held, "record or archive entry", "records and archive entries")
+        if not force:
+            raise click.ClickException(
+                f"{exc.destination} already holds {held}; "
+                "copy into a new store, or give --force to replace them (copy never merges)"
+            ) from None
+        if not yes:
+            if not interactive():
+                raise click.ClickException(
+                    f"{exc.destination} holds {held}; "
+                    "add --yes to replace them without a terminal to confirm on"
+                ) from None
+            click.confirm(
+                f"Replace the {held} in {exc.destination} with {describe(source)}?",
+                abort=True,
+                err=True,
+            )
+        with phases("copying") as report:
+            done = copy_store(source, destination, replace=True, progress=report)
+    tokens = "" if done.tokens is None else f", {count_of(done.tokens, 'token')}"
+    verb = "replaced the contents of" if done.replaced else "copied into"
+    click.echo(
+        f"{verb} {done.destination}: {count_of(done.records, 'record')}, "
+        f"{count_of(done.archived, 'archive entry', 'archive entries')}, "
+        f"{count_of(done.registry_labels, 'registry label')}, "
+        f"{count_of(done.fold_marks, 'fold mark')}{tokens}",
+        err=True,
+    )
+    if done.tokens_left:
+        click.echo(
+            f"{count_of(done.tokens_left, 'access token')} of {describe(source)} not copied: "
+            f"{done.destination} keeps no tokens",
+            err=True,
+        )
