@@ -38,7 +38,7 @@ INITIALIZE = json.dumps(
 class HttpServer:
     """The server process; ``port`` is read from the line it prints to stderr."""
 
-    def __init__(self, store: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, store: Path | str, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
