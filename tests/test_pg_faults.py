@@ -13,7 +13,9 @@ What must hold, and how the store behaves:
   :class:`~prime_memory_folding.errors.StoreError` ("lost the connection to
   PostgreSQL at HOST:PORT ... nothing of this call was written"), or an
   ``isError`` tool result saying the same; PostgreSQL rolled its transaction
-  back. The next call runs on a new connection and succeeds.
+  back. Lost as the write commits, the error says it may or may not have
+  been saved, since the client cannot know. The next call runs on a new
+  connection and succeeds.
 - **A database that does not answer**: each call fails within the URL's
   ``connect_timeout`` (a relay that can be cut stands in for the server
   here), and calls succeed again once it answers, without a restart.
@@ -139,6 +141,32 @@ def test_a_connection_lost_inside_a_write_fails_it_and_rolls_it_back(
         assert memory.get(again.record_id).domain == "outage"
     state = read_state(pg_url)
     assert sorted(state.contents.values()) == ["acknowledged before the loss", "caught in the loss"]
+    assert problems(pg_url) == []
+
+
+def test_a_connection_lost_as_a_write_commits_says_it_may_have_been_saved(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryEngine(pg_url) as memory:
+        storage: Any = memory.storage
+        insert = storage.insert
+
+        def insert_then_lose(rows: Any) -> None:
+            # The write's last statement ran; the session ends before its commit.
+            insert(rows)
+            pid = storage.run("SELECT pg_backend_pid()").fetchone()[0]
+            assert terminate(pg_url, pid) == 1
+
+        monkeypatch.setattr(storage, "insert", insert_then_lose)
+        with pytest.raises(StoreError, match=LOST) as caught:
+            memory.store("lost as it committed", tags=["faults"])
+        # The client cannot tell whether the commit reached the database.
+        assert "may or may not have been saved" in str(caught.value)
+        monkeypatch.undo()
+        # Here it did not (the session ended first), and a retry stores it once.
+        assert "lost as it committed" not in read_state(pg_url).contents.values()
+        memory.store("lost as it committed", tags=["faults"])
+    assert list(read_state(pg_url).contents.values()) == ["lost as it committed"]
     assert problems(pg_url) == []
 
 
