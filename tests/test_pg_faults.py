@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import threading
 import time
@@ -50,22 +51,31 @@ ATTEMPTS = 5
 LOST = "lost the connection to PostgreSQL"
 
 
-def terminate(url: str, pid: int | None = None) -> int:
-    """End the store's database sessions but this one (or only ``pid``); how many ended.
+def terminate(url: str, pid: int | None = None, application: str | None = None) -> int:
+    """End the database's sessions but this one; how many ended.
 
-    ``pg_terminate_backend`` waits (up to 10 s) until each session is gone, so
-    that the next call meets dead connections, not dying ones.
+    Only ``pid``, or only the sessions of ``application`` (their
+    ``application_name``), when given. ``pg_terminate_backend`` waits (up to
+    10 s) until each session is gone, so that the next call meets dead
+    connections, not dying ones.
     """
-    with psycopg.connect(url, autocommit=True) as admin:
+    with psycopg.connect(url, autocommit=True, application_name="") as admin:
         row = admin.execute(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) "
             "FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
-            "AND (%s::int IS NULL OR pid = %s::int)",
-            (pid, pid),
+            "AND (%(pid)s::int IS NULL OR pid = %(pid)s::int) "
+            "AND (%(app)s::text IS NULL OR application_name = %(app)s::text)",
+            {"pid": pid, "app": application},
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def named(url: str) -> tuple[str, str]:
+    """``url`` with an application name of its own, and that name."""
+    name = f"faults-{secrets.token_hex(4)}"
+    return f"{url}{'&' if urlsplit(url).query else '?'}application_name={name}", name
 
 
 def server_env() -> dict[str, str]:
@@ -92,12 +102,13 @@ def fill_pool(memory: MemoryEngine, size: int) -> None:
 
 
 def test_ended_idle_connections_are_replaced_without_an_error(pg_url: str) -> None:
-    with MemoryEngine(pg_url) as memory:
+    url, name = named(pg_url)
+    with MemoryEngine(url) as memory:
         before = memory.store("stored before the sessions ended", tags=["faults"])
         fill_pool(memory, POOL_SIZE)
         # Every pooled connection is dead now; the first call finds that out
         # for all of them at once, and runs on a new one.
-        assert terminate(pg_url) == POOL_SIZE
+        assert terminate(pg_url, application=name) == POOL_SIZE
         after = memory.store("stored after the sessions ended", tags=["faults"])
         hits = memory.query(tags=["faults"])
         assert {hit.record.record_id for hit in hits} == {
