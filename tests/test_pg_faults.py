@@ -40,7 +40,7 @@ import pytest
 from benchmarks.http_load import HttpClient
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.errors import StoreError
-from prime_memory_folding.storage.postgres import connection_lost
+from prime_memory_folding.storage.postgres import PostgresStorage, connection_lost
 from tests.pg_consistency import problems, read_state
 from tests.test_mcp_http import TIMEOUT, TOKEN, HttpServer
 
@@ -191,6 +191,13 @@ def test_a_server_that_does_not_answer_fails_at_once_naming_it_without_the_passw
     assert f"someone:***@127.0.0.1:{port}/memory" in message
     assert "hunter2" not in message
     assert "Connection refused" in message
+
+
+def test_a_closed_store_says_so(pg_url: str) -> None:
+    storage = PostgresStorage(pg_url)
+    storage.close()
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        storage.count()
 
 
 @pytest.mark.parametrize(

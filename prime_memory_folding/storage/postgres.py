@@ -325,6 +325,8 @@ class PostgresStorage:
         """
         psycopg = self._psycopg
         said = _said(exc)
+        if type(exc).__name__ == "PoolClosed":
+            return StoreError(f"store {self.path} is closed; open it again")
         if type(exc).__name__ == "PoolTimeout":
             return StoreError(
                 f"no connection to PostgreSQL at {self.path} within {self._timeout:g} s "
