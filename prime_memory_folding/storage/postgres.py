@@ -18,9 +18,23 @@ memory before it answers:
 Writes are transactions on one pooled connection. Prime assignment takes a
 transaction-level advisory lock per registry, and a write takes one per dedupe
 key, so that servers sharing the database assign one prime per label and merge
-the same memory into one record. A lost connection fails the call in flight
-with a clear :class:`~..errors.StoreError`; the pool checks each connection
-before lending it, so the next call succeeds once the server is back.
+the same memory into one record.
+
+Faults:
+
+- each connection is checked as the pool lends it. One found dead sends every
+  idle one through the check (a restart or ``pg_terminate_backend`` ends them
+  all), and the call runs on a new connection: nobody sees an error;
+- a connection lost during a call fails that call with a clear
+  :class:`~..errors.StoreError` that names the server (never the password).
+  Lost inside a transaction, PostgreSQL rolled it back and the message says
+  nothing was written; lost while committing, it says the write may or may
+  not have been saved;
+- while the database does not answer, a call fails after waiting the URL's
+  ``connect_timeout`` (else :data:`DEFAULT_TIMEOUT`) seconds for a connection,
+  and TCP keepalives find a server that vanished mid-statement. The pool keeps
+  reconnecting, so calls succeed again soon after the database is back,
+  without a restart.
 """
 
 from __future__ import annotations
@@ -70,6 +84,8 @@ _INDEX_COLUMNS = (
 _TOKENS = "coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)"
 #: Set to ``off`` to score vectors with numpy even where pgvector is installed.
 PGVECTOR_ENV = "PRIME_MEMORY_PGVECTOR"
+#: Seconds a call waits for a connection, unless the URL sets ``connect_timeout``.
+DEFAULT_TIMEOUT = 10.0
 #: Rows per batch when a whole table is read (a fold, a copy).
 BATCH = 5_000
 #: FTS5's BM25 parameters.
@@ -121,6 +137,70 @@ def _qmark_to_format(sql: str) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+def wait_limit(url: str) -> float:
+    """Seconds a call waits for a connection: the URL's ``connect_timeout``, else the default."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(url).get("connect_timeout")
+    try:
+        seconds = float(given) if given is not None else DEFAULT_TIMEOUT
+    except ValueError:
+        raise StoreError(
+            f"connect_timeout={given!r} in the PostgreSQL URL is not a number of seconds"
+        ) from None
+    # libpq reads 0 (or less) as "wait forever"; a call must not.
+    return seconds if seconds > 0 else DEFAULT_TIMEOUT
+
+
+def connect_options(url: str, timeout: float) -> dict[str, Any]:
+    """libpq settings the URL leaves out: bounded waits on a server that is gone.
+
+    A connection attempt gives up after ``timeout`` seconds, TCP keepalives
+    find a peer that vanished without closing the connection within about a
+    minute, and sessions show up as ``prime-memory`` in ``pg_stat_activity``.
+    Whatever the URL sets wins.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(url)
+    defaults: dict[str, Any] = {
+        "connect_timeout": max(2, math.ceil(timeout)),
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        "fallback_application_name": "prime-memory",
+    }
+    return {key: value for key, value in defaults.items() if key not in given}
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a psycopg error means the connection is gone (not a failed statement).
+
+    psycopg reports a broken socket without an SQLSTATE; the server, ending a
+    session, sends class 08 (connection exception) or 57P01-57P03 (an
+    administrator's command, a crash, a server starting up or shutting down).
+    """
+    import psycopg
+
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
+
+
+def _said(exc: BaseException) -> str:
+    """An error's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _writes(sql: str) -> bool:
+    """Whether a statement may change the database (anything but a plain SELECT)."""
+    return not sql.lstrip()[:6].upper().startswith("SELECT")
 
 
 class _Rows:
@@ -175,7 +255,10 @@ class PostgresStorage:
     Args:
         url: a libpq URL, ``postgresql://user@host:port/database``.
         min_size, max_size: the connection pool's bounds.
-        timeout: seconds to wait for a connection before failing a call.
+        timeout: seconds to wait for a connection before failing a call
+            (default: the URL's ``connect_timeout``, else
+            :data:`DEFAULT_TIMEOUT`). While the database does not answer,
+            every call fails within about that long.
 
     Raises:
         NotAvailable: psycopg is not installed (the ``postgres`` extra).
@@ -186,7 +269,7 @@ class PostgresStorage:
     pushdown = True
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 10.0
+        self, url: str, *, min_size: int = 1, max_size: int = 4, timeout: float | None = None
     ) -> None:
         try:
             import psycopg
@@ -201,14 +284,38 @@ class PostgresStorage:
         self._local = threading.local()
         self._stats = _TextStats()
         self._stats_lock = threading.Lock()
+        try:
+            timeout = wait_limit(url) if timeout is None else timeout
+            options = connect_options(url, timeout)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the PostgreSQL URL {self.path} is malformed ({_said(exc)})"
+            ) from None
+        self._timeout = timeout
+        self._max_size = max_size
         self.db = SqlConnection(self)
+        try:
+            # One direct connection first: a server that is down, a wrong
+            # database or a refused login fails at once, with libpq's reason.
+            psycopg.connect(url, **options).close()
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self.path} ({_said(exc)}); check that the "
+                "server runs, the URL (user, host, port, database) and that the database exists"
+            ) from None
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
-            kwargs={"autocommit": True},
-            check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True, **options},
+            # Connections are checked as they are lent (_borrow), so that one
+            # found dead sends the whole pool through its check at once.
+            check=None,
+            # While the database is down the pool retries with a doubling delay;
+            # giving up after ``timeout`` keeps that delay short, and the next
+            # call starts a fresh attempt, so the pool is back soon after the database.
+            reconnect_timeout=max(timeout, 1.0),
             open=False,
             name="prime-memory",
         )
@@ -217,8 +324,8 @@ class PostgresStorage:
         except Exception as exc:  # psycopg_pool.PoolTimeout and connection errors
             self._pool.close()
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.path} ({exc}); check that the server "
-                "runs, the URL (user, host, port, database) and that the database exists"
+                f"cannot connect to PostgreSQL at {self.path} ({_said(exc)}); check that the "
+                "server runs, the URL (user, host, port, database) and that the database exists"
             ) from None
         try:
             self._migrate()
@@ -229,19 +336,68 @@ class PostgresStorage:
 
     # -- connections -------------------------------------------------------
 
-    def _error(self, exc: Exception) -> StoreError:
-        """A psycopg error as the store error a caller can act on."""
+    def _error(self, exc: Exception, *, maybe_written: bool = False) -> StoreError:
+        """A psycopg error as the store error a caller can act on.
+
+        ``maybe_written``: the connection may have been lost after the database
+        applied the write (while it committed), so the message says so.
+        """
         psycopg = self._psycopg
-        if isinstance(exc, psycopg.errors.UniqueViolation):
-            return StoreError(f"store {self.path}: a write collided with another ({exc})")
-        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or (
-            type(exc).__name__ == "PoolTimeout"
-        ):
+        said = _said(exc)
+        if type(exc).__name__ == "PoolClosed":
+            return StoreError(f"store {self.path} is closed; open it again")
+        if type(exc).__name__ == "PoolTimeout":
             return StoreError(
-                f"lost the connection to PostgreSQL at {self.path} ({str(exc).strip()}); "
+                f"no connection to PostgreSQL at {self.path} within {self._timeout:g} s "
+                f"({said}): the database does not answer, or every pooled connection is "
+                "busy; nothing of this call was written; retry once the database answers"
+            )
+        if connection_lost(exc):
+            if maybe_written:
+                return StoreError(
+                    f"lost the connection to PostgreSQL at {self.path} ({said}) as the write "
+                    "was committed: it may or may not have been saved; look before repeating it"
+                )
+            return StoreError(
+                f"lost the connection to PostgreSQL at {self.path} ({said}); "
                 "nothing of this call was written; retry once the database answers"
             )
-        return StoreError(f"store {self.path}: {str(exc).strip()}")
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            return StoreError(f"store {self.path}: a write collided with another ({said})")
+        return StoreError(f"store {self.path}: {said}")
+
+    def _raise(self, exc: Exception, *, maybe_written: bool = False) -> None:
+        """Raise a psycopg or pool error as a :class:`StoreError`; other errors as they are."""
+        if isinstance(exc, self._psycopg.Error):
+            raise self._error(exc, maybe_written=maybe_written) from None
+
+    @contextlib.contextmanager
+    def _borrow(self) -> Iterator[Any]:
+        """A pooled connection, checked (an empty statement) before it is lent.
+
+        One dead connection mostly means that every idle one is dead (the
+        database restarted, or an administrator ended the sessions): the
+        first failed check sends the whole pool through its check, so the next
+        try waits for a new connection instead of finding the next dead one.
+        A connection that dies later, in use, fails its call.
+        """
+        pool = self._pool
+        deadline = time.monotonic() + self._timeout
+        for attempt in range(self._max_size + 1):
+            conn = pool.getconn(timeout=deadline - time.monotonic())
+            try:
+                conn.execute("")
+            except self._psycopg.Error:
+                pool.putconn(conn)  # a broken connection is discarded and replaced
+                if attempt == 0:
+                    pool.check()
+                continue
+            try:
+                yield conn
+            finally:
+                pool.putconn(conn)
+            return
+        raise self._psycopg.OperationalError("every pooled connection was found dead")
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -251,13 +407,10 @@ class PostgresStorage:
             yield current
             return
         try:
-            with self._pool.connection() as conn:
+            with self._borrow() as conn:
                 yield conn
-        except StoreError:
-            raise
         except Exception as exc:
-            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
-                raise self._error(exc) from None
+            self._raise(exc)
             raise
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
@@ -269,7 +422,8 @@ class PostgresStorage:
                 return _Rows(rows, cur.rowcount)
             except self._psycopg.Error as exc:
                 if getattr(self._local, "conn", None) is None:
-                    raise self._error(exc) from None
+                    # Outside a transaction a statement commits by itself.
+                    raise self._error(exc, maybe_written=_writes(sql)) from None
                 raise
 
     def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> _Rows:
@@ -283,7 +437,7 @@ class PostgresStorage:
                     return _Rows([], cur.rowcount)
             except self._psycopg.Error as exc:
                 if getattr(self._local, "conn", None) is None:
-                    raise self._error(exc) from None
+                    raise self._error(exc, maybe_written=_writes(sql)) from None
                 raise
 
     def close(self) -> None:
@@ -295,10 +449,15 @@ class PostgresStorage:
         """A transaction on one pooled connection; nested calls join the outer one.
 
         It holds the write lock shared (see :meth:`exclusive`) until it ends.
+        A connection lost before the commit rolls the whole transaction back
+        (PostgreSQL ends it with the session); the error says nothing was
+        written. Lost during the commit, the outcome is unknown, and the error
+        says that instead.
 
         Raises:
             StoreError: PostgreSQL failed or the connection was lost; the
-                transaction was rolled back.
+                transaction was rolled back (or, lost while committing, may
+                have been saved).
         """
         with self._transaction(exclusive=False):
             yield
@@ -325,22 +484,23 @@ class PostgresStorage:
             yield
             return
         lock = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        committing = False
         try:
-            with self._pool.connection() as conn:
+            with self._borrow() as conn:
                 self._local.conn = conn
                 self._local.exclusive = exclusive
                 try:
                     with conn.transaction():
                         conn.execute(f"SELECT {lock}(%s)", (_WRITE_LOCK,))
                         yield
+                        committing = True
                 finally:
                     self._local.conn = None
                     self._local.exclusive = False
         except StoreError:
             raise
         except Exception as exc:
-            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
-                raise self._error(exc) from None
+            self._raise(exc, maybe_written=committing)
             raise
 
     @contextlib.contextmanager
@@ -357,7 +517,7 @@ class PostgresStorage:
             yield
             return
         try:
-            with self._pool.connection() as conn:
+            with self._borrow() as conn:
                 conn.execute("SELECT pg_advisory_lock(%s)", (_WRITE_LOCK,))
                 locked = True
                 self._local.conn = conn
@@ -378,8 +538,7 @@ class PostgresStorage:
         except StoreError:
             raise
         except Exception as exc:
-            if isinstance(exc, self._psycopg.Error) or type(exc).__name__ == "PoolTimeout":
-                raise self._error(exc) from None
+            self._raise(exc)
             raise
 
     # -- schema ---------------------------------------------------------------
