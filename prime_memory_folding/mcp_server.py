@@ -62,6 +62,7 @@ from .mcp_models import (
 from .mcp_transport import REQUEST
 from .records import MAX_CONTENT_CHARS
 from .scopes import ScopeResolution
+from .storage import is_postgres_url
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -374,12 +375,14 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         # take seconds, so those run in a worker thread. While one does, it may
         # hold the engine's lock: quick calls then wait for it in worker threads
         # too, so that the loop keeps serving (and a fold can report progress
-        # through it) instead of blocking on the lock.
+        # through it) instead of blocking on the lock. On a PostgreSQL store
+        # every call waits on the network, and on a database that is down for
+        # up to the connection timeout, so every call runs in a worker thread.
         nonlocal slow_calls
         try:
             ready = holder.ready()
             engine = ready if ready is not None else await anyio.to_thread.run_sync(holder.get)
-            if not slow and not slow_calls:
+            if not slow and not slow_calls and not is_postgres_url(engine.path):
                 return fn(engine)
             slow_calls += 1 if slow else 0
             try:
