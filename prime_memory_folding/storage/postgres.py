@@ -40,16 +40,11 @@ Faults:
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
@@ -59,12 +54,32 @@ from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
 from . import token_table
 from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, TokenRow
-from .migrations import UNSEGMENTED_RANGES
-from .pg_schema import PG_MIGRATIONS, folded, latest_pg_version
+from .pg_connect import (
+    Rows,
+    SqlConnection,
+    connect_options,
+    connection_lost,
+    qmark_to_format,
+    reason_of,
+    redact,
+    wait_limit,
+    writes,
+)
+from .pg_rows import gate_sql, index_row, table_of
+from .pg_schema import PG_MIGRATIONS, latest_pg_version
+from .pg_text import STATS_STALE_CHANGES, TextSearch, bm25, unsegmented_pieces
 from .pgvector import Vectors
 from .sqlite import record_values, stored_row
 
-__all__ = ["PostgresStorage", "bm25", "gate_sql", "redact", "table_of", "unsegmented_pieces"]
+__all__ = [
+    "PostgresStorage",
+    "bm25",
+    "connection_lost",
+    "gate_sql",
+    "redact",
+    "table_of",
+    "unsegmented_pieces",
+]
 
 #: The advisory lock that serialises migrations (any constant the app owns).
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
@@ -80,173 +95,10 @@ _INDEX_COLUMNS = (
     "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
     "(metadata::jsonb ->> 'tier'), scope"
 )
-#: A document's length in tokens, over ``unnest(lex) AS u`` (a stripped lexeme counts once).
-_TOKENS = "coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)"
 #: Set to ``off`` to score vectors with numpy even where pgvector is installed.
 PGVECTOR_ENV = "PRIME_MEMORY_PGVECTOR"
-#: Seconds a call waits for a connection, unless the URL sets ``connect_timeout``.
-DEFAULT_TIMEOUT = 10.0
 #: Rows per batch when a whole table is read (a fold, a copy).
 BATCH = 5_000
-#: FTS5's BM25 parameters.
-K1 = 1.2
-B = 0.75
-#: Newest records sampled for the average document length.
-LENGTH_SAMPLE = 2_000
-#: Change-log entries after which cached text statistics are read again.
-STATS_STALE_CHANGES = 1_000
-#: Text without word breaks (CJK, Thai, emoji...), as the SQLite store defines it.
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
-#: Characters of such text a substring test looks for at once (SQLite's trigrams).
-PIECE = 3
-#: Most pieces of a query's unsegmented text looked for (the first ones).
-MAX_PIECES = 32
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ""
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
-
-
-def bm25(tf: float, df: int, dl: float, avgdl: float, total: int) -> float:
-    """One term's part of FTS5's BM25 score (higher is better)."""
-    idf = math.log((total - df + 0.5) / (df + 0.5))
-    if idf <= 0.0:
-        idf = 1e-6
-    return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / max(avgdl, 1e-9)))
-
-
-def _qmark_to_format(sql: str) -> str:
-    """SQLite's ``?`` placeholders as psycopg's ``%s``, outside string literals."""
-    out: list[str] = []
-    quoted = False
-    for char in sql:
-        if char == "'":
-            quoted = not quoted
-        if char == "%":
-            out.append("%%")
-        elif char == "?" and not quoted:
-            out.append("%s")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def wait_limit(url: str) -> float:
-    """Seconds a call waits for a connection: the URL's ``connect_timeout``, else the default."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    given = conninfo_to_dict(url).get("connect_timeout")
-    try:
-        seconds = float(given) if given is not None else DEFAULT_TIMEOUT
-    except ValueError:
-        raise StoreError(
-            f"connect_timeout={given!r} in the PostgreSQL URL is not a number of seconds"
-        ) from None
-    # libpq reads 0 (or less) as "wait forever"; a call must not.
-    return seconds if seconds > 0 else DEFAULT_TIMEOUT
-
-
-def connect_options(url: str, timeout: float) -> dict[str, Any]:
-    """libpq settings the URL leaves out: bounded waits on a server that is gone.
-
-    A connection attempt gives up after ``timeout`` seconds, TCP keepalives
-    find a peer that vanished without closing the connection within about a
-    minute, and sessions show up as ``prime-memory`` in ``pg_stat_activity``.
-    Whatever the URL sets wins.
-    """
-    from psycopg.conninfo import conninfo_to_dict
-
-    given = conninfo_to_dict(url)
-    defaults: dict[str, Any] = {
-        "connect_timeout": max(2, math.ceil(timeout)),
-        "keepalives": 1,
-        "keepalives_idle": 30,
-        "keepalives_interval": 10,
-        "keepalives_count": 3,
-        "fallback_application_name": "prime-memory",
-    }
-    return {key: value for key, value in defaults.items() if key not in given}
-
-
-def connection_lost(exc: BaseException) -> bool:
-    """Whether a psycopg error means the connection is gone (not a failed statement).
-
-    psycopg reports a broken socket without an SQLSTATE; the server, ending a
-    session, sends class 08 (connection exception) or 57P01-57P03 (an
-    administrator's command, a crash, a server starting up or shutting down).
-    """
-    import psycopg
-
-    if isinstance(exc, psycopg.InterfaceError):
-        return True
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
-
-
-def _said(exc: BaseException) -> str:
-    """An error's message on one line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _writes(sql: str) -> bool:
-    """Whether a statement may change the database (anything but a plain SELECT)."""
-    return not sql.lstrip()[:6].upper().startswith("SELECT")
-
-
-class _Rows:
-    """A finished statement's rows, read before the connection went back to the pool."""
-
-    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
-        self._rows = rows
-        self.rowcount = rowcount
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows.pop(0) if self._rows else None
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows, []
-        return rows
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.fetchall())
-
-
-class SqlConnection:
-    """The store's connection as SQL modules written for SQLite see it.
-
-    ``execute`` and ``executemany`` take ``?`` placeholders; results are read
-    in full before they return. Inside :meth:`PostgresStorage.transaction`
-    they run on its connection, outside it each in a transaction of its own.
-    """
-
-    def __init__(self, storage: PostgresStorage) -> None:
-        self._storage = storage
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
-        return self._storage.run(_qmark_to_format(sql), params)
-
-    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> _Rows:
-        return self._storage.run_many(_qmark_to_format(sql), list(seq))
-
-
-@dataclass
-class _TextStats:
-    """What BM25 needs of the whole store, read again every so often."""
-
-    seq: int = -1
-    total: int = 0
-    avgdl: float = 1.0
-    df: dict[str, int] | None = None
 
 
 class PostgresStorage:
@@ -282,14 +134,13 @@ class PostgresStorage:
         self.url = url
         self.path = redact(url)
         self._local = threading.local()
-        self._stats = _TextStats()
-        self._stats_lock = threading.Lock()
+        self._text = TextSearch(self.run, self.newest_change)
         try:
             timeout = wait_limit(url) if timeout is None else timeout
             options = connect_options(url, timeout)
         except psycopg.Error as exc:
             raise StoreError(
-                f"the PostgreSQL URL {self.path} is malformed ({_said(exc)})"
+                f"the PostgreSQL URL {self.path} is malformed ({reason_of(exc)})"
             ) from None
         self._timeout = timeout
         self._max_size = max_size
@@ -300,7 +151,7 @@ class PostgresStorage:
             psycopg.connect(url, **options).close()
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.path} ({_said(exc)}); check that the "
+                f"cannot connect to PostgreSQL at {self.path} ({reason_of(exc)}); check that the "
                 "server runs, the URL (user, host, port, database) and that the database exists"
             ) from None
         self._pool = ConnectionPool(
@@ -324,7 +175,7 @@ class PostgresStorage:
         except Exception as exc:  # psycopg_pool.PoolTimeout and connection errors
             self._pool.close()
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.path} ({_said(exc)}); check that the "
+                f"cannot connect to PostgreSQL at {self.path} ({reason_of(exc)}); check that the "
                 "server runs, the URL (user, host, port, database) and that the database exists"
             ) from None
         try:
@@ -343,7 +194,7 @@ class PostgresStorage:
         applied the write (while it committed), so the message says so.
         """
         psycopg = self._psycopg
-        said = _said(exc)
+        said = reason_of(exc)
         if type(exc).__name__ == "PoolClosed":
             return StoreError(f"store {self.path} is closed; open it again")
         if type(exc).__name__ == "PoolTimeout":
@@ -413,31 +264,31 @@ class PostgresStorage:
             self._raise(exc)
             raise
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         """Execute one statement and read its rows (``%s`` placeholders)."""
         with self._connection() as conn:
             try:
                 cur = conn.execute(sql, params)
                 rows = cur.fetchall() if cur.description is not None else []
-                return _Rows(rows, cur.rowcount)
+                return Rows(rows, cur.rowcount)
             except self._psycopg.Error as exc:
                 if getattr(self._local, "conn", None) is None:
                     # Outside a transaction a statement commits by itself.
-                    raise self._error(exc, maybe_written=_writes(sql)) from None
+                    raise self._error(exc, maybe_written=writes(sql)) from None
                 raise
 
-    def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> _Rows:
+    def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> Rows:
         """Execute one statement for each parameter set."""
         if not seq:
-            return _Rows([], 0)
+            return Rows([], 0)
         with self._connection() as conn:
             try:
                 with conn.cursor() as cur:
                     cur.executemany(sql, seq)
-                    return _Rows([], cur.rowcount)
+                    return Rows([], cur.rowcount)
             except self._psycopg.Error as exc:
                 if getattr(self._local, "conn", None) is None:
-                    raise self._error(exc, maybe_written=_writes(sql)) from None
+                    raise self._error(exc, maybe_written=writes(sql)) from None
                 raise
 
     def close(self) -> None:
@@ -784,17 +635,17 @@ class PostgresStorage:
         sql = "SELECT " + _INDEX_COLUMNS.format(vector="vector") + " FROM records"
         if record_ids is None:
             for batch in self._batches(sql + " ORDER BY id", ()):
-                yield from (_index_row(row) for row in batch)
+                yield from (index_row(row) for row in batch)
             return
         for row in self.run(sql + " WHERE record_id = ANY(%s)", (list(record_ids),)):
-            yield _index_row(row)
+            yield index_row(row)
 
     def batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
         """A big read (``?`` placeholders) in batches of :data:`BATCH` rows.
 
         Read through a server-side cursor, so that neither side holds it all.
         """
-        return self._batches(_qmark_to_format(sql), params)
+        return self._batches(qmark_to_format(sql), params)
 
     def _batches(self, sql: str, params: Sequence[Any]) -> Iterator[list[tuple[Any, ...]]]:
         """A big read in batches of :data:`BATCH` rows, through a server-side cursor."""
@@ -928,7 +779,7 @@ class PostgresStorage:
             if limit is not None:
                 sql += " LIMIT %s"
                 params.append(limit)
-        return table_of(_index_row(row) for row in self.run(sql, params))
+        return table_of(index_row(row) for row in self.run(sql, params))
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         """Record ids that pass the SQL gates, oldest first."""
@@ -955,124 +806,9 @@ class PostgresStorage:
         for batch in self._batches(sql, params):
             yield [(rid, bytes(blob)) for rid, blob in batch]
 
-    def _text_stats(self) -> _TextStats:
-        """The store's size and average length, read again after enough changes."""
-        with self._stats_lock:
-            seq = self.newest_change()
-            stats = self._stats
-            if stats.df is None or abs(seq - stats.seq) >= max(
-                STATS_STALE_CHANGES, stats.total // 100
-            ):
-                row = self.run("SELECT count(*) FROM records").fetchone()
-                total = int(row[0]) if row else 0
-                sample = self.run(
-                    f"SELECT avg((SELECT {_TOKENS} FROM unnest(r.lex) AS u)) "
-                    "FROM (SELECT lex FROM records ORDER BY id DESC LIMIT %s) AS r",
-                    (LENGTH_SAMPLE,),
-                ).fetchone()
-                avgdl = float(sample[0]) if sample and sample[0] is not None else 1.0
-                self._stats = stats = _TextStats(seq=seq, total=total, avgdl=avgdl, df={})
-            return stats
-
-    def _frequencies(self, stats: _TextStats, lexemes: Sequence[str]) -> dict[str, int]:
-        assert stats.df is not None
-        missing = [lex for lex in lexemes if lex not in stats.df]
-        for lex in missing:
-            row = self.run(
-                "SELECT count(*) FROM records WHERE lex @@ %s::tsquery", (_tsquery([lex]),)
-            ).fetchone()
-            stats.df[lex] = int(row[0]) if row else 0
-        return {lex: stats.df[lex] for lex in lexemes}
-
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
-        """BM25 scores of a text query's gated candidates (FTS5's formula).
-
-        The query's words are stemmed as the records' (PostgreSQL's ``english``
-        configuration). A word in more than half of the store is left out
-        (unless every word is), as FTS5's BM25 gives it almost nothing. When the
-        words left match more than ``budget`` records, the rarest words that fit
-        the budget together choose the candidates, and the newest ``budget`` of
-        them are scored; ``exhaustive`` then says False. Text without word
-        breaks (CJK, Thai, emoji...) adds, for each record that holds some of
-        it, how many of its pieces it holds (:func:`unsegmented_pieces`).
-        """
-        words = self._word_scores(_UNSEGMENTED_RUN.sub(" ", text), gates, budget)
-        pieces = unsegmented_pieces(text)
-        if not pieces:
-            return words
-        found = self._piece_scores(pieces, gates, budget)
-        scores = dict(words.scores)
-        for rid, score in found.scores.items():
-            scores[rid] = scores.get(rid, 0.0) + score
-        return LexicalCandidates(scores, words.exhaustive and found.exhaustive)
-
-    def _piece_scores(
-        self, pieces: Sequence[str], gates: TagQuery, budget: int
-    ) -> LexicalCandidates:
-        """How many of ``pieces`` each gated record's content holds, newest records first.
-
-        PostgreSQL's parser keeps a run of text without word breaks as one
-        word, so such text is found by substring tests over the gated records
-        (the SQLite store has a trigram index for it): at most ``budget``
-        records, the newest.
-        """
-        where, params = gate_sql(gates)
-        where.append("(" + " OR ".join("strpos(content, %s) > 0" for _ in pieces) + ")")
-        params.extend(pieces)
-        held = " + ".join("(strpos(content, %s) > 0)::int" for _ in pieces)
-        sql = (
-            f"SELECT record_id, {held} FROM records WHERE {' AND '.join(where)} "
-            "ORDER BY id DESC LIMIT %s"
-        )
-        rows = self.run(sql, [*pieces, *params, budget + 1]).fetchall()
-        scores = {rid: float(n) for rid, n in rows[:budget]}
-        return LexicalCandidates(scores, len(rows) <= budget)
-
-    def _word_scores(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
-        """BM25 of the query's words (the text without its unsegmented runs)."""
-        row = self.run(
-            "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
-            f"FROM unnest(to_tsvector('english', {folded('%s')}))",
-            (text,),
-        ).fetchone()
-        lexemes: list[str] = list(row[0]) if row else []
-        if not lexemes:
-            return LexicalCandidates({}, True)
-        stats = self._text_stats()
-        df = self._frequencies(stats, lexemes)
-        total = max(stats.total, 1)
-        rarest = min(lexemes, key=df.__getitem__)
-        kept = [lex for lex in lexemes if df[lex] <= total / 2] or [rarest]
-        kept = [lex for lex in kept if df[lex] > 0]
-        if not kept:
-            return LexicalCandidates({}, True)
-        by_rarity = sorted(kept, key=df.__getitem__)
-        choosers = [by_rarity[0]]
-        expected = df[by_rarity[0]]
-        for lex in by_rarity[1:]:
-            if expected + df[lex] > budget:
-                break
-            choosers.append(lex)
-            expected += df[lex]
-        where, params = gate_sql(gates)
-        where.insert(0, "lex @@ %s::tsquery")
-        params.insert(0, _tsquery(choosers))
-        sql = (
-            f"SELECT record_id, (SELECT {_TOKENS} FROM unnest(lex) AS u), "
-            "ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
-            "FROM unnest(lex) AS u WHERE u.lexeme = ANY(%s)) FROM records "
-            f"WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT %s"
-        )
-        rows = self.run(sql, [kept, *params, budget + 1]).fetchall()
-        exhaustive = len(rows) <= budget and len(choosers) == len(kept)
-        scores: dict[str, float] = {}
-        for rid, length, parts in rows[:budget]:
-            score = 0.0
-            for part in parts:
-                lex, _, count = part.rpartition(" ")
-                score += bm25(float(count), df[lex], float(length), stats.avgdl, total)
-            scores[rid] = max(score, 1e-9)
-        return LexicalCandidates(scores, exhaustive)
+        """BM25 scores of a text query's gated candidates (:meth:`.pg_text.TextSearch.lexical`)."""
+        return self._text.lexical(text, gates, budget)
 
     def label_counts(self) -> dict[str, dict[str, int]]:
         """Live records per domain, subdomain and tag label."""
@@ -1090,102 +826,3 @@ class PostgresStorage:
     def scope_counts(self) -> dict[str, int]:
         rows = self.run("SELECT scope, count(*) FROM records GROUP BY scope")
         return {scope: int(n) for scope, n in rows}
-
-
-def unsegmented_pieces(text: str) -> list[str]:
-    """What a text query's runs without word breaks are found by, as on SQLite.
-
-    A run shorter than :data:`PIECE` characters is looked for whole, a longer
-    one by each of its :data:`PIECE`-character pieces, the first
-    :data:`MAX_PIECES` of them in all.
-    """
-    pieces: list[str] = []
-    for run in _UNSEGMENTED_RUN.findall(text):
-        run = run.strip("\ufe0f\u200d")
-        if len(run) < PIECE:
-            pieces.extend([run] if run else [])
-        else:
-            pieces.extend(run[i : i + PIECE] for i in range(len(run) - PIECE + 1))
-    return list(dict.fromkeys(pieces))[:MAX_PIECES]
-
-
-def _tsquery(lexemes: Sequence[str]) -> str:
-    """A tsquery matching any of ``lexemes``, each quoted as a literal."""
-    return " | ".join("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
-
-
-def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
-    """SQL conditions (``%s`` placeholders) for the gates a B-tree or GIN index can run."""
-    where: list[str] = []
-    params: list[Any] = []
-    if gates.scopes is not None:
-        where.append("scope = ANY(%s)")
-        params.append(list(gates.scopes))
-    if gates.domain_prime is not None:
-        where.append("domain_prime = %s")
-        params.append(gates.domain_prime)
-    if gates.subdomain_prime is not None:
-        where.append("subdomain_prime = %s")
-        params.append(gates.subdomain_prime)
-    if gates.all_of:
-        # The GIN index finds them; the exact divisibility test confirms each.
-        where.append("tag_primes @> %s::bigint[]")
-        params.append(list(gates.all_of))
-        where.append("(tag_product::numeric %% %s::numeric) = 0")
-        params.append(str(math.prod(gates.all_of)))
-    if gates.any_of:
-        where.append("tag_primes && %s::bigint[]")
-        params.append(list(gates.any_of))
-    if gates.none_of:
-        where.append("NOT (tag_primes && %s::bigint[])")
-        params.append(list(gates.none_of))
-    if gates.since is not None:
-        where.append("updated_at >= %s")
-        params.append(gates.since)
-    if gates.until is not None:
-        where.append("updated_at < %s")
-        params.append(gates.until)
-    return where, params
-
-
-def _index_row(row: Sequence[Any]) -> IndexRow:
-    blob = row[8]
-    return IndexRow(
-        record_id=row[0],
-        domain=row[1],
-        subdomain=row[2],
-        tags=tuple(json.loads(row[3])),
-        tag_product=int(row[4]),
-        importance=row[5],
-        strength=row[6],
-        updated_at=row[7],
-        vector_blob=None if blob is None else bytes(blob),
-        created_at=row[9],
-        accessed_at=row[10],
-        access_count=row[11],
-        strength_at=row[12],
-        tier=row[13] if isinstance(row[13], str) else None,
-        scope=row[14],
-    )
-
-
-def table_of(rows: Iterable[IndexRow]) -> IndexTable:
-    """Index rows as one :class:`IndexTable` of columns."""
-    rows = list(rows)
-    return IndexTable(
-        record_ids=[r.record_id for r in rows],
-        domains=[r.domain for r in rows],
-        subdomains=[r.subdomain for r in rows],
-        tags=[r.tags for r in rows],
-        tag_products=[r.tag_product for r in rows],
-        importance=[r.importance for r in rows],
-        strength=[r.strength for r in rows],
-        updated_at=[r.updated_at for r in rows],
-        vector_blobs=[r.vector_blob for r in rows],
-        created_at=[r.created_at for r in rows],
-        accessed_at=[r.accessed_at for r in rows],
-        access_count=[r.access_count for r in rows],
-        strength_at=[r.strength_at for r in rows],
-        tiers=[r.tier for r in rows],
-        scopes=[r.scope for r in rows],
-    )
