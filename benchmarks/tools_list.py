@@ -1,0 +1,184 @@
+"""The size of the MCP server's ``tools/list`` answer, which every session pays for.
+
+    python3 benchmarks/tools_list.py
+    python3 benchmarks/tools_list.py --json tools_list.json
+
+An agent host sends the tool list to the model at the start of every session,
+so each word of it costs every session. This script starts the real stdio
+server (``python3 -m prime_memory_folding.mcp_server``) on a fresh store,
+completes the handshake (protocol 2025-11-25), asks ``tools/list`` and
+measures the reply line exactly as it arrived: its bytes, its tokens by the
+package's own offline estimate (``prime_memory_folding.budget.count_tokens``,
+the count behind token budgets) and by OpenAI's o200k_base encoder
+(``bpe-openai``, in the bench extra; without it the estimate is judged alone
+and the script says so). It also counts each tool's parts: its description,
+input schema, output schema and annotations.
+
+Check: the reply lists every tool the server registers, each with an input
+schema; if not, the script exits with status 1 and prints no size.
+Target: under 2,000 tokens by each counter (PASS or MISS; a MISS does not
+change the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from _shared import verdict
+
+from prime_memory_folding.budget import count_tokens
+
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+PROTOCOL_VERSION = "2025-11-25"
+TARGET_TOKENS = 2_000
+TIMEOUT_S = 60.0
+PARTS = ("description", "inputSchema", "outputSchema", "annotations")
+
+
+def o200k() -> Callable[[str], int] | None:
+    """o200k_base's token count, or None without ``bpe-openai``."""
+    try:
+        import bpe_openai  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    encoding = bpe_openai.get_encoding("o200k_base")
+    return lambda text: len(encoding.encode(text))
+
+
+def registered_tools() -> set[str]:
+    """The tools the server registers, asked in process."""
+    from prime_memory_folding.mcp_server import build_server
+
+    return set(build_server(lambda: None).tool_names)  # type: ignore[arg-type,return-value]
+
+
+def list_tools(store: Path) -> str:
+    """The ``tools/list`` reply line of a real stdio server, as it arrived."""
+    env = dict(os.environ, PRIME_MEMORY_EMBEDDER="none")
+    proc = subprocess.Popen(
+        [*SERVER, "--store", str(store), "--scope", "global"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    out = proc.stdout
+
+    def read() -> None:
+        for received in out:
+            lines.put(received)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        proc.stdin.flush()
+
+    def reply(request_id: int) -> bytes:
+        while True:
+            try:
+                line = lines.get(timeout=TIMEOUT_S)
+            except queue.Empty:
+                raise SystemExit(f"no reply to request {request_id} in {TIMEOUT_S:.0f} s") from None
+            if json.loads(line).get("id") == request_id:
+                return line
+
+    try:
+        hello = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "tools-list-benchmark", "version": "1"},
+        }
+        send({"id": 1, "method": "initialize", "params": hello})
+        reply(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/list"})
+        return reply(2).decode("utf-8").rstrip("\r\n")
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=TIMEOUT_S)
+        proc.stdout.close()
+
+
+def measure(line: str, reference: Callable[[str], int] | None) -> dict[str, Any]:
+    """Bytes and tokens of the whole reply, and of each tool's parts."""
+
+    def size(text: str) -> dict[str, int]:
+        counted = {"bytes": len(text.encode("utf-8")), "estimate": count_tokens(text)}
+        if reference is not None:
+            counted["o200k_base"] = reference(text)
+        return counted
+
+    tools: dict[str, Any] = {}
+    for tool in json.loads(line)["result"]["tools"]:
+        tools[tool["name"]] = {
+            part: size(json.dumps(tool[part], separators=(",", ":"), ensure_ascii=False))
+            for part in PARTS
+            if part in tool
+        }
+    return {"total": size(line), "tools": tools}
+
+
+def check(line: str, expected: set[str]) -> list[str]:
+    """What is wrong with the reply: a tool missing or extra, or one without an input schema."""
+    tools = json.loads(line).get("result", {}).get("tools", [])
+    listed = {tool.get("name") for tool in tools}
+    problems = [f"{name} is not listed" for name in sorted(expected - listed)]
+    problems += [f"{name} is listed but not registered" for name in sorted(listed - expected)]
+    problems += [
+        f"{tool.get('name')} has no input schema" for tool in tools if "inputSchema" not in tool
+    ]
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines (there are none)")
+    args = parser.parse_args(argv)
+    reference = o200k()
+    with tempfile.TemporaryDirectory(prefix="pmf-tools-list-") as tmp:
+        line = list_tools(Path(tmp) / "memory.db")
+    problems = check(line, registered_tools())
+    if problems:
+        print("check: FAILED - " + "; ".join(problems))
+        return 1
+    report = measure(line, reference)
+    counters = ["estimate"] + (["o200k_base"] if reference else [])
+    report["target_tokens"] = TARGET_TOKENS
+    report["pass"] = {name: report["total"][name] < TARGET_TOKENS for name in counters}
+    print(f"check: OK - all {len(report['tools'])} tools listed, each with an input schema")
+    if reference is None:
+        print("bpe-openai is not installed: the estimate is judged alone (pip install '.[bench]')")
+    print(f"\n{'tool':<22}{'part':<14}" + "".join(f"{c:>12}" for c in [*counters, "bytes"]))
+    for name, parts in report["tools"].items():
+        for part, counted in parts.items():
+            cells = "".join(f"{counted[c]:>12,}" for c in [*counters, "bytes"])
+            print(f"{name:<22}{part:<14}{cells}")
+    total = report["total"]
+    print(
+        f"\ntools/list reply: {total['bytes']:,} bytes; "
+        + "; ".join(f"{total[c]:,} tokens by {c}" for c in counters)
+    )
+    for name in counters:
+        print(f"target < {TARGET_TOKENS:,} tokens by {name}: {verdict(report['pass'][name])}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
