@@ -25,6 +25,7 @@ __all__ = [
     "StatsOutput",
     "StoreOutput",
     "UpdateOutput",
+    "compact_schema",
     "record_output",
     "stats_output",
 ]
@@ -176,6 +177,50 @@ class ScopeOutput(BaseModel):
         "roots or default."
     )
     reason: str
+
+
+#: Keys whose value maps names to schemas (a property may be called "title").
+_SCHEMA_MAPS = ("properties", "$defs", "patternProperties")
+#: Keys whose value is one schema, or a list of them.
+_SCHEMA_KEYS = ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems")
+_NULL = {"type": "null"}
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input ``schema`` without what pydantic adds that tells a caller nothing.
+
+    It drops every ``title`` (pydantic derives them from the names) and
+    ``additionalProperties: true`` (the JSON Schema default), and spells an
+    optional argument that defaults to null by its non-null schema alone: a
+    caller leaves it out. The server still validates against the full schema,
+    which accepts every value the compact one does, and null too.
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "additionalProperties" and value is True:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_KEYS and isinstance(value, dict):
+            out[key] = compact_schema(value)
+        elif key in _SCHEMA_KEYS and isinstance(value, list):
+            out[key] = [compact_schema(sub) if isinstance(sub, dict) else sub for sub in value]
+        else:
+            out[key] = value
+    options = out.get("anyOf")
+    if (
+        "default" in out
+        and out["default"] is None
+        and isinstance(options, list)
+        and len(options) == 2
+        and _NULL in options
+    ):
+        [kept] = [option for option in options if option != _NULL]
+        del out["anyOf"], out["default"]
+        out = {**kept, **out}
+    return out
 
 
 def record_output(record: Record) -> RecordOutput:

@@ -12,9 +12,12 @@ or on streamable HTTP, loopback only unless a bearer token is set::
 Over HTTP, a request with a per-user token from the store acts as that user,
 within the token's scopes (see ``prime_memory_folding.tokens`` and docs/team.md).
 
-Every tool returns a pydantic model, so clients get ``structuredContent`` and an
-``outputSchema``. Engine errors become tool results with ``isError`` set and a
-message that says what to fix; protocol errors stay JSON-RPC errors.
+Every tool returns a pydantic model, which clients get as ``structuredContent``
+(and as JSON text). ``tools/list`` advertises compact input schemas and no
+output schemas: a host sends the list to the model in every session, and it
+stays under 2,000 tokens (``benchmarks/tools_list.py``). Engine errors become
+tool results with ``isError`` set and a message that says what to fix; protocol
+errors stay JSON-RPC errors.
 
 The engine (and numpy) load lazily: the server answers ``initialize`` first and
 opens the store in the background, or on the first tool call.
@@ -39,6 +42,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
+from mcp_types import Tool as ToolDefinition
 from pydantic import Field, ValidationError
 
 from . import scopes as scope_rules
@@ -56,6 +60,7 @@ from .mcp_models import (
     StatsOutput,
     StoreOutput,
     UpdateOutput,
+    compact_schema,
     record_output,
     stats_output,
 )
@@ -227,6 +232,20 @@ class _MemoryServer(MCPServer):
     #: What the HTTP gate asks the store about per-user tokens (set by build_server).
     token_check: _StoreTokens | None = None
 
+    async def list_tools(self) -> list[ToolDefinition]:
+        """The tools as advertised: compact input schemas, and no output schemas.
+
+        Every word here reaches the model in every session. An output schema
+        would more than double the list, and the spec makes it optional: calls
+        still return ``structuredContent``, validated against the tool's model.
+        """
+        return [
+            tool.model_copy(
+                update={"input_schema": compact_schema(tool.input_schema), "output_schema": None}
+            )
+            for tool in await super().list_tools()
+        ]
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         if name not in self.tool_names:
             raise MCPError(
@@ -277,24 +296,22 @@ Tags = Annotated[
 ]
 Vector = Annotated[
     list[float] | None,
-    Field(description="An embedding; every vector in one store must have the same length."),
+    Field(description="An embedding, as long as the store's other vectors."),
 ]
 
 
 Scope = Annotated[
     str | None,
     Field(
-        description="Leave this out: the memory goes to the project the server serves. Use "
-        "'global' for a fact true in every project, or the user scope (prime_memory_stats: "
-        "user_scope) for a personal preference.",
+        description="Leave this out for the current project. 'global' for a fact true in every "
+        "project, the user scope (prime_memory_stats: user_scope) for a personal preference.",
         max_length=512,
     ),
 ]
 Scopes = Annotated[
     list[str] | None,
     Field(
-        description="Leave this out to see the current project, the user scope and global. "
-        "Name scopes to see only those; ['*'] sees every scope."
+        description="Leave this out for the current project, user scope and global; ['*'] for all."
     ),
 ]
 
@@ -462,10 +479,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         scope: Scope = None,
         ctx: Context | None = None,
     ) -> EncodeOutput:
-        """Show the 128-bit prime address a memory with these labels would get, without storing it.
-
-        Use it to inspect or compare addresses; to save a memory, call prime_memory_store instead.
-        """
+        """Show the 128-bit prime address a memory with these labels would get; stores nothing."""
         where = scope or await current_scope(ctx)
         encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key, where))
         return EncodeOutput(
@@ -484,17 +498,14 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         content: Annotated[
             str,
             Field(
-                description=f"The fact, decision or note to remember: not blank, no NUL "
-                f"character, at most {MAX_CONTENT_CHARS:,} characters (split longer text "
-                "into several memories)."
+                description=f"Not blank, no NUL, at most {MAX_CONTENT_CHARS:,} characters: "
+                "split longer text."
             ),
         ],
         domain: Label = "memory",
         subdomain: Label = "general",
         tags: Tags = None,
-        importance: Annotated[
-            float, Field(ge=0.0, le=1.0, description="0 to 1; default 0.5.")
-        ] = 0.5,
+        importance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5,
         vector: Vector = None,
         metadata: Annotated[
             dict[str, Any] | None, Field(description="Any JSON object, e.g. a source file or URL.")
@@ -504,8 +515,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     ) -> StoreOutput:
         """Save a durable fact, decision or preference to long-term memory.
 
-        Storing the same content under the same labels again reinforces the existing memory.
-        It goes to the current project unless scope says otherwise.
+        Storing the same content and labels again reinforces that memory.
         """
         where = await writable(ctx, scope)
         grant = _grant()
@@ -527,7 +537,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     @tool(_annotations("Query memories", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_query(
-        text: Annotated[str | None, Field(description="Words to search for.")] = None,
+        text: Annotated[str | None, Field(description="Words to rank by.")] = None,
         domain: Label | None = None,
         subdomain: Label | None = None,
         tags: Annotated[list[str] | None, Field(description="Every one of these tags.")] = None,
@@ -546,21 +556,20 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             str | None,
             Field(description="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks."),
         ] = None,
-        until: Annotated[str | None, Field(description="Only those before this time.")] = None,
+        until: Annotated[str | None, Field(description="Only those before it.")] = None,
         max_tokens: Annotated[
             int,
             Field(
                 ge=MIN_QUERY_TOKENS,
                 le=100_000,
-                description="The answer's size limit in tokens; best hits first.",
+                description="The answer's size in tokens; left_out counts hits that did not fit.",
             ),
         ] = DEFAULT_QUERY_TOKENS,
         ctx: Context | None = None,
     ) -> QueryOutput:
-        """Recall stored memories, best first, before answering what may depend on earlier work.
+        """Recall memories, best first, before answering what may depend on earlier work.
 
-        Filter by domain and exact tags; add text or a vector to rank by similarity. It sees the
-        current project, the user scope and global unless scopes says otherwise.
+        Gate by domain and tags; rank by text or vector.
         """
         seen = await visible_scopes(ctx, scopes)
         ranked = await call(
@@ -624,18 +633,13 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_fold(
         ctx: Context,
-        dry_run: Annotated[
-            bool, Field(description="Report what would change, and change nothing.")
-        ] = True,
+        dry_run: Annotated[bool, Field(description="Only report what would change.")] = True,
         full: Annotated[
             bool,
-            Field(description="Screen every memory, not only what changed since the last fold."),
+            Field(description="Screen every memory, not only those changed since the last fold."),
         ] = False,
     ) -> FoldOutput:
-        """Consolidate memory: decay strength, fold near-duplicates and archive what has faded.
-
-        It runs as a dry run by default; call it with dry_run false to change the store.
-        """
+        """Consolidate memory: decay strength, merge near-duplicates, archive what has faded."""
         grant = _grant()
         if grant is not None:
             if scope_rules.ALL not in grant.token.scopes:
@@ -676,10 +680,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     @tool(_annotations("Memory statistics", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_stats(ctx: Context | None = None) -> StatsOutput:
-        """Count memories per domain, tag and scope, and list the registered labels.
+        """Count memories per domain, tag and scope, and say where new ones go and why.
 
-        Call it to reuse existing domain and tag names instead of inventing new ones. It also
-        says which scope memories go to, and why.
+        Call it to reuse existing domain and tag names.
         """
         return await stats_of(ctx)
 
@@ -700,7 +703,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     @tool(_annotations("Forget memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_forget(
-        record_id: Annotated[str | None, Field(description="The one memory to forget.")] = None,
+        record_id: str | None = None,
         domain: Label | None = None,
         subdomain: Label | None = None,
         tags: Annotated[list[str] | None, Field(description="Every one of these tags.")] = None,
@@ -709,15 +712,15 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             int | None,
             Field(
                 ge=0,
-                description=f"Forgetting more than {FORGET_UNCONFIRMED} memories by filter needs "
-                "the number that match; a first call without it says how many.",
+                description=f"How many match, to forget more than {FORGET_UNCONFIRMED} by "
+                "filter; a call without it says.",
             ),
         ] = None,
         ctx: Context | None = None,
     ) -> ForgetOutput:
-        """Forget a wrong or outdated memory by id, or every memory that matches a filter.
+        """Forget a wrong or outdated memory by record_id, or those a filter matches.
 
-        Forgotten memories move to the archive, where a person can restore them.
+        They move to the archive, where a person can restore them.
         """
         has_filter = domain is not None or subdomain is not None or bool(tags)
         if (record_id is None) == (not has_filter):
@@ -753,7 +756,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     @tool(_annotations("Correct a memory", read_only=False, destructive=False, idempotent=True))
     async def prime_memory_update(
-        record_id: Annotated[str, Field(description="The memory to correct; its id stays.")],
+        record_id: str,
         content: Annotated[
             str | None, Field(description="The corrected text.", max_length=MAX_CONTENT_CHARS)
         ] = None,
@@ -761,7 +764,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         importance: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
         scope: Annotated[str | None, Field(description="Move it to this scope.")] = None,
     ) -> UpdateOutput:
-        """Correct a stored memory that changed, in place; its id stays.
+        """Correct a memory in place; its id stays.
 
         The version it replaces is kept as history.
         """

@@ -93,7 +93,8 @@ def test_inspector_lists_the_tools(tmp_path: Path) -> None:
         "prime_memory_forget",
         "prime_memory_update",
     }
-    assert all("outputSchema" in tool for tool in tools.values())
+    # Compact: an input schema each, no output schema (calls still return structuredContent).
+    assert all("inputSchema" in tool and "outputSchema" not in tool for tool in tools.values())
 
 
 def test_inspector_calls_a_tool(tmp_path: Path) -> None:

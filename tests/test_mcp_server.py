@@ -10,11 +10,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, TextContent
+from pydantic import BaseModel, Field
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.address import pack
+from prime_memory_folding.mcp_models import ForgetOutput, UpdateOutput, compact_schema
 from prime_memory_folding.mcp_server import (
     EncodeOutput,
     FoldOutput,
@@ -94,23 +97,83 @@ async def test_tool_annotations_are_honest(
 
 
 @pytest.mark.parametrize(
-    ("tool", "model"),
+    ("tool", "arguments", "model"),
     [
-        ("prime_memory_encode", EncodeOutput),
-        ("prime_memory_store", StoreOutput),
-        ("prime_memory_query", QueryOutput),
-        ("prime_memory_fold", FoldOutput),
-        ("prime_memory_stats", StatsOutput),
+        ("prime_memory_encode", {"domain": "decision"}, EncodeOutput),
+        ("prime_memory_store", {"content": "x"}, StoreOutput),
+        ("prime_memory_query", {}, QueryOutput),
+        ("prime_memory_fold", {}, FoldOutput),
+        ("prime_memory_stats", {}, StatsOutput),
+        ("prime_memory_forget", {"domain": "nothing-here"}, ForgetOutput),
+        ("prime_memory_update", {"record_id": "", "tags": ["t"]}, UpdateOutput),
     ],
 )
-async def test_every_tool_has_an_output_schema_and_a_short_description(
-    client: Client, tool: str, model: type
+async def test_every_tool_returns_its_model_and_has_a_short_description(
+    client: Client, tool: str, arguments: dict[str, Any], model: type[BaseModel]
 ) -> None:
+    if tool == "prime_memory_update":
+        stored = await call(client, "prime_memory_store", content="to correct")
+        arguments = {**arguments, "record_id": stored["record"]["record_id"]}
+    out = await call(client, tool, **arguments)
+    assert model.model_validate(out).model_dump(mode="json") == out
     listed = {t.name: t for t in (await client.list_tools()).tools}
-    assert listed[tool].output_schema == model.model_json_schema()  # type: ignore[attr-defined]
+    # No output schema is advertised: it would cost every session more than the
+    # whole list does now; structuredContent still follows the model.
+    assert listed[tool].output_schema is None
     description = listed[tool].description or ""
     assert 40 < len(description) < 400
     assert description.count(".") <= 3
+
+
+async def test_listed_input_schemas_keep_every_argument_and_drop_only_noise(
+    engine: MemoryEngine,
+) -> None:
+    server = build_server(engine)
+    full = {tool.name: tool.input_schema for tool in await MCPServer.list_tools(server)}
+    listed = {tool.name: tool.input_schema for tool in await server.list_tools()}
+    assert set(listed) == set(TOOLS)
+    for name, schema in listed.items():
+        original = full[name]
+        assert schema["type"] == "object"
+        assert list(schema["properties"]) == list(original["properties"]), name
+        assert schema.get("required") == original.get("required"), name
+        assert "title" not in schema and '"title"' not in json.dumps(schema), name
+        for argument, spec in schema["properties"].items():
+            before = original["properties"][argument]
+            assert "anyOf" not in spec, (name, argument)
+            if before.get("default") is not None:
+                assert spec["default"] == before["default"], (name, argument)
+            if "description" in before:
+                assert spec["description"] == before["description"], (name, argument)
+
+
+def test_compact_schema_keeps_names_and_constraints_and_drops_titles() -> None:
+    class Inner(BaseModel):
+        title: str  # a property may be called title
+
+    class Arguments(BaseModel):
+        title: str | None = Field(None, description="A name.", max_length=5)
+        inner: Inner | None = None
+        count: int | None = 3  # null is not its default: it stays a choice
+        extra: dict[str, Any] | None = None
+
+    schema = compact_schema(Arguments.model_json_schema())
+    assert schema == {
+        "$defs": {
+            "Inner": {
+                "properties": {"title": {"type": "string"}},
+                "required": ["title"],
+                "type": "object",
+            }
+        },
+        "properties": {
+            "title": {"description": "A name.", "maxLength": 5, "type": "string"},
+            "inner": {"$ref": "#/$defs/Inner"},
+            "count": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3},
+            "extra": {"type": "object"},
+        },
+        "type": "object",
+    }
 
 
 async def test_encode_gives_the_address_as_strings_and_its_lanes(client: Client) -> None:

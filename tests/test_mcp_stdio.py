@@ -22,6 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from prime_memory_folding import MemoryEngine
+from prime_memory_folding.budget import count_tokens
 
 TIMEOUT = 60  # seconds; generous, since CI machines may be busy
 SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
@@ -288,6 +289,19 @@ def test_tools_call_round_trip_gives_structured_content(session: ServerProcess) 
     assert json.loads(stored["result"]["content"][0]["text"])["record"] == record
     found = session.request(tools_call(27, "prime_memory_query", {"tags": ["t"]}))
     assert [hit["content"] for hit in found["result"]["structuredContent"]["hits"]] == ["hello"]
+
+
+#: What the tool list may cost, in the package's own token estimate: a host sends
+#: it to the model in every session.
+TOOLS_LIST_TOKENS = 2_000
+
+
+def test_the_tool_list_stays_within_its_token_budget(session: ServerProcess) -> None:
+    listed = session.request({"jsonrpc": "2.0", "id": 28, "method": "tools/list"})
+    tools = listed["result"]["tools"]
+    assert {tool["name"] for tool in tools} == TOOLS
+    assert all(tool["inputSchema"]["properties"] is not None for tool in tools)
+    assert count_tokens(json.dumps(listed, separators=(",", ":"))) < TOOLS_LIST_TOKENS
 
 
 def test_a_fold_sends_progress_to_a_client_that_asks(server: ServerProcess) -> None:
