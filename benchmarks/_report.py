@@ -301,6 +301,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 None,
                 f"reference server unavailable: {m.get('peer_unavailable')}",
             )
+    tools_target = "MCP tools/list < 2,000 tokens"
+    tl = sections.get("tools")
+    if tl is not None and problems(tl):
+        not_comparable(tools_target, "tools")
+    elif tl:
+        total = tl["total"]
+        counters = list(tl["pass"])
+        add(
+            tools_target,
+            ", ".join(f"{total[c]:,} by {c}" for c in counters),
+            f"{len(tl['tools'])} tools, {total['bytes']:,} bytes",
+            all(tl["pass"].values()),
+            "" if "o200k_base" in counters else "bpe-openai not installed: the estimate alone",
+        )
     i = sections.get("inspector")
     if i and not section_failed(i) and i.get("agreement"):
         worst = max(p50["page"] for p50 in i["p50_seconds"].values())
@@ -363,6 +377,7 @@ def markdown(results: dict[str, Any]) -> str:
         "soak": "7. Soaks (checks, not timings)",
         "warmth": "8. Warm and cold calls",
         "inspector": "9. The inspector's pages",
+        "tools": "10. The size of `tools/list`",
     }
     render = {
         "structure": _structure,
@@ -374,6 +389,7 @@ def markdown(results: dict[str, Any]) -> str:
         "soak": _soak,
         "warmth": _warmth,
         "inspector": _inspector,
+        "tools": _tools,
     }
     for name, section in results["sections"].items():
         parts.append(f"\n## {titles[name]}\n")
@@ -778,6 +794,23 @@ def _inspector(section: dict[str, Any]) -> str:
         table(["page", "page p50", "engine calls", "engine p50"], rows)
         + f"\n{section['rounds']} requests per page over {section['records']:,} records, "
         "in process through Starlette's test client.\n"
+    )
+
+
+def _tools(section: dict[str, Any]) -> str:
+    counters = list(section["pass"])
+    rows = []
+    for name, parts in section["tools"].items():
+        rows.append(
+            [f"`{name}`"]
+            + [f"{sum(part[c] for part in parts.values()):,}" for c in [*counters, "bytes"]]
+        )
+    total = section["total"]
+    rows.append(["the whole reply"] + [f"{total[c]:,}" for c in [*counters, "bytes"]])
+    return (
+        table(["tool", *counters, "bytes"], rows)
+        + "\nThe stdio server's reply to `tools/list`, as it arrived; each tool's row counts "
+        "its description, schemas and annotations, without the JSON that joins them.\n"
     )
 
 

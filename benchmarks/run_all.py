@@ -23,7 +23,9 @@ Sections, each measured side by side in this one run:
 8. warmth: ``warmth.py`` (the same calls warm and after a 2 ms pause, which
    tells how much this machine's caches forget between calls);
 9. inspector: ``inspector.py`` (server time per page of ``prime-memory ui``
-   beside the engine calls each page makes).
+   beside the engine calls each page makes);
+10. tools: ``tools_list.py`` (the size of the stdio server's ``tools/list``
+    answer, in bytes and tokens, which every agent session pays for).
 
 Every script checks that the systems it compares agree before it times them.
 A check that fails anywhere (any size, any system, any script) is listed in the
@@ -54,6 +56,7 @@ from _shared import REPO_ROOT
 BENCHMARKS = REPO_ROOT / "benchmarks"
 SECTIONS = (
     "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
+    "tools",
 )  # fmt: skip
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -367,6 +370,11 @@ def inspector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     return script("inspector.py", p["inspector"], tmp / "inspector.json")
 
 
+def tools_list(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    log("tools: the size of tools/list")
+    return script("tools_list.py", [], tmp / "tools_list.json")
+
+
 # -- the run --------------------------------------------------------------------------
 
 
@@ -438,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         "soak": soak,
         "warmth": warmth,
         "inspector": inspector,
+        "tools": tools_list,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
     started = time.perf_counter()

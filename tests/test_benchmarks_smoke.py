@@ -136,12 +136,16 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## 2. Exact vector top-10" in report
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
-    assert set(results["sections"]) == {"structure", "vector", "recall", "warmth", "inspector"}
+    assert set(results["sections"]) == {
+        "structure", "vector", "recall", "warmth", "inspector", "tools"
+    }  # fmt: skip
     assert "## 9. The inspector's pages" in report
+    assert "## 10. The size of `tools/list`" in report
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
     assert {t["target"] for t in results["targets"]} >= {
         "tag intersection >= 10x faster than SQLite SQL",
         "exact vector top-10 <= 1.5x the numpy floor",
+        "MCP tools/list < 2,000 tokens",
     }
     if results.get("charts_skipped"):
         assert "None: matplotlib is not installed" in report
@@ -223,7 +227,7 @@ def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path:
     result = subprocess.run(
         [
             sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
-            "--skip", "fold", "ingest", "soak", "inspector", "--out", str(out),
+            "--skip", "fold", "ingest", "soak", "inspector", "tools", "--out", str(out),
             "--inject-mismatch", "--peer-command", *STAND_IN_PEER,
         ],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
@@ -611,3 +615,43 @@ def test_token_count_benchmark_counts_every_turn(tmp_path: Path) -> None:
     for reference in ("o200k_base", "cl100k_base"):
         if reference in report:  # with the bench extra installed
             assert 0.8 < report[reference]["estimate_over_reference"] < 1.5
+
+
+def test_tools_list_benchmark_measures_the_real_servers_answer(tmp_path: Path) -> None:
+    out = tmp_path / "tools_list.json"
+    result = run("tools_list.py", "--json", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: OK - all 7 tools listed, each with an input schema" in result.stdout
+    report = json.loads(out.read_text())
+    assert set(report["tools"]) == {
+        "prime_memory_encode", "prime_memory_store", "prime_memory_query", "prime_memory_fold",
+        "prime_memory_stats", "prime_memory_forget", "prime_memory_update",
+    }  # fmt: skip
+    total = report["total"]
+    assert report["target_tokens"] == 2_000
+    assert "estimate" in report["pass"]
+    for counter, passed in report["pass"].items():
+        # Each tool's parts, without the JSON that joins them, add up to less than the reply.
+        parts = sum(p[counter] for tool in report["tools"].values() for p in tool.values())
+        assert 0 < parts < total[counter] < total["bytes"]
+        assert passed is (total[counter] < 2_000)
+        verdict = "PASS" if passed else "MISS"
+        assert f"target < 2,000 tokens by {counter}: {verdict}" in result.stdout
+    size = f"tools/list reply: {total['bytes']:,} bytes; {total['estimate']:,} tokens by estimate"
+    assert size in result.stdout
+
+
+def test_tools_list_benchmark_checks_that_every_tool_is_listed() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import tools_list
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    line = json.dumps({"result": {"tools": [{"name": "a", "inputSchema": {}}, {"name": "c"}]}})
+    assert tools_list.check(line, {"a", "b"}) == [
+        "b is not listed",
+        "c is listed but not registered",
+        "c has no input schema",
+    ]
+    whole = json.dumps({"result": {"tools": [{"name": n, "inputSchema": {}} for n in "ab"]}})
+    assert tools_list.check(whole, {"a", "b"}) == []
