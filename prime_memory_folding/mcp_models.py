@@ -1,7 +1,10 @@
 """The MCP server's output models: what each tool returns, as pydantic models.
 
-Every tool returns one of these, so clients get ``structuredContent`` and an
-``outputSchema``; the descriptions are what an agent reads.
+Every tool returns one of these, which clients get as ``structuredContent``,
+validated against the model. ``tools/list`` advertises no output schema (it
+would more than double what every session pays for the list), so the field
+names must speak for themselves; :func:`compact_schema` trims the input
+schemas it does advertise.
 """
 
 from __future__ import annotations
