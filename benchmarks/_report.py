@@ -851,7 +851,9 @@ def _postgres(section: dict[str, Any]) -> str:
         )
         fold = r["fold"]
         shown = [
-            f"{k} {ms(v['seconds'])}" if "seconds" in v else f"{k} not available"
+            f"{k} {ms(v['seconds'])}"
+            if "seconds" in v
+            else f"{k} {'skipped' if 'skipped' in v else 'not available'}"
             for k, v in fold.items()
         ]
         notes.append(

@@ -30,8 +30,9 @@ At each size, side by side, the systems taking turns:
   SQL reading every visible vector with numpy's exact top-10 (PostgreSQL here
   has no vector extension);
 - **fold**: ``engine.fold(dry_run=True)`` (read, decay, candidate search and
-  checks; nothing written, so both stores keep the same records); reported
-  as not available where the backend cannot fold;
+  checks; nothing written, so both stores keep the same records) up to
+  ``--fold-max`` records (default 100,000); reported as not available where
+  the backend cannot fold;
 - **start-up**: spawn ``python3 -m prime_memory_folding.mcp_server --store
   ...`` over stdio, ``initialize``, then one tag query through
   ``prime_memory_query``: the time to its answer. The floor: a fresh Python
@@ -59,6 +60,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -482,6 +484,9 @@ def measure(
     log(f"{n:,}: fold (dry run)")
     fold: dict[str, Any] = {}
     for name, engine in (("sqlite", sq), ("postgres", pg)):
+        if n > args.fold_max:
+            fold[name] = {"skipped": f"above --fold-max {args.fold_max:,}"}
+            continue
         try:
             started = time.perf_counter()
             report = engine.fold(dry_run=True)
@@ -564,11 +569,12 @@ def print_size(r: dict[str, Any]) -> None:
     folds = []
     for name in ("sqlite", "postgres"):
         f = r["fold"][name]
-        folds.append(
-            f"{name} not available ({f['unavailable']})"
-            if "unavailable" in f
-            else f"{name} {f['seconds']:.2f} s"
-        )
+        if "skipped" in f:
+            folds.append(f"{name} skipped ({f['skipped']})")
+        elif "unavailable" in f:
+            folds.append(f"{name} not available ({f['unavailable']})")
+        else:
+            folds.append(f"{name} {f['seconds']:.2f} s")
     print("  fold, dry run: " + "; ".join(folds) + " (plain SQL has no fold)")
     s, m = r["startup_seconds"], r["rss_mib"]
     print(
@@ -629,6 +635,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of tag and text queries")
     parser.add_argument("--stores", type=int, default=200, help="single stores per backend")
     parser.add_argument("--starts", type=int, default=3, help="server starts per backend")
+    parser.add_argument(
+        "--fold-max",
+        type=int,
+        default=100_000,
+        help="largest size to fold (dry run); these sentences share many words, so a fold's "
+        "candidate search grows fast past it",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -665,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
+    # A terminated run still drops its database (the finally blocks below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The servers run their default configuration: text embedded with the built-in model.
     os.environ.pop("PRIME_MEMORY_EMBEDDER", None)
     load_before = os.getloadavg()
