@@ -856,6 +856,14 @@ def _postgres(section: dict[str, Any]) -> str:
             else f"{k} {'skipped' if 'skipped' in v else 'not available'}"
             for k, v in fold.items()
         ]
+        base = r.get("base_system")
+        if base:
+            notes.append(
+                f"- {r['records']:,} records: a server on a second PostgreSQL store ({base}), "
+                f"started in the same turns: start-up {ms(s[base])}, memory {m[base]:,.0f} MiB; "
+                f"the growing store's over it: {s['postgres'] / s[base]:.2f}x and "
+                f"{m['postgres'] / m[base]:.2f}x"
+            )
         notes.append(
             f"- {r['records']:,} records: agreement OK (same count; same tag-query top-10 from "
             f"both engines, plain SQL and both servers; exact vector top-10); text top-10 "
