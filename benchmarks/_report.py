@@ -325,6 +325,33 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             + ("" if i["records"] == TARGET_RECORDS else " (indicative)"),
             worst <= 0.100,
         )
+    pg = sections.get("postgres")
+    pg_targets = {
+        "tag": "PostgreSQL tag query <= 1.5x plain SQL",
+        "start": "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
+        "memory": "PostgreSQL server memory at 1,000,000 <= 1.5x at 10,000",
+    }
+    if pg is not None and problems(pg):
+        for name in pg_targets.values():
+            not_comparable(name, "postgres")
+    elif pg and "unavailable" not in pg:
+        names = {"start-up": pg_targets["start"], "memory": pg_targets["memory"]}
+        for t in pg.get("targets", []):
+            name = pg_targets["tag"] if "tag query" in t["target"] else None
+            for word, full in names.items():
+                if f"server {word}" in t["target"]:
+                    name = full
+            if name is None:
+                continue
+            at = f"{t['records']:,} records" + (
+                f" over {t['base_records']:,}" if "base_records" in t else ""
+            )
+            add(
+                name,
+                f"{t['measured']:.2f}x",
+                at + (" (indicative)" if t["indicative"] else ""),
+                bool(t["pass"]),
+            )
     return out
 
 
@@ -378,6 +405,7 @@ def markdown(results: dict[str, Any]) -> str:
         "warmth": "8. Warm and cold calls",
         "inspector": "9. The inspector's pages",
         "tools": "10. The size of `tools/list`",
+        "postgres": "11. PostgreSQL beside SQLite and plain SQL",
     }
     render = {
         "structure": _structure,
@@ -390,6 +418,7 @@ def markdown(results: dict[str, Any]) -> str:
         "warmth": _warmth,
         "inspector": _inspector,
         "tools": _tools,
+        "postgres": _postgres,
     }
     for name, section in results["sections"].items():
         parts.append(f"\n## {titles[name]}\n")
@@ -811,6 +840,79 @@ def _tools(section: dict[str, Any]) -> str:
         table(["tool", *counters, "bytes"], rows)
         + "\nThe stdio server's reply to `tools/list`, as it arrived; each tool's row counts "
         "its description, schemas and annotations, without the JSON that joins them.\n"
+    )
+
+
+def _postgres(section: dict[str, Any]) -> str:
+    if "unavailable" in section:
+        return f"Not run: {section['unavailable']}.\n"
+    rows, notes = [], []
+    for r in section["sizes"]:
+        if not r.get("agreement"):
+            notes.append(
+                f"- {r['records']:,} records: agreement **FAILED**: "
+                + "; ".join(r.get("problems", [])[:3])
+            )
+            continue
+        for kind, t in r["p50_seconds"].items():
+            rows.append(
+                [
+                    f"{r['records']:,}",
+                    kind,
+                    ms(t["sqlite"]),
+                    ms(t["postgres"]),
+                    ms(t["plain sql"]),
+                    f"{t['postgres'] / t['plain sql']:.2f}x",
+                ]
+            )
+        s, m = r["startup_seconds"], r["rss_mib"]
+        rows.append(
+            [
+                f"{r['records']:,}",
+                "start-up to the first answer",
+                *(ms(s[k]) for k in ("sqlite", "postgres", "plain sql")),
+                f"{s['postgres'] / s['plain sql']:.2f}x",
+            ]
+        )
+        rows.append(
+            [
+                f"{r['records']:,}",
+                "resident memory (MiB)",
+                *(f"{m[k]:,.0f}" for k in ("sqlite", "postgres", "plain sql")),
+                f"{m['postgres'] / m['plain sql']:.2f}x",
+            ]
+        )
+        fold = r["fold"]
+        shown = [
+            f"{k} {ms(v['seconds'])}"
+            if "seconds" in v
+            else f"{k} {'skipped' if 'skipped' in v else 'not available'}"
+            for k, v in fold.items()
+        ]
+        base = r.get("base_system")
+        if base:
+            notes.append(
+                f"- {r['records']:,} records: a server on a second PostgreSQL store ({base}), "
+                f"started in the same turns: start-up {ms(s[base])}, memory {m[base]:,.0f} MiB; "
+                f"the growing store's over it: {s['postgres'] / s[base]:.2f}x and "
+                f"{m['postgres'] / m[base]:.2f}x"
+            )
+        notes.append(
+            f"- {r['records']:,} records: agreement OK (same count; same tag-query top-10 from "
+            f"both engines, plain SQL and both servers; exact vector top-10); text top-10 "
+            f"overlap between the engines {100 * r['text_top10_overlap']:.0f} %; fold (dry "
+            f"run): " + ", ".join(shown)
+        )
+    if not rows:
+        return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
+    return (
+        "p50 per call, the systems taking turns; start-up is spawn to the first tag "
+        "query's answer through `prime_memory_query` (plain SQL: a fresh process that "
+        "connects with psycopg and asks), memory that process's RSS after its first queries.\n\n"
+        + table(["records", "what", "sqlite", "postgres", "plain sql", "postgres / sql"], rows)
+        + "\n"
+        + "\n".join(notes)
+        + "\n"
     )
 
 

@@ -18,15 +18,23 @@ The data is read from where it lies (default: ``../shared/datasets/locomo/
 locomo10-dev.json`` next to the repository) and never copied. Run::
 
     python3 benchmarks/locomo_recall.py [--data PATH] [--json OUT] [--loo]
+    python3 benchmarks/locomo_recall.py --store postgresql://postgres@127.0.0.1:5432/postgres
 
-The last line printed is the default hybrid's overall recall.
+With ``--store URL`` every system also runs on that PostgreSQL server (a new
+database with a random name, each conversation's store a schema of its own,
+dropped at the end), after the same systems on SQLite, and the script prints
+each one's R@10 on both (target: PostgreSQL within 1 point of SQLite).
+
+The last line printed is the default hybrid's overall recall (on SQLite).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from _shared import REPO_ROOT
 
@@ -117,12 +126,20 @@ class Clock:
         return self.now
 
 
+#: Makes a new, empty store and returns its path or URL.
+NewStore = Callable[[], str]
+
+
+def in_memory() -> str:
+    return ":memory:"
+
+
 def build(
-    conv: Conversation, embedder: str | Embedder
+    conv: Conversation, embedder: str | Embedder, new_store: NewStore = in_memory
 ) -> tuple[MemoryEngine, dict[str, list[str]]]:
-    """A fresh in-memory store of the conversation's turns, and record id -> dialog ids."""
+    """A fresh store of the conversation's turns, and record id -> dialog ids."""
     clock = Clock()
-    engine = MemoryEngine(":memory:", clock=clock, embedder=embedder)
+    engine = MemoryEngine(new_store(), clock=clock, embedder=embedder)
     dia_of: dict[str, list[str]] = {}
     start = 0
     while start < len(conv.turns):
@@ -205,12 +222,15 @@ def sentence_transformer(model: str | None) -> Embedder | None:
 
 
 def run_system(
-    convs: list[Conversation], embedder: str | Embedder, rank: Ranker
+    convs: list[Conversation],
+    embedder: str | Embedder,
+    rank: Ranker,
+    new_store: NewStore = in_memory,
 ) -> tuple[list[tuple[int, dict[int, float]]], dict[str, list[tuple[int, dict[int, float]]]]]:
     everything: list[tuple[int, dict[int, float]]] = []
     per_conv: dict[str, list[tuple[int, dict[int, float]]]] = {}
     for conv in convs:
-        engine, dia_of = build(conv, embedder)
+        engine, dia_of = build(conv, embedder, new_store)
         with engine:
             rows = list(recalls(engine, dia_of, conv, rank))
         per_conv[conv.sample_id] = rows
@@ -218,9 +238,11 @@ def run_system(
     return everything, per_conv
 
 
-def leave_one_out(convs: list[Conversation], quiet: bool) -> dict[str, Any]:
+def leave_one_out(
+    convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
+) -> dict[str, Any]:
     """Tune (cosine, context) weights on all conversations but one; test on that one."""
-    stores = [build(conv, "builtin") for conv in convs]
+    stores = [build(conv, "builtin", new_store) for conv in convs]
     scores: dict[tuple[float, float], dict[str, list[dict[int, float]]]] = {}
     saved = recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT
     try:
@@ -272,6 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="also run every system on this PostgreSQL server (a new database, a schema per "
+        "conversation, dropped afterwards), beside SQLite",
+    )
     args = parser.parse_args(argv)
 
     if not args.data.is_file():
@@ -299,42 +327,118 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions": questions,
         "systems": {},
     }
-    for name, embedder, rank in systems:
-        started = time.perf_counter()
-        rows, _ = run_system(convs, embedder, rank)
-        results["systems"][name] = summarise(rows)
-        if not args.quiet:
-            print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        backends: list[tuple[str, NewStore]] = [("sqlite", in_memory)]
+        if args.store:
+            backends.append(("postgres", stack.enter_context(postgres_stores(args.store))))
+        for backend, new_store in backends:
+            target = results if backend == "sqlite" else results.setdefault(backend, {})
+            target.setdefault("systems", {})
+            for name, embedder, rank in systems:
+                started = time.perf_counter()
+                rows, _ = run_system(convs, embedder, rank, new_store)
+                target["systems"][name] = summarise(rows)
+                if not args.quiet:
+                    took = time.perf_counter() - started
+                    print(f"  {backend}: {name}: {took:.1f} s", file=sys.stderr)
+            if args.loo:
+                target["leave_one_out"] = leave_one_out(convs, args.quiet, new_store)
 
-    header = f"{'system':<18} {'group':<14} {'n':>4} " + " ".join(f"{'R@' + str(k):>6}" for k in KS)
-    print(header)
-    print("-" * len(header))
-    for name, table in results["systems"].items():
-        for group, row in table.items():
-            cells = " ".join(f"{row[f'R@{k}']:6.1f}" for k in KS)
-            print(f"{name:<18} {group:<14} {int(row['n']):>4} {cells}")
-        print()
+    for backend, found in [("sqlite", results)] + (
+        [("postgres", results["postgres"])] if args.store else []
+    ):
+        if args.store:
+            print(f"{backend}:")
+        print_table(found["systems"])
+        if args.loo:
+            print_loo(found["leave_one_out"])
 
-    if args.loo:
-        loo = leave_one_out(convs, args.quiet)
-        results["leave_one_out"] = loo
-        print("leave-one-conversation-out (weights = cosine, context; tuned on R@10):")
-        for fold in loo["folds"]:
-            default = fold["default_test_r10"]
-            shown = "" if default is None else f"  default weights R@10 {default:5.1f}"
-            print(
-                f"  held out {fold['held_out']:<8} weights {fold['weights']}  "
-                f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}{shown}"
-            )
-        held = loo["held_out_overall"]
-        print("  held-out overall " + " ".join(f"R@{k}={held[f'R@{k}']:.1f}" for k in KS))
-        print()
-
+    if args.store:
+        compare_backends(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     overall = results["systems"]["hybrid (default)"]["overall"]
     print("overall " + " ".join(f"R@{k}={overall[f'R@{k}']:.1f}" for k in KS))
     return 0
+
+
+def print_table(systems: dict[str, dict[str, dict[str, float]]]) -> None:
+    header = f"{'system':<18} {'group':<14} {'n':>4} " + " ".join(f"{'R@' + str(k):>6}" for k in KS)
+    print(header)
+    print("-" * len(header))
+    for name, table in systems.items():
+        for group, row in table.items():
+            cells = " ".join(f"{row[f'R@{k}']:6.1f}" for k in KS)
+            print(f"{name:<18} {group:<14} {int(row['n']):>4} {cells}")
+        print()
+
+
+def print_loo(loo: dict[str, Any]) -> None:
+    print("leave-one-conversation-out (weights = cosine, context; tuned on R@10):")
+    for fold in loo["folds"]:
+        default = fold["default_test_r10"]
+        shown = "" if default is None else f"  default weights R@10 {default:5.1f}"
+        print(
+            f"  held out {fold['held_out']:<8} weights {fold['weights']}  "
+            f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}{shown}"
+        )
+    held = loo["held_out_overall"]
+    print("  held-out overall " + " ".join(f"R@{k}={held[f'R@{k}']:.1f}" for k in KS))
+    print()
+
+
+def compare_backends(results: dict[str, Any]) -> None:
+    """R@10 on PostgreSQL beside SQLite's, for every system (target: within 1 point)."""
+    pg = results["postgres"]
+    rows = [
+        (name, table["overall"]["R@10"], pg["systems"][name]["overall"]["R@10"])
+        for name, table in results["systems"].items()
+    ]
+    if "leave_one_out" in results:
+        rows.append(
+            (
+                "hybrid, held out",
+                results["leave_one_out"]["held_out_overall"]["R@10"],
+                pg["leave_one_out"]["held_out_overall"]["R@10"],
+            )
+        )
+    print("R@10, PostgreSQL against SQLite (target: within 1 point):")
+    comparison = {}
+    for name, lite, post in rows:
+        gap = post - lite
+        comparison[name] = {"sqlite": lite, "postgres": post, "difference": gap}
+        print(f"  {name:<18} sqlite {lite:5.1f}  postgres {post:5.1f}  ({gap:+.1f}) {verdict(gap)}")
+    results["backend_r10"] = comparison
+    print()
+
+
+def verdict(gap: float) -> str:
+    return "PASS" if abs(gap) <= 1.0 else "MISS"
+
+
+@contextlib.contextmanager
+def postgres_stores(server: str) -> Iterator[NewStore]:
+    """Fresh stores on a PostgreSQL server: a new database (dropped afterwards), a schema each."""
+    import psycopg
+
+    name = f"pmf_locomo_{secrets.token_hex(4)}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(server)
+    database = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
+
+    def new_store() -> str:
+        schema = f"s_{secrets.token_hex(6)}"
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        joiner = "&" if parts.query else "?"
+        return f"{database}{joiner}options={quote(f'-csearch_path={schema}')}"
+
+    try:
+        yield new_store
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ Sections, each measured side by side in this one run:
    beside the engine calls each page makes);
 10. tools: ``tools_list.py`` (the size of the stdio server's ``tools/list``
     answer, in bytes and tokens, which every agent session pays for).
+11. postgres: ``postgres.py`` (the PostgreSQL store beside the SQLite store
+    and plain SQL over the same tables; not run when no PostgreSQL server
+    answers at ``PRIME_MEMORY_TEST_PG`` or the default address).
 
 Every script checks that the systems it compares agree before it times them.
 A check that fails anywhere (any size, any system, any script) is listed in the
@@ -57,6 +60,7 @@ BENCHMARKS = REPO_ROOT / "benchmarks"
 SECTIONS = (
     "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
     "tools",
+    "postgres",
 )  # fmt: skip
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -83,6 +87,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "http_load": ["--clients", "4", "--calls", "2000"],
         "warmth": ["--records", "20000", "--rounds", "300"],
         "inspector": ["--records", "100000", "--rounds", "30"],
+        "postgres": ["--sizes", "10000", "100000", "1000000"],
     },
     "quick": {
         "structure": [1_000, 10_000, 100_000],
@@ -107,6 +112,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "http_load": ["--clients", "4", "--calls", "100"],
         "warmth": ["--records", "5000", "--rounds", "100"],
         "inspector": ["--records", "10000", "--rounds", "10"],
+        "postgres": ["--sizes", "1000", "10000", "--queries", "10", "--stores", "50"],
     },
     # For the test suite: everything tiny, nothing timed that matters.
     "smoke": {
@@ -132,6 +138,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "http_load": ["--clients", "2", "--calls", "10"],
         "warmth": ["--records", "300", "--rounds", "3"],
         "inspector": ["--records", "300", "--rounds", "2"],
+        "postgres": ["--quick"],
     },
 }
 
@@ -375,6 +382,24 @@ def tools_list(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     return script("tools_list.py", [], tmp / "tools_list.json")
 
 
+def postgres(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+    """``postgres.py``; not run (not a failed check) when no PostgreSQL server answers."""
+    args = [*p["postgres"], *p["inject"], "--dir", str(tmp)]
+    log(f"postgres: {' '.join(args)}")
+    out = tmp / "postgres.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "postgres.py"), *args, "--json", str(out), "--quiet"],
+        capture_output=True, text=True, cwd=REPO_ROOT,
+    )  # fmt: skip
+    if done.returncode == 2 and done.stdout.startswith("unavailable:"):
+        return {"unavailable": done.stdout.strip().removeprefix("unavailable: ")}
+    if done.returncode in (0, 1) and out.is_file():
+        # Status 1 is a disagreement, which the JSON shows where it happened.
+        return dict(json.loads(out.read_text()))
+    tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+    return {"failed": f"postgres.py exited with status {done.returncode}", "output": tail}
+
+
 # -- the run --------------------------------------------------------------------------
 
 
@@ -447,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmth": warmth,
         "inspector": inspector,
         "tools": tools_list,
+        "postgres": postgres,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
     started = time.perf_counter()

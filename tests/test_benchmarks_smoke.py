@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests import pg_helpers
+from tests.conftest import skip_unless_ci
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -19,6 +24,26 @@ def run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         timeout=120,
     )
+
+
+@pytest.fixture
+def pg_server() -> str:
+    """The test PostgreSQL server's URL; the benchmarks make and drop their own databases."""
+    reason = pg_helpers.unavailable()
+    if reason is not None:
+        skip_unless_ci(reason)
+    return pg_helpers.server_url()
+
+
+def bench_databases(server: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'pmf\\_bench\\_%' "
+            "OR datname LIKE 'pmf\\_locomo\\_%'"
+        )
+        return {row[0] for row in rows}
 
 
 def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
@@ -137,8 +162,11 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
     assert set(results["sections"]) == {
-        "structure", "vector", "recall", "warmth", "inspector", "tools"
+        "structure", "vector", "recall", "warmth", "inspector", "tools", "postgres",
     }  # fmt: skip
+    postgres = results["sections"]["postgres"]
+    assert "unavailable" in postgres or [r["agreement"] for r in postgres["sizes"]] == [True, True]
+    assert "## 11. PostgreSQL beside SQLite and plain SQL" in report
     assert "## 9. The inspector's pages" in report
     assert "## 10. The size of `tools/list`" in report
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
@@ -227,7 +255,7 @@ def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path:
     result = subprocess.run(
         [
             sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
-            "--skip", "fold", "ingest", "soak", "inspector", "tools", "--out", str(out),
+            "--skip", "fold", "ingest", "soak", "inspector", "tools", "postgres", "--out", str(out),
             "--inject-mismatch", "--peer-command", *STAND_IN_PEER,
         ],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
@@ -655,3 +683,109 @@ def test_tools_list_benchmark_checks_that_every_tool_is_listed() -> None:
     ]
     whole = json.dumps({"result": {"tools": [{"name": n, "inputSchema": {}} for n in "ab"]}})
     assert tools_list.check(whole, {"a", "b"}) == []
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+
+
+def test_postgres_benchmark_checks_three_systems_and_reports(
+    tmp_path: Path, pg_server: str
+) -> None:
+    before = bench_databases(pg_server)
+    out = tmp_path / "postgres.json"
+    result = run(
+        "postgres.py", "--quick", "--pg", pg_server, "--dir", str(tmp_path), "--json", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("agreement: OK") == 2
+    report = json.loads(out.read_text())
+    sizes = report["sizes"]
+    assert [r["records"] for r in sizes] == [300, 600]
+    # Each size stores the same records in both; the first size's single stores stay.
+    assert sizes[0]["counts"] == {"sqlite": 300, "postgres": 300, "plain sql": 300}
+    assert sizes[1]["counts"] == {"sqlite": 610, "postgres": 610, "plain sql": 610}
+    for size in sizes:
+        assert set(size["p50_seconds"]) == {"store", "tag query", "text query", "vector top-10"}
+        for times in size["p50_seconds"].values():
+            assert set(times) == {"sqlite", "postgres", "plain sql"}
+            assert all(t > 0 for t in times.values())
+        # A server on a second store that keeps the first size's records starts in turn.
+        assert size["base_system"] == "postgres, 300 records"
+        wanted = {*times, "postgres, 300 records"}
+        assert set(size["startup_seconds"]) == set(size["rss_mib"]) == wanted
+        assert size["fold"]["sqlite"]["seconds"] > 0
+        assert set(size["fold"]["postgres"]) <= {"seconds", "after", "unavailable"}
+    assert {t["target"] for t in report["targets"]} == {
+        "PostgreSQL tag query <= 1.5x plain SQL",
+        "PostgreSQL server start-up at the largest size <= 1.5x the smallest",
+        "PostgreSQL server memory at the largest size <= 1.5x the smallest",
+    }
+    assert all(t["indicative"] for t in report["targets"])
+    assert "pg/sql" in result.stdout and "start-up to the first answered tag query" in (
+        result.stdout
+    )
+    assert bench_databases(pg_server) == before  # its database was dropped
+
+
+def test_postgres_benchmark_fails_when_plain_sql_disagrees(tmp_path: Path, pg_server: str) -> None:
+    result = run(
+        "postgres.py", "--quick", "--sizes", "300", "--pg", pg_server, "--dir", str(tmp_path),
+        "--inject-mismatch", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agreement: FAILED" in result.stdout
+    assert "plain sql 9" in result.stdout
+    assert "pg/sql" not in result.stdout and "PASS" not in result.stdout
+    assert "MISS" not in result.stdout
+
+
+def test_postgres_benchmark_says_when_no_server_answers(tmp_path: Path) -> None:
+    result = run(
+        "postgres.py", "--quick", "--pg", "postgresql://postgres@127.0.0.1:1/postgres",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout.startswith("unavailable: cannot connect to PostgreSQL at ")
+
+
+def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server: str) -> None:
+    before = bench_databases(pg_server)
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "locomo.json"
+    result = run(
+        "locomo_recall.py", "--data", str(data), "--no-st", "--store", pg_server,
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert set(report["postgres"]["systems"]) == set(report["systems"])
+    for table in report["postgres"]["systems"].values():
+        assert table["overall"]["n"] == 3
+    assert set(report["backend_r10"]) == {"bm25", "builtin", "hybrid (default)"}
+    assert "R@10, PostgreSQL against SQLite (target: within 1 point):" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
+    assert bench_databases(pg_server) == before
+
+
+def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_server: str) -> None:
+    out = tmp_path / "results"
+    skip = [
+        "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
+        "tools",
+    ]  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
+            "--skip", *skip, "--out", str(out), "--inject-mismatch",
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "postgres: sizes, 300 records: the systems compared disagree" in result.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["sections"]) == {"postgres"}
+    assert len(results["targets"]) == 3
+    for target in results["targets"]:
+        assert (target["comparable"], target["pass"], target["measured"]) == (False, None, None)
+    assert "## 11. PostgreSQL beside SQLite and plain SQL" in (out / "report.md").read_text()
