@@ -20,9 +20,10 @@ from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
 from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
-from .folding import FoldPolicy, FoldReport, decay_columns, decay_terms
-from .index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
+from .folding import FoldPolicy, FoldReport
+from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
+from .live_index import LiveIndex
 from .primes import Kind, next_prime, normalise_label, normalise_tags
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import TextEmbedding
@@ -36,8 +37,6 @@ from .records import (
 )
 from .scopes import ScopeResolution
 from .storage import (
-    IndexRow,
-    IndexTable,
     SqlStorage,
     Storage,
     StoredRow,
@@ -137,14 +136,21 @@ class MemoryEngine:
         # A backend that gates in its own database (PostgreSQL) answers queries
         # there (pushdown.py): the index is then read only for a fold or a survey.
         self._pushdown = pushdown_of(storage)
-        self._index = StructuralIndex()
-        self._index_loaded = False
         self._writes = 0
         self._parts = _Parts(self)
         # Recalled records not yet reinforced in the store (see query(reinforce=True)).
         self._recalled: dict[str, int] = {}
         self._recall_written = float(self._clock())
         self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
+        self._live = LiveIndex(
+            lambda: self.storage,
+            self._registry,
+            self._fold_policy,
+            self._lock,
+            self.path,
+            pushdown=self._pushdown is not None,
+        )
+        self._index = self._live.index  # the same object for the engine's life
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
@@ -190,138 +196,9 @@ class MemoryEngine:
             raise StoreError(f"the engine for {self.path} is closed; open a new MemoryEngine")
         return self._storage
 
-    # -- index coherence ----------------------------------------------------
-
     def _load(self) -> None:
-        storage = self.storage
-        # Read the change position first: anything committed after it is replayed later.
-        self._data_version = storage.data_version()
-        self._seq = storage.newest_change()
-        self._registry.reload()
-        if self._pushdown is not None and not self._index_loaded:
-            return
-        self._index.load(self._columns(storage.index_table()))
-        self._index_loaded = True
-
-    def _full_index(self) -> StructuralIndex:
-        """Every record's index entry: always held on SQLite, read on demand on PostgreSQL."""
-        if not self._index_loaded:
-            with self._lock:
-                self._data_version = self.storage.data_version()
-                self._seq = self.storage.newest_change()
-                self._index.load(self._columns(self.storage.index_table()))
-                self._index_loaded = True
-        return self._index
-
-    def _columns(self, table: IndexTable) -> IndexColumns:
-        """The index's columns for every stored record, from the store's columns."""
-        primes = {
-            kind: {label: self._registry.known(kind, label) for label in set(labels)}
-            for kind, labels in ((Kind.DOMAIN, table.domains), (Kind.SUBDOMAIN, table.subdomains))
-        }
-        since, half = decay_columns(
-            self._fold_policy,
-            table.importance,
-            table.tiers,
-            table.created_at,
-            table.accessed_at,
-            table.access_count,
-            table.strength_at,
-        )
-        vector_rows = [row for row, blob in enumerate(table.vector_blobs) if blob is not None]
-        vectors = None
-        if vector_rows:
-            blobs = [table.vector_blobs[row] for row in vector_rows]
-            sizes = {len(blob) for blob in blobs}  # type: ignore[arg-type]
-            size = sizes.pop() if len(sizes) == 1 else 0
-            if size == 0 or size % 4:
-                raise StoreError(
-                    f"store {self.path} holds vectors of different or impossible lengths; "
-                    "the store is damaged"
-                )
-            # A bytearray, so that the index can take the matrix over without a copy.
-            joined = bytearray().join(blobs)  # type: ignore[arg-type]
-            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), size // 4)
-        return IndexColumns(
-            record_ids=table.record_ids,
-            domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],
-            subdomain_primes=[primes[Kind.SUBDOMAIN][label] for label in table.subdomains],
-            tag_primes=[self._registry.tag_primes(tags) for tags in table.tags],
-            tag_products=table.tag_products,
-            importance=table.importance,
-            strength=table.strength,
-            updated_at=table.updated_at,
-            reinforced_at=since,
-            half_life=half,
-            vector_rows=vector_rows,
-            vectors=vectors,
-            scopes=table.scopes,
-        )
-
-    def _entry(
-        self, rec: IndexRow | Record, tier: object, blob: bytes | None, strength_at: float | None
-    ) -> IndexEntry:
-        """The index's entry for one stored record."""
-        registry = self._registry
-        since, half = decay_terms(
-            self._fold_policy,
-            rec.importance,
-            tier,
-            rec.created_at,
-            rec.accessed_at,
-            rec.access_count,
-            strength_at,
-        )
-        return IndexEntry(
-            record_id=rec.record_id,
-            domain_prime=registry.known(Kind.DOMAIN, rec.domain),
-            subdomain_prime=registry.known(Kind.SUBDOMAIN, rec.subdomain),
-            tag_primes=registry.tag_primes(rec.tags),
-            tag_product=rec.tag_product,
-            importance=rec.importance,
-            strength=rec.strength,
-            updated_at=rec.updated_at,
-            vector=None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32),
-            reinforced_at=since,
-            half_life=half,
-            scope=rec.scope,
-        )
-
-    def _refresh(self) -> None:
-        """Catch up with what other connections committed since the last look."""
-        storage = self.storage
-        if not self._index_loaded:
-            return  # nothing held to catch up (pushdown)
-        version = storage.data_version()
-        if version == self._data_version:
-            return
-        self._data_version = version
-        changed, newest, gap = storage.changes_since(self._seq)
-        if gap:
-            self._load()
-            return
-        if changed:
-            unique = list(dict.fromkeys(changed))
-            present = {row.record_id: row for row in storage.index_rows(unique)}
-            for rid in unique:
-                row = present.get(rid)
-                if row is None:
-                    self._index.remove(rid)
-                else:
-                    self._index.upsert(self._entry(row, row.tier, row.vector_blob, row.strength_at))
-        self._seq = newest
-
-    def _after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
-        if not self._index_loaded:
-            return
-        for rid in removed:
-            self._index.remove(rid)
-        for stored in upserts:
-            rec = stored.record
-            tier = rec.metadata.get("tier")
-            self._index.upsert(self._entry(rec, tier, stored.vector_blob, stored.strength_at))
-        if self._index.needs_compaction():
-            self._load()
+        """Read the registries and the index again (after an import wrote past them)."""
+        self._live.load()
 
     # -- writes ---------------------------------------------------------------
 
@@ -591,7 +468,7 @@ class MemoryEngine:
             return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
         # -- end recall --
         with self._lock:
-            self._refresh()
+            self._live.refresh()
             if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
                 writes.check_space(self.storage, len(query_vector), claim=False)
             gates = self._gates(*gate_args)
@@ -604,13 +481,13 @@ class MemoryEngine:
                 unit = (query_vector / norm).astype(np.float32)
                 if self._pushdown is not None:
                     window = pushdown.by_vector(
-                        self._pushdown, self._columns, gates, unit, limit, now
+                        self._pushdown, self._live.columns, gates, unit, limit, now
                     )
                     return self._hits(window.ranked, window.index)
                 rows = None if gates == TagQuery() else self._index.select(gates)
                 ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
             elif self._pushdown is not None:
-                window = pushdown.by_salience(self._pushdown, self._columns, gates, limit, now)
+                window = pushdown.by_salience(self._pushdown, self._live.columns, gates, limit, now)
                 return self._hits(window.ranked, window.index)
             else:
                 ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
@@ -633,7 +510,7 @@ class MemoryEngine:
         """
         parsed = recall.parse_query(text)
         with self._lock:
-            self._refresh()
+            self._live.refresh()
             storage = self.storage
             space = recall.store_space(storage)
             if query_vector is not None and space is not None:
@@ -652,7 +529,9 @@ class MemoryEngine:
             ):
                 unit = self._text.embed([text])[0]
             if self._pushdown is not None:
-                window = pushdown.by_text(self._pushdown, self._columns, gates, text, unit, limit)
+                window = pushdown.by_text(
+                    self._pushdown, self._live.columns, gates, text, unit, limit
+                )
                 return self._hits(window.ranked, window.index)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
@@ -738,7 +617,7 @@ class MemoryEngine:
         ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
         with self._lock:
-            self._refresh()
+            self._live.refresh()
             gates = self._gates(
                 domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
             )
@@ -748,7 +627,7 @@ class MemoryEngine:
                 if gates.min_strength > 0.0:
                     table = self._pushdown.gated(gates, vectors=False)
                     window = StructuralIndex()
-                    window.load(self._columns(table))
+                    window.load(self._live.columns(table))
                     return window.select_ids(gates)
                 return self._pushdown.gated_ids(gates)
             return self._index.select_ids(gates)
@@ -877,7 +756,7 @@ class MemoryEngine:
     def stats(self) -> Stats:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
         with self._lock:
-            self._refresh()
+            self._live.refresh()
             self._registry.reload()
             archived = (
                 archive.count_by_reason(self.storage)
@@ -1268,11 +1147,11 @@ class _Parts:
 
     @property
     def index(self) -> StructuralIndex:
-        return self._engine._full_index()
+        return self._engine._live.full()
 
     @property
     def held_index(self) -> StructuralIndex | None:
-        return self._engine._index if self._engine._index_loaded else None
+        return self._engine._live.held
 
     @property
     def fold_policy(self) -> FoldPolicy:
@@ -1282,7 +1161,7 @@ class _Parts:
         return float(self._engine._clock())
 
     def refresh(self) -> None:
-        self._engine._refresh()
+        self._engine._live.refresh()
 
     def gates(
         self,
@@ -1299,7 +1178,7 @@ class _Parts:
         )
 
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
-        self._engine._after_write(upserts, removed)
+        self._engine._live.after_write(upserts, removed)
 
     def wrote(self) -> None:
         self._engine._writes += 1
@@ -1309,7 +1188,7 @@ class _Parts:
         self._engine._maybe_auto_fold(count)
 
     def caught_up(self, seq: int) -> None:
-        self._engine._seq = seq
+        self._engine._live.caught_up(seq)
 
     def folded(self) -> None:
         self._engine._stores_since_fold = 0
