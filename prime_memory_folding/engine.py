@@ -7,15 +7,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from . import budget, pushdown, recall, survey, tokens, writes
+from . import budget, recall, survey, tokens, writes
 from . import scopes as scope_rules
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .embeddings import Embedder
@@ -25,7 +21,8 @@ from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
 from .live_index import LiveIndex
 from .primes import Kind, next_prime, normalise_label, normalise_tags
-from .query import RankedRow, rank_by_salience, rank_by_vector
+from .query import RankedRow
+from .reads import MAX_LIMIT, Reader
 from .recall import TextEmbedding
 from .records import (
     Hit,
@@ -33,7 +30,6 @@ from .records import (
     Stats,
     StoreResult,
     Version,
-    check_unit_interval,
 )
 from .scopes import ScopeResolution
 from .storage import (
@@ -45,14 +41,11 @@ from .storage import (
     open_storage,
     pushdown_of,
 )
-from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
 logger = logging.getLogger(__name__)
 
-#: The most hits one query may ask for.
-MAX_LIMIT = 10_000
 #: Recalled records wait for one write of their reinforcements until this many
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
@@ -116,10 +109,8 @@ class MemoryEngine:
     ) -> None:
         self._clock = clock or time.time
         self._scope = scope if isinstance(scope, ScopeResolution) else scope_rules.resolve(scope)
-        self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         # -- recall: the text embedder, loaded on first use --
         self._text = TextEmbedding(embedder)
-        self._word_shares = recall.WordShares()
         # -- end recall --
         # -- folding state --
         if fold_policy is not None and not isinstance(fold_policy, FoldPolicy):
@@ -151,6 +142,7 @@ class MemoryEngine:
             pushdown=self._pushdown is not None,
         )
         self._index = self._live.index  # the same object for the engine's life
+        self._reader = Reader(self._parts, self._live, self._scope, self._pushdown)
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
@@ -295,68 +287,6 @@ class MemoryEngine:
 
     # -- reads ----------------------------------------------------------------
 
-    def _gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scope_names: Iterable[str] | None = None,
-        since: object = None,
-        until: object = None,
-    ) -> TagQuery | None:
-        """Labels turned into primes; None when an unknown label means nothing can match.
-
-        Label lookups are memoised per distinct set of labels until the next
-        label is added, so a repeated query skips normalising and resolving.
-        ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
-        """
-        strength = check_unit_interval("min_strength", min_strength)
-        visible = self._visible(scope_names)
-        start = None if since is None else parse_when(since, float(self._clock()), "since")
-        end = None if until is None else parse_when(until, float(self._clock()), "until")
-        labels = self._registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
-        if labels is None or visible == ():
-            return None
-        if visible is not None:
-            labels = replace(labels, scopes=visible)
-        if start is not None or end is not None:
-            labels = replace(labels, since=start, until=end)
-        if strength == 0.0:
-            return labels
-        # Gate on the strength decayed to now (folding), without writing anything.
-        return replace(labels, min_strength=strength, now=float(self._clock()))
-
-    def _visible(self, scope_names: Iterable[str] | None) -> tuple[str, ...] | None:
-        """The scopes a read sees; None when that is every scope the index holds.
-
-        Raises:
-            InvalidInput: a malformed scope name, or a bare string.
-        """
-        wanted: tuple[str, ...] | None
-        if scope_names is None:
-            wanted = self._scope.visible
-        elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
-            # Checked names are kept per distinct list, as label gates are.
-            key = tuple(scope_names)
-            if key in self._scope_names:
-                wanted = self._scope_names[key]
-            else:
-                wanted = scope_rules.normalise_scopes(key)
-                if len(self._scope_names) >= 256:
-                    self._scope_names.clear()
-                self._scope_names[key] = wanted
-        else:
-            wanted = scope_rules.normalise_scopes(scope_names)
-        if not wanted or self._pushdown is not None:
-            return wanted
-        held = self._index.scopes()
-        if len(held) <= len(wanted) and set(held).issubset(wanted):
-            return None  # no gate needed: every record is visible
-        return wanted
-
     def query(
         self,
         *,
@@ -418,7 +348,7 @@ class MemoryEngine:
             since,
             until,
         )
-        hits = self._query_hits(text, gate_args, vector, limit)
+        hits = self._reader.hits_of(text, gate_args, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -449,110 +379,8 @@ class MemoryEngine:
                 return 0
             return maintenance.reinforce_many(self._parts, pending, writes.REINFORCE_RATE)
 
-    def _query_hits(
-        self,
-        text: str | None,
-        gate_args: tuple[Any, ...],
-        vector: Sequence[float] | None,
-        limit: int,
-    ) -> list[Hit]:
-        """:meth:`query` without a budget: every hit up to ``limit``.
-
-        ``gate_args`` are :meth:`_gates`'s arguments, in its order.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
-        query_vector = None if vector is None else writes.as_vector(vector)
-        # -- recall: text queries rank hybrid (see recall.py) --
-        if text is not None:
-            return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
-        # -- end recall --
-        with self._lock:
-            self._live.refresh()
-            if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
-                writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(*gate_args)
-            if gates is None or limit == 0:
-                return []
-            now = float(self._clock())  # scores show strength decayed to now (folding)
-            ranked: list[RankedRow]
-            if query_vector is not None:
-                norm = float(np.linalg.norm(query_vector))
-                unit = (query_vector / norm).astype(np.float32)
-                if self._pushdown is not None:
-                    window = pushdown.by_vector(
-                        self._pushdown, self._live.columns, gates, unit, limit, now
-                    )
-                    return self._hits(window.ranked, window.index)
-                rows = None if gates == TagQuery() else self._index.select(gates)
-                ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
-            elif self._pushdown is not None:
-                window = pushdown.by_salience(self._pushdown, self._live.columns, gates, limit, now)
-                return self._hits(window.ranked, window.index)
-            else:
-                ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
-            return self._hits(ranked)
-
     # -- recall: hybrid text queries and re-embedding --------------------------------
     # Parsing, lexical search, fusion and the embedding space live in recall.py.
-
-    def _text_query(
-        self,
-        text: str,
-        query_vector: npt.NDArray[np.float32] | None,
-        gate_args: tuple[Any, ...],
-        limit: int,
-    ) -> list[Hit]:
-        """Structural gates first, then BM25 and cosine over the survivors, fused.
-
-        A caller's vector, when given, stands in for the embedded text on the
-        vector side; in a custom space without one, ranking is lexical only.
-        """
-        parsed = recall.parse_query(text)
-        with self._lock:
-            self._live.refresh()
-            storage = self.storage
-            space = recall.store_space(storage)
-            if query_vector is not None and space is not None:
-                writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(*gate_args)
-            if gates is None or limit == 0:
-                return []
-            unit = None
-            if query_vector is not None:
-                unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
-            elif (
-                self._text.enabled
-                and space is not None
-                and not recall.is_custom(space)
-                and (self._pushdown is not None or self._index.dim is not None)
-            ):
-                unit = self._text.embed([text])[0]
-            if self._pushdown is not None:
-                window = pushdown.by_text(
-                    self._pushdown, self._live.columns, gates, text, unit, limit
-                )
-                return self._hits(window.ranked, window.index)
-            gate_rows = None if gates == TagQuery() else self._index.select(gates)
-            depth: int | None = recall.LEXICAL_DEPTH
-            while True:
-                found = recall.lexical_scores(
-                    storage, parsed, depth, len(self._index), self._word_shares
-                )
-                lexical = {}
-                for rid, score in found.scores.items():
-                    row = self._index.row_of(rid)
-                    if row is not None:
-                        lexical[row] = score
-                if gate_rows is not None and lexical:
-                    keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
-                    lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
-                # Gates may have dropped most of the best; then look at every match.
-                if depth is None or found.exhaustive or len(lexical) >= limit:
-                    break
-                depth = None
-            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
-            return self._hits(ranked)
 
     def reembed(
         self,
@@ -591,13 +419,8 @@ class MemoryEngine:
     # -- end recall ------------------------------------------------------------------
 
     def _hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
-        ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
-        found = self.storage.fetch(ids)
-        return [
-            Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
-            for rid, r in zip(ids, ranked)
-            if rid in found
-        ]
+        """The hits of ranked rows (``benchmarks/vector_topk.py`` times this step alone)."""
+        return self._reader.hits(ranked, index)
 
     def match_ids(
         self,
@@ -616,21 +439,9 @@ class MemoryEngine:
 
         ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
-        with self._lock:
-            self._live.refresh()
-            gates = self._gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
-            )
-            if gates is None:
-                return []
-            if self._pushdown is not None:
-                if gates.min_strength > 0.0:
-                    table = self._pushdown.gated(gates, vectors=False)
-                    window = StructuralIndex()
-                    window.load(self._live.columns(table))
-                    return window.select_ids(gates)
-                return self._pushdown.gated_ids(gates)
-            return self._index.select_ids(gates)
+        return self._reader.match_ids(
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+        )
 
     def get(self, record_id: str) -> Record:
         """The record with this id.
@@ -755,51 +566,7 @@ class MemoryEngine:
 
     def stats(self) -> Stats:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
-        with self._lock:
-            self._live.refresh()
-            self._registry.reload()
-            archived = (
-                archive.count_by_reason(self.storage)
-                if isinstance(self.storage, SqlStorage)
-                else {}
-            )
-            if self._pushdown is not None:
-                held = self._pushdown.label_counts()
-                domains, subdomains, tags = (
-                    {self._registry.known(kind, label): n for label, n in held[kind.value].items()}
-                    for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
-                )
-                scope_counts = self._pushdown.scope_counts()
-                records = sum(scope_counts.values())
-            else:
-                domains, subdomains, tags = self._index.counts()
-                scope_counts = self._index.scope_counts()
-                records = len(self._index)
-
-            def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
-                labels = self._registry.labels[kind]
-                return dict(sorted((labels[p], n) for p, n in counts.items()))
-
-            return Stats(
-                path=self.path,
-                records=records,
-                domains=named(Kind.DOMAIN, domains),
-                subdomains=named(Kind.SUBDOMAIN, subdomains),
-                tags=named(Kind.TAG, tags),
-                registries={
-                    kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
-                    for kind, table in self._registry.primes.items()
-                },
-                store_bytes=self.storage.size_bytes(),
-                embedding_space=self.storage.get_meta("embedding_space"),
-                schema_version=self.storage.schema_version(),
-                archived=sum(archived.values()),
-                archived_by_reason=archived,
-                scopes=dict(sorted(scope_counts.items())),
-                current_scope=self._scope.current,
-                scope_reason=self._scope.reason,
-                visible_scopes=self._scope.visible,
-            )
+        return self._reader.stats()
 
     # -- views for people (survey.py) -------------------------------------------------
 
@@ -1173,7 +940,7 @@ class _Parts:
         min_strength: float,
         scopes: Iterable[str] | None = None,
     ) -> TagQuery | None:
-        return self._engine._gates(
+        return self._engine._reader.gates(
             domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
         )
 
