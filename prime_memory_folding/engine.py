@@ -7,53 +7,44 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from . import budget, pushdown, recall, survey, tokens, writes
+from . import budget, maintenance, recall, tokens, writes
 from . import scopes as scope_rules
-from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
+from .address import Encoded, parse_record_id
 from .embeddings import Embedder
+from .engine_maintenance import MaintenanceVerbs
+from .engine_views import Views
 from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
-from .folding import FoldPolicy, FoldReport, decay_columns, decay_terms
-from .index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
+from .folding import FoldPolicy
+from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
-from .primes import Kind, next_prime, normalise_label, normalise_tags
-from .query import RankedRow, rank_by_salience, rank_by_vector
+from .live_index import LiveIndex
+from .query import RankedRow
+from .reads import MAX_LIMIT, Reader
 from .recall import TextEmbedding
 from .records import (
     Hit,
     Record,
     Stats,
     StoreResult,
-    Version,
-    check_unit_interval,
 )
 from .scopes import ScopeResolution
 from .storage import (
-    IndexRow,
-    IndexTable,
     SqlStorage,
     Storage,
     StoredRow,
     TokenRow,
-    archive,
     open_storage,
     pushdown_of,
 )
-from .when import parse_when
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
 logger = logging.getLogger(__name__)
 
-#: The most hits one query may ask for.
-MAX_LIMIT = 10_000
 #: Recalled records wait for one write of their reinforcements until this many
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
@@ -75,7 +66,7 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("prime-memory-folding", appauthor=False)) / "memory.db"
 
 
-class MemoryEngine:
+class MemoryEngine(Views, MaintenanceVerbs):
     """A memory store: prime-addressed records on SQLite with an in-memory index.
 
     Args:
@@ -117,10 +108,8 @@ class MemoryEngine:
     ) -> None:
         self._clock = clock or time.time
         self._scope = scope if isinstance(scope, ScopeResolution) else scope_rules.resolve(scope)
-        self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         # -- recall: the text embedder, loaded on first use --
         self._text = TextEmbedding(embedder)
-        self._word_shares = recall.WordShares()
         # -- end recall --
         # -- folding state --
         if fold_policy is not None and not isinstance(fold_policy, FoldPolicy):
@@ -137,14 +126,22 @@ class MemoryEngine:
         # A backend that gates in its own database (PostgreSQL) answers queries
         # there (pushdown.py): the index is then read only for a fold or a survey.
         self._pushdown = pushdown_of(storage)
-        self._index = StructuralIndex()
-        self._index_loaded = False
         self._writes = 0
         self._parts = _Parts(self)
         # Recalled records not yet reinforced in the store (see query(reinforce=True)).
         self._recalled: dict[str, int] = {}
         self._recall_written = float(self._clock())
         self._registry = LabelRegistry(lambda: self.storage.load_primes(), self.path)
+        self._live = LiveIndex(
+            lambda: self.storage,
+            self._registry,
+            self._fold_policy,
+            self._lock,
+            self.path,
+            pushdown=self._pushdown is not None,
+        )
+        self._index = self._live.index  # the same object for the engine's life
+        self._reader = Reader(self._parts, self._live, self._scope, self._pushdown)
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
@@ -190,138 +187,9 @@ class MemoryEngine:
             raise StoreError(f"the engine for {self.path} is closed; open a new MemoryEngine")
         return self._storage
 
-    # -- index coherence ----------------------------------------------------
-
     def _load(self) -> None:
-        storage = self.storage
-        # Read the change position first: anything committed after it is replayed later.
-        self._data_version = storage.data_version()
-        self._seq = storage.newest_change()
-        self._registry.reload()
-        if self._pushdown is not None and not self._index_loaded:
-            return
-        self._index.load(self._columns(storage.index_table()))
-        self._index_loaded = True
-
-    def _full_index(self) -> StructuralIndex:
-        """Every record's index entry: always held on SQLite, read on demand on PostgreSQL."""
-        if not self._index_loaded:
-            with self._lock:
-                self._data_version = self.storage.data_version()
-                self._seq = self.storage.newest_change()
-                self._index.load(self._columns(self.storage.index_table()))
-                self._index_loaded = True
-        return self._index
-
-    def _columns(self, table: IndexTable) -> IndexColumns:
-        """The index's columns for every stored record, from the store's columns."""
-        primes = {
-            kind: {label: self._registry.known(kind, label) for label in set(labels)}
-            for kind, labels in ((Kind.DOMAIN, table.domains), (Kind.SUBDOMAIN, table.subdomains))
-        }
-        since, half = decay_columns(
-            self._fold_policy,
-            table.importance,
-            table.tiers,
-            table.created_at,
-            table.accessed_at,
-            table.access_count,
-            table.strength_at,
-        )
-        vector_rows = [row for row, blob in enumerate(table.vector_blobs) if blob is not None]
-        vectors = None
-        if vector_rows:
-            blobs = [table.vector_blobs[row] for row in vector_rows]
-            sizes = {len(blob) for blob in blobs}  # type: ignore[arg-type]
-            size = sizes.pop() if len(sizes) == 1 else 0
-            if size == 0 or size % 4:
-                raise StoreError(
-                    f"store {self.path} holds vectors of different or impossible lengths; "
-                    "the store is damaged"
-                )
-            # A bytearray, so that the index can take the matrix over without a copy.
-            joined = bytearray().join(blobs)  # type: ignore[arg-type]
-            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), size // 4)
-        return IndexColumns(
-            record_ids=table.record_ids,
-            domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],
-            subdomain_primes=[primes[Kind.SUBDOMAIN][label] for label in table.subdomains],
-            tag_primes=[self._registry.tag_primes(tags) for tags in table.tags],
-            tag_products=table.tag_products,
-            importance=table.importance,
-            strength=table.strength,
-            updated_at=table.updated_at,
-            reinforced_at=since,
-            half_life=half,
-            vector_rows=vector_rows,
-            vectors=vectors,
-            scopes=table.scopes,
-        )
-
-    def _entry(
-        self, rec: IndexRow | Record, tier: object, blob: bytes | None, strength_at: float | None
-    ) -> IndexEntry:
-        """The index's entry for one stored record."""
-        registry = self._registry
-        since, half = decay_terms(
-            self._fold_policy,
-            rec.importance,
-            tier,
-            rec.created_at,
-            rec.accessed_at,
-            rec.access_count,
-            strength_at,
-        )
-        return IndexEntry(
-            record_id=rec.record_id,
-            domain_prime=registry.known(Kind.DOMAIN, rec.domain),
-            subdomain_prime=registry.known(Kind.SUBDOMAIN, rec.subdomain),
-            tag_primes=registry.tag_primes(rec.tags),
-            tag_product=rec.tag_product,
-            importance=rec.importance,
-            strength=rec.strength,
-            updated_at=rec.updated_at,
-            vector=None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32),
-            reinforced_at=since,
-            half_life=half,
-            scope=rec.scope,
-        )
-
-    def _refresh(self) -> None:
-        """Catch up with what other connections committed since the last look."""
-        storage = self.storage
-        if not self._index_loaded:
-            return  # nothing held to catch up (pushdown)
-        version = storage.data_version()
-        if version == self._data_version:
-            return
-        self._data_version = version
-        changed, newest, gap = storage.changes_since(self._seq)
-        if gap:
-            self._load()
-            return
-        if changed:
-            unique = list(dict.fromkeys(changed))
-            present = {row.record_id: row for row in storage.index_rows(unique)}
-            for rid in unique:
-                row = present.get(rid)
-                if row is None:
-                    self._index.remove(rid)
-                else:
-                    self._index.upsert(self._entry(row, row.tier, row.vector_blob, row.strength_at))
-        self._seq = newest
-
-    def _after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
-        if not self._index_loaded:
-            return
-        for rid in removed:
-            self._index.remove(rid)
-        for stored in upserts:
-            rec = stored.record
-            tier = rec.metadata.get("tier")
-            self._index.upsert(self._entry(rec, tier, stored.vector_blob, stored.strength_at))
-        if self._index.needs_compaction():
-            self._load()
+        """Read the registries and the index again (after an import wrote past them)."""
+        self._live.load()
 
     # -- writes ---------------------------------------------------------------
 
@@ -418,68 +286,6 @@ class MemoryEngine:
 
     # -- reads ----------------------------------------------------------------
 
-    def _gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scope_names: Iterable[str] | None = None,
-        since: object = None,
-        until: object = None,
-    ) -> TagQuery | None:
-        """Labels turned into primes; None when an unknown label means nothing can match.
-
-        Label lookups are memoised per distinct set of labels until the next
-        label is added, so a repeated query skips normalising and resolving.
-        ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
-        """
-        strength = check_unit_interval("min_strength", min_strength)
-        visible = self._visible(scope_names)
-        start = None if since is None else parse_when(since, float(self._clock()), "since")
-        end = None if until is None else parse_when(until, float(self._clock()), "until")
-        labels = self._registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
-        if labels is None or visible == ():
-            return None
-        if visible is not None:
-            labels = replace(labels, scopes=visible)
-        if start is not None or end is not None:
-            labels = replace(labels, since=start, until=end)
-        if strength == 0.0:
-            return labels
-        # Gate on the strength decayed to now (folding), without writing anything.
-        return replace(labels, min_strength=strength, now=float(self._clock()))
-
-    def _visible(self, scope_names: Iterable[str] | None) -> tuple[str, ...] | None:
-        """The scopes a read sees; None when that is every scope the index holds.
-
-        Raises:
-            InvalidInput: a malformed scope name, or a bare string.
-        """
-        wanted: tuple[str, ...] | None
-        if scope_names is None:
-            wanted = self._scope.visible
-        elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
-            # Checked names are kept per distinct list, as label gates are.
-            key = tuple(scope_names)
-            if key in self._scope_names:
-                wanted = self._scope_names[key]
-            else:
-                wanted = scope_rules.normalise_scopes(key)
-                if len(self._scope_names) >= 256:
-                    self._scope_names.clear()
-                self._scope_names[key] = wanted
-        else:
-            wanted = scope_rules.normalise_scopes(scope_names)
-        if not wanted or self._pushdown is not None:
-            return wanted
-        held = self._index.scopes()
-        if len(held) <= len(wanted) and set(held).issubset(wanted):
-            return None  # no gate needed: every record is visible
-        return wanted
-
     def query(
         self,
         *,
@@ -541,7 +347,7 @@ class MemoryEngine:
             since,
             until,
         )
-        hits = self._query_hits(text, gate_args, vector, limit)
+        hits = self._reader.hits_of(text, gate_args, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -563,8 +369,6 @@ class MemoryEngine:
         every so often; a crash before that loses them (and nothing else).
         Returns how many records were reinforced.
         """
-        from . import maintenance
-
         with self._lock:
             pending, self._recalled = self._recalled, {}
             self._recall_written = float(self._clock())
@@ -572,108 +376,8 @@ class MemoryEngine:
                 return 0
             return maintenance.reinforce_many(self._parts, pending, writes.REINFORCE_RATE)
 
-    def _query_hits(
-        self,
-        text: str | None,
-        gate_args: tuple[Any, ...],
-        vector: Sequence[float] | None,
-        limit: int,
-    ) -> list[Hit]:
-        """:meth:`query` without a budget: every hit up to ``limit``.
-
-        ``gate_args`` are :meth:`_gates`'s arguments, in its order.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
-        query_vector = None if vector is None else writes.as_vector(vector)
-        # -- recall: text queries rank hybrid (see recall.py) --
-        if text is not None:
-            return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
-        # -- end recall --
-        with self._lock:
-            self._refresh()
-            if query_vector is not None and self.storage.get_meta("embedding_space") is not None:
-                writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(*gate_args)
-            if gates is None or limit == 0:
-                return []
-            now = float(self._clock())  # scores show strength decayed to now (folding)
-            ranked: list[RankedRow]
-            if query_vector is not None:
-                norm = float(np.linalg.norm(query_vector))
-                unit = (query_vector / norm).astype(np.float32)
-                if self._pushdown is not None:
-                    window = pushdown.by_vector(
-                        self._pushdown, self._columns, gates, unit, limit, now
-                    )
-                    return self._hits(window.ranked, window.index)
-                rows = None if gates == TagQuery() else self._index.select(gates)
-                ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
-            elif self._pushdown is not None:
-                window = pushdown.by_salience(self._pushdown, self._columns, gates, limit, now)
-                return self._hits(window.ranked, window.index)
-            else:
-                ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
-            return self._hits(ranked)
-
     # -- recall: hybrid text queries and re-embedding --------------------------------
     # Parsing, lexical search, fusion and the embedding space live in recall.py.
-
-    def _text_query(
-        self,
-        text: str,
-        query_vector: npt.NDArray[np.float32] | None,
-        gate_args: tuple[Any, ...],
-        limit: int,
-    ) -> list[Hit]:
-        """Structural gates first, then BM25 and cosine over the survivors, fused.
-
-        A caller's vector, when given, stands in for the embedded text on the
-        vector side; in a custom space without one, ranking is lexical only.
-        """
-        parsed = recall.parse_query(text)
-        with self._lock:
-            self._refresh()
-            storage = self.storage
-            space = recall.store_space(storage)
-            if query_vector is not None and space is not None:
-                writes.check_space(self.storage, len(query_vector), claim=False)
-            gates = self._gates(*gate_args)
-            if gates is None or limit == 0:
-                return []
-            unit = None
-            if query_vector is not None:
-                unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
-            elif (
-                self._text.enabled
-                and space is not None
-                and not recall.is_custom(space)
-                and (self._pushdown is not None or self._index.dim is not None)
-            ):
-                unit = self._text.embed([text])[0]
-            if self._pushdown is not None:
-                window = pushdown.by_text(self._pushdown, self._columns, gates, text, unit, limit)
-                return self._hits(window.ranked, window.index)
-            gate_rows = None if gates == TagQuery() else self._index.select(gates)
-            depth: int | None = recall.LEXICAL_DEPTH
-            while True:
-                found = recall.lexical_scores(
-                    storage, parsed, depth, len(self._index), self._word_shares
-                )
-                lexical = {}
-                for rid, score in found.scores.items():
-                    row = self._index.row_of(rid)
-                    if row is not None:
-                        lexical[row] = score
-                if gate_rows is not None and lexical:
-                    keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
-                    lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
-                # Gates may have dropped most of the best; then look at every match.
-                if depth is None or found.exhaustive or len(lexical) >= limit:
-                    break
-                depth = None
-            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
-            return self._hits(ranked)
 
     def reembed(
         self,
@@ -712,13 +416,8 @@ class MemoryEngine:
     # -- end recall ------------------------------------------------------------------
 
     def _hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
-        ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
-        found = self.storage.fetch(ids)
-        return [
-            Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
-            for rid, r in zip(ids, ranked)
-            if rid in found
-        ]
+        """The hits of ranked rows (``benchmarks/vector_topk.py`` times this step alone)."""
+        return self._reader.hits(ranked, index)
 
     def match_ids(
         self,
@@ -737,21 +436,9 @@ class MemoryEngine:
 
         ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
-        with self._lock:
-            self._refresh()
-            gates = self._gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
-            )
-            if gates is None:
-                return []
-            if self._pushdown is not None:
-                if gates.min_strength > 0.0:
-                    table = self._pushdown.gated(gates, vectors=False)
-                    window = StructuralIndex()
-                    window.load(self._columns(table))
-                    return window.select_ids(gates)
-                return self._pushdown.gated_ids(gates)
-            return self._index.select_ids(gates)
+        return self._reader.match_ids(
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+        )
 
     def get(self, record_id: str) -> Record:
         """The record with this id.
@@ -766,44 +453,6 @@ class MemoryEngine:
         if found is None:
             raise NotFound(f"no record {rid} in {self.path}")
         return found.record
-
-    def forget(self, record_id: str) -> Record:
-        """Forget a record: move it to the archive, and return what it held.
-
-        Nothing is lost: :meth:`restore` brings it back, until
-        :meth:`purge_archive` deletes it for good.
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotFound: no live record has it.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        rid = parse_record_id(record_id)
-        with self._lock:
-            found = self.storage.fetch([rid]).get(rid)
-            if found is None:
-                raise NotFound(f"no record {rid} in {self.path}")
-            maintenance.archive_by_hand(self._parts, [rid], "forgotten")
-        return found.record
-
-    def history(self, record_id: str) -> list[Version]:
-        """The versions of a record that updates replaced, oldest first.
-
-        An update that changes the content, tags, importance or scope keeps the
-        version it replaced in the archive (reason ``replaced``).
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from .maintenance import sql_storage
-
-        rid = parse_record_id(record_id)
-        with self._lock:
-            entries = archive.history(sql_storage(self._parts), rid)
-        return [Version(entry.stored.record, entry.archived_at) for entry in entries]
 
     def update(self, record_id: str, **changes: Any) -> Record:
         """Change a record's content, tags, importance, strength, metadata, vector or scope.
@@ -835,189 +484,12 @@ class MemoryEngine:
         Without an ``instance_key`` the instance lane is 0. The scope (the
         current one when None) enters the concept bucket lane.
         """
-        scope_name = self._scope.current if scope is None else scope_rules.normalise_scope(scope)
-        domain_label = normalise_label(domain, Kind.DOMAIN)
-        subdomain_label = normalise_label(subdomain, Kind.SUBDOMAIN)
-        tag_labels = normalise_tags(tags)
-        if instance_key is not None and (not isinstance(instance_key, str) or not instance_key):
-            raise InvalidInput("instance_key must be a non-empty string when given")
-        with self._lock:
-            self._registry.reload()
-            predicted: dict[Kind, int] = {
-                kind: max(table.values(), default=1)
-                for kind, table in self._registry.primes.items()
-            }
-            provisional = False
-
-            def prime_for(kind: Kind, label: str) -> int:
-                nonlocal provisional
-                prime = self._registry.primes[kind].get(label)
-                if prime is None:
-                    provisional = True
-                    predicted[kind] = prime = next_prime(predicted[kind])
-                return prime
-
-            domain_prime = prime_for(Kind.DOMAIN, domain_label)
-            subdomain_prime = prime_for(Kind.SUBDOMAIN, subdomain_label)
-            for tag in tag_labels:
-                prime_for(Kind.TAG, tag)
-        bucket = concept_bucket(domain_label, subdomain_label, tag_labels, scope_name)
-        instance = 0 if instance_key is None else instance_id(instance_key)
-        address = pack(domain_prime, subdomain_prime, bucket, instance)
-        return Encoded(
-            address=address,
-            record_id=record_id(address),
-            domain_prime=domain_prime,
-            subdomain_prime=subdomain_prime,
-            concept_bucket=bucket,
-            instance_id=instance,
-            provisional=provisional,
-        )
+        current = self._scope.current if scope is None else scope
+        return writes.encode(self._parts, current, domain, subdomain, tags, instance_key)
 
     def stats(self) -> Stats:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
-        with self._lock:
-            self._refresh()
-            self._registry.reload()
-            archived = (
-                archive.count_by_reason(self.storage)
-                if isinstance(self.storage, SqlStorage)
-                else {}
-            )
-            if self._pushdown is not None:
-                held = self._pushdown.label_counts()
-                domains, subdomains, tags = (
-                    {self._registry.known(kind, label): n for label, n in held[kind.value].items()}
-                    for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
-                )
-                scope_counts = self._pushdown.scope_counts()
-                records = sum(scope_counts.values())
-            else:
-                domains, subdomains, tags = self._index.counts()
-                scope_counts = self._index.scope_counts()
-                records = len(self._index)
-
-            def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
-                labels = self._registry.labels[kind]
-                return dict(sorted((labels[p], n) for p, n in counts.items()))
-
-            return Stats(
-                path=self.path,
-                records=records,
-                domains=named(Kind.DOMAIN, domains),
-                subdomains=named(Kind.SUBDOMAIN, subdomains),
-                tags=named(Kind.TAG, tags),
-                registries={
-                    kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
-                    for kind, table in self._registry.primes.items()
-                },
-                store_bytes=self.storage.size_bytes(),
-                embedding_space=self.storage.get_meta("embedding_space"),
-                schema_version=self.storage.schema_version(),
-                archived=sum(archived.values()),
-                archived_by_reason=archived,
-                scopes=dict(sorted(scope_counts.items())),
-                current_scope=self._scope.current,
-                scope_reason=self._scope.reason,
-                visible_scopes=self._scope.visible,
-            )
-
-    # -- views for people (survey.py) -------------------------------------------------
-
-    def browse(
-        self,
-        *,
-        domain: str | None = None,
-        subdomain: str | None = None,
-        tags: Iterable[str] = (),
-        any_tags: Iterable[str] = (),
-        exclude_tags: Iterable[str] = (),
-        min_strength: float = 0.0,
-        max_strength: float = 1.0,
-        updated_after: float | None = None,
-        updated_before: float | None = None,
-        scopes: Iterable[str] | None = None,
-        among: Sequence[str] | None = None,
-        order: str = "salience",
-        offset: int = 0,
-        limit: int = 50,
-    ) -> survey.Page:
-        """One page of the records that pass the gates, in a chosen order, and their count.
-
-        The gates are :meth:`query`'s, plus the strength decayed to now at most
-        ``max_strength``, and the last update in ``[updated_after, updated_before)``.
-        ``among`` keeps only those ids (unknown ones are skipped). ``order`` is
-        ``salience`` (importance x strength), ``newest``, ``oldest`` (by last
-        update), ``importance``, ``strength``, or ``given`` (``among``'s order).
-        Writes nothing.
-
-        Raises:
-            InvalidInput: a bad argument.
-        """
-        return survey.browse(
-            self._parts,
-            domain=domain,
-            subdomain=subdomain,
-            tags=tags,
-            any_tags=any_tags,
-            exclude_tags=exclude_tags,
-            min_strength=min_strength,
-            max_strength=max_strength,
-            updated_after=updated_after,
-            updated_before=updated_before,
-            scopes=scopes,
-            among=among,
-            order=order,
-            offset=offset,
-            limit=limit,
-        )
-
-    def decay(self, record_id: str) -> survey.Decay:
-        """A live record's tier, half-life and strength now, to draw its decay.
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotFound: no live record has it.
-        """
-        return survey.decay(self._parts, record_id)
-
-    def archive_entries(
-        self,
-        *,
-        reason: str | None = None,
-        contains: str | None = None,
-        record_id: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> survey.ArchiveListing:
-        """Archived records, newest first, with why and when they left, and their count.
-
-        Args:
-            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries.
-            contains: only records whose content holds this text (any case).
-            record_id: only this record's entries and those of the members
-                folded into it.
-
-        Raises:
-            InvalidInput: a bad argument.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        return survey.archive_entries(
-            self._parts,
-            reason=reason,
-            contains=contains,
-            record_id=record_id,
-            limit=limit,
-            offset=offset,
-        )
-
-    def profile(self) -> survey.Profile:
-        """Every live record's id, creation time, access count and strength now.
-
-        Raises:
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        return survey.profile(self._parts)
+        return self._reader.stats()
 
     # -- access tokens ----------------------------------------------------------
 
@@ -1071,146 +543,6 @@ class MemoryEngine:
         if isinstance(add, str) or isinstance(remove, str):
             raise InvalidInput("add and remove must be lists of tags, not one string")
         return writes.retag(self._parts, list(record_ids), list(add), list(remove))
-
-    # -- folding ----------------------------------------------------------------
-    # Decay, prune, cluster and merge live in folding.py, the archive's SQL in
-    # storage/archive.py, and maintenance.py applies them to this engine.
-
-    @property
-    def fold_policy(self) -> FoldPolicy:
-        """The policy that decays strength in queries and drives :meth:`fold` by default."""
-        return self._fold_policy
-
-    def fold(
-        self,
-        *,
-        dry_run: bool = False,
-        now: float | None = None,
-        policy: FoldPolicy | None = None,
-        progress: Callable[[str, int, int], None] | None = None,
-        keep_apart: Iterable[str] = (),
-        full: bool = False,
-    ) -> FoldReport:
-        """Decay, prune, cluster and merge: keep the store small and meaningful.
-
-        Pruned records and the members of each folded record move to the
-        archive; nothing is destroyed. The fold is one transaction. Other
-        processes may keep writing: the plan is re-made under the write lock if
-        anything changed since it was made.
-
-        A fold is incremental when it can be: it screens only the records new
-        or changed since the last fold (against the whole store) and finds the
-        records due for pruning from their stored prune moments, and gives the
-        merges a full fold would. It is full the first time, with
-        ``full=True``, with a policy whose decay or link rules differ from the
-        last fold's, or when much of the store changed.
-
-        Args:
-            dry_run: report what a fold would do, and change nothing.
-            now: the time to decay to (Unix seconds); the engine's clock if None.
-            policy: overrides the engine's fold policy for this fold.
-            progress: called as ``progress(step, done, total)`` when each step
-                starts (reading records, decaying and pruning, finding
-                candidates, checking candidates, writing) and when the fold is done.
-            full: read and screen every record, and write back decayed strengths.
-            keep_apart: record ids whose groups are left unmerged this time: a
-                group that would fold any of them is skipped (a preview's
-                ``folded_from`` names each group's members).
-
-        Raises:
-            InvalidInput: ``now`` or ``policy`` is bad.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        return maintenance.fold(
-            self._parts,
-            dry_run=dry_run,
-            now=now,
-            policy=policy,
-            progress=progress,
-            keep_apart=keep_apart,
-            full=full,
-        )
-
-    def unfold(self, record_id: str) -> list[Record]:
-        """Undo a fold: bring the folded record's members back exactly, and remove it.
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotFound: no live or archived record has this id.
-            InvalidInput: the record is not a folded record, is itself archived
-                (restore it first), or a member's id or content is live again.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        return maintenance.unfold(self._parts, record_id)
-
-    def restore(self, record_id: str) -> Record:
-        """Bring one archived record back exactly as it was archived.
-
-        A restored record keeps its old strength, so a record that was pruned
-        for decay is pruned again by the next fold unless it is reinforced.
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotFound: the archive holds no record with this id.
-            InvalidInput: the record is live, or its id or content is live again.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        return maintenance.restore(self._parts, record_id)
-
-    def archive(self, record_ids: Iterable[str], *, detail: str = "archived by hand") -> int:
-        """Move live records to the archive, all or nothing; :meth:`restore` brings each back.
-
-        As with :meth:`forget`, nothing is lost: the records wait in the archive
-        (reason ``forgotten``, with ``detail`` saying why) until restored or
-        purged. Returns how many moved.
-
-        Raises:
-            InvalidRecordId: an id is malformed.
-            NotFound: an id names no live record; nothing moved.
-            InvalidInput: ``detail`` is empty.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        if isinstance(record_ids, str):
-            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
-        return maintenance.archive_by_hand(self._parts, list(record_ids), detail)
-
-    def reinforce(self, record_id: str) -> Record:
-        """Recall a record: raise its decayed strength and note the reinforcement.
-
-        Strength moves from its decayed value towards 1; a reinforcement that
-        comes well after the previous one also lengthens the half-life.
-
-        Raises:
-            InvalidRecordId: the id is malformed.
-            NotFound: no live record has this id.
-        """
-        from . import maintenance
-
-        return maintenance.reinforce(self._parts, record_id, writes.REINFORCE_RATE)
-
-    def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
-        """Delete archived records for good and reclaim their space; returns how many.
-
-        Args:
-            before: only entries archived before this time (Unix seconds).
-            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries. Purging folded
-                members means their folded records can no longer be unfolded.
-
-        Raises:
-            InvalidInput: a bad argument.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
-        """
-        from . import maintenance
-
-        return maintenance.purge_archive(self._parts, before=before, reason=reason)
 
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).
@@ -1268,11 +600,11 @@ class _Parts:
 
     @property
     def index(self) -> StructuralIndex:
-        return self._engine._full_index()
+        return self._engine._live.full()
 
     @property
     def held_index(self) -> StructuralIndex | None:
-        return self._engine._index if self._engine._index_loaded else None
+        return self._engine._live.held
 
     @property
     def fold_policy(self) -> FoldPolicy:
@@ -1282,7 +614,7 @@ class _Parts:
         return float(self._engine._clock())
 
     def refresh(self) -> None:
-        self._engine._refresh()
+        self._engine._live.refresh()
 
     def gates(
         self,
@@ -1294,12 +626,12 @@ class _Parts:
         min_strength: float,
         scopes: Iterable[str] | None = None,
     ) -> TagQuery | None:
-        return self._engine._gates(
+        return self._engine._reader.gates(
             domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
         )
 
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
-        self._engine._after_write(upserts, removed)
+        self._engine._live.after_write(upserts, removed)
 
     def wrote(self) -> None:
         self._engine._writes += 1
@@ -1309,7 +641,7 @@ class _Parts:
         self._engine._maybe_auto_fold(count)
 
     def caught_up(self, seq: int) -> None:
-        self._engine._seq = seq
+        self._engine._live.caught_up(seq)
 
     def folded(self) -> None:
         self._engine._stores_since_fold = 0

@@ -25,7 +25,8 @@ Cluster
     clustering over those links (most-linked record first, ties by id) forms
     the clusters; a leader's neighbours join it most similar first, each only
     if it is linked to every member already in, so every two members of a
-    cluster are near-duplicates of each other.
+    cluster are near-duplicates of each other. :mod:`~prime_memory_folding.links`
+    finds the links and forms the clusters.
 Merge and promote
     A cluster of two or more becomes one folded record: an extractive summary,
     the strength-weighted mean vector, the union of tags plus ``folded``, a
@@ -40,7 +41,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import InvalidInput
+from .links import PlanStep, cluster, jaccard, linked_pairs, word_set
 from .storage.archive import Snapshot, SnapshotRow
-from .storage.migrations import UNSEGMENTED_RANGES
 
 __all__ = [
     "TIERS",
@@ -84,20 +85,6 @@ FOLDED_TAG = "folded"
 _PERSIST_SHARE = 0.01
 #: Sentences whose word sets overlap at least this much count as one.
 _SAME_SENTENCE = 0.8
-#: The most elements of one similarity block (float32), to bound memory.
-_BLOCK_ELEMENTS = 1 << 24
-#: Rows per block within one group: small enough that skipping the lower
-#: triangle saves most of its half of the work.
-_SCREEN_ROWS = 512
-#: A screening bound this far below the threshold still counts: it covers the
-#: bound's float32 rounding, so the screen never drops a linked pair.
-SCREEN_SLACK = 1e-4
-_SCREEN_SLACK = SCREEN_SLACK
-#: The screen keeps enough dimensions that a typical record's remaining energy
-#: lies this far below the threshold. Only speed depends on it.
-_SCREEN_MARGIN = 0.2
-#: Pairs checked exactly at once (float64 rows), to bound memory.
-_EXACT_CHUNK = 8_192
 #: Caps the spacing exponent so a long-lived record cannot overflow its half-life.
 _MAX_SPACED = 64.0
 
@@ -107,9 +94,6 @@ _DAY = 86_400.0
 _FULL_WIDTH_STOPS = "\u3002\uff01\uff1f\uff61"  # ideographic full stop, ! ? and half-width stop
 _SENTENCE_STOPS = ".!?" + _FULL_WIDTH_STOPS
 _SENTENCE_END = re.compile(rf"(?<=[.!?])\s+|(?<=[{_FULL_WIDTH_STOPS}])\s*|\n+")
-_WORD = re.compile(r"\w+")
-#: Scripts written without spaces between words: their words are character pairs.
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,9 +391,6 @@ class FoldReport:
 #: The most ids a report lists per kind.
 MAX_REPORTED = 100
 
-#: ``step(name)``: called as a plan moves on to its next step.
-PlanStep = Callable[[str], None]
-
 
 def effective_columns(
     snapshot: Snapshot, policy: FoldPolicy, now: float
@@ -535,496 +516,6 @@ def plan_fold(
     )
 
 
-# -- cluster ----------------------------------------------------------------------
-
-
-def cluster(
-    domains: Sequence[str],
-    subdomains: Sequence[str],
-    tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
-    eligible: npt.NDArray[np.bool_],
-    threshold: float,
-    *,
-    contents: Sequence[str] | None = None,
-    word_overlap: float = 0.0,
-    exhaustive: bool = False,
-    ranks: npt.NDArray[np.int64] | None = None,
-    step: PlanStep | None = None,
-) -> list[list[int]]:
-    """Clusters of two or more row positions, each led by its most-linked member.
-
-    Two eligible rows are linked when they share the group key (``domains``),
-    share the subdomain or a tag, their cosine similarity is at least
-    ``threshold`` and, given ``contents``, the Jaccard overlap of their word
-    sets is at least ``word_overlap``. The links are found by the candidate
-    search (see :func:`linked_pairs`), or with ``exhaustive`` by comparing
-    every pair within each group; both give the same links. A cluster holds
-    only rows linked to each other. Ties go by ``ranks`` (default: row order),
-    so the result depends only on the records, not on the order they came in.
-    """
-    n = len(domains)
-    codes = linked_pairs(
-        domains,
-        subdomains,
-        tags,
-        unit_vectors,
-        eligible,
-        threshold,
-        contents=contents,
-        word_overlap=word_overlap,
-        exhaustive=exhaustive,
-        step=step,
-    )
-    if len(codes) == 0:
-        return []
-    rank = np.arange(n, dtype=np.int64) if ranks is None else ranks
-    left, right = codes // n, codes % n
-    # Adjacency in CSR form, both directions, each row's neighbours by rank.
-    src = np.concatenate([left, right])
-    dst = np.concatenate([right, left])
-    order = np.lexsort((rank[dst], src))
-    src, dst = src[order], dst[order]
-    degree = np.bincount(src, minlength=n)
-    starts = np.concatenate([[0], np.cumsum(degree)])
-    linked = np.flatnonzero(degree)
-    leaders = linked[np.lexsort((rank[linked], -degree[linked]))]
-    taken = np.zeros(n, dtype=bool)
-    pairs = set(codes.tolist())
-    clusters: list[list[int]] = []
-    for leader in leaders.tolist():
-        if taken[leader]:
-            continue
-        neighbours = dst[starts[leader] : starts[leader + 1]]
-        free = neighbours[~taken[neighbours]]
-        if len(free) == 0:
-            continue
-        group = [leader, int(free[0])]
-        if len(free) > 1:
-            closest = np.argsort(-(unit_vectors[free] @ unit_vectors[leader]), kind="stable")
-            group = [leader]
-            for candidate in free[closest].tolist():
-                # Every neighbour is linked to the leader; it must be to the rest too.
-                if all(_code(candidate, member, n) in pairs for member in group[1:]):
-                    group.append(candidate)
-        taken[group] = True
-        clusters.append(group)
-    return clusters
-
-
-def linked_pairs(
-    domains: Sequence[str],
-    subdomains: Sequence[str],
-    tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
-    eligible: npt.NDArray[np.bool_],
-    threshold: float,
-    *,
-    contents: Sequence[str] | None = None,
-    word_overlap: float = 0.0,
-    exhaustive: bool = False,
-    step: PlanStep | None = None,
-) -> npt.NDArray[np.int64]:
-    """Sorted pair codes ``low * n + high`` of every linked pair (see :func:`cluster`).
-
-    The candidate search is a similarity join on the word-overlap rule:
-
-    - A word is common within a group when more than ``COMMON_WORD_ROWS``
-      of the group's eligible records hold it, rare otherwise.
-    - Two records whose words overlap by ``t`` (Jaccard) share at least
-      ``floor(t * |x|)`` words, so at least ``beta(x) = floor(t * |x|) -
-      common(x)`` rare ones. Prefix filtering: with every word ranked rarest
-      first, two records sharing ``o`` rare words share their ``c``
-      lowest-ranked shared ones within the first ``rare - o + c`` rare words
-      of each. A record indexes its first ``rare(x) - beta(x) + 2`` rare words
-      when ``beta(x) >= 2``, all of them otherwise.
-    - Records that index the same rare word are candidates; a pair where
-      either side has ``beta >= 2`` must index two words in common. A rare
-      word is held by at most ``COMMON_WORD_ROWS`` records, so each word adds
-      a bounded number of pairs and the search grows with the store's size.
-    - A record with ``beta <= 0`` (mostly common words) can overlap enough
-      with another such record through common words alone: these records
-      are also compared with each other by the exhaustive screen, within
-      their group. Their number, not the store's, sets that screen's cost.
-
-    Candidates then pass today's exact checks: shared subdomain or tag, cosine
-    (float64) and word overlap. Every linked pair is a candidate, so the links
-    are exactly the exhaustive screen's. With no ``contents`` or a
-    ``word_overlap`` of 0 there is no word rule to join on, and every pair
-    within a group is screened.
-    """
-    n = len(domains)
-    if contents is None or word_overlap <= 0 or exhaustive:
-        codes = _screen_all(domains, subdomains, tags, unit_vectors, eligible, threshold)
-        if step is not None:
-            step("checking candidates")
-        if contents is not None and word_overlap > 0 and len(codes):
-            codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
-        return codes
-    group_of = _codes(domains)
-    offsets, words = word_table(contents)
-    a, b, residue = _prefix_candidates(group_of, offsets, words, eligible, word_overlap)
-    residue_codes = _screen_all(domains, subdomains, tags, unit_vectors, residue, threshold)
-    if step is not None:
-        step("checking candidates")
-    if len(a):
-        keep = _exact_cosine(unit_vectors, a, b) >= threshold
-        a, b = a[keep], b[keep]
-        keep = _share_label(subdomains, tags, a, b)
-        a, b = a[keep], b[keep]
-    codes = _unique(np.concatenate([a * n + b, residue_codes]))
-    if len(codes):
-        codes = codes[_share_word_ids(offsets, words, codes // n, codes % n, word_overlap)]
-    return codes
-
-
-#: A word held by more than this many of a group's records is common: the
-#: candidate search does not join on it (see :func:`linked_pairs`).
-COMMON_WORD_ROWS = 256
-
-
-def _codes(labels: Sequence[str]) -> npt.NDArray[np.int64]:
-    """Each label's number: equal labels, equal numbers."""
-    table: dict[str, int] = {}
-    return np.fromiter(
-        (table.setdefault(label, len(table)) for label in labels), dtype=np.int64, count=len(labels)
-    )
-
-
-def _screen_all(
-    domains: Sequence[str],
-    subdomains: Sequence[str],
-    tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
-    eligible: npt.NDArray[np.bool_],
-    threshold: float,
-) -> npt.NDArray[np.int64]:
-    """The exhaustive screen: every pair of ``eligible`` rows within each group."""
-    n = len(domains)
-    by_group: dict[str, list[int]] = {}
-    for i in np.flatnonzero(eligible).tolist():
-        by_group.setdefault(domains[i], []).append(i)
-    found: list[npt.NDArray[np.int64]] = []
-    for key in sorted(by_group):
-        members = np.asarray(by_group[key], dtype=np.int64)
-        if len(members) >= 2:
-            found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
-    return _unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-
-
-def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Each content's distinct words (see :func:`_words`) as numbers, in CSR form.
-
-    Returns ``(offsets, words)``: row ``i``'s word numbers, ascending, are
-    ``words[offsets[i]:offsets[i + 1]]``; equal words get equal numbers. Texts
-    written with spaces are split in one pass over all of them.
-    """
-    n = len(contents)
-    joined = _SEPARATOR.join(contents)
-    if joined.count(_SEPARATOR) != max(n - 1, 0) or _UNSEGMENTED_RUN.search(joined):
-        sets = [_words(c) for c in contents]
-        vocabulary: dict[str, int] = {}
-        flat = [vocabulary.setdefault(w, len(vocabulary)) for ws in sets for w in ws]
-        lengths = np.fromiter((len(ws) for ws in sets), dtype=np.int64, count=n)
-        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        numbers = np.asarray(flat, dtype=np.int64)
-    else:
-        tokens = _WORD_OR_SEPARATOR.findall(joined.lower())
-        del joined
-        table = {word: i for i, word in enumerate(dict.fromkeys(tokens))}
-        numbers = np.fromiter(map(table.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        del tokens
-        separator = table.get(_SEPARATOR, -1)
-        breaks = numbers == separator
-        rows = np.cumsum(breaks)
-        keep = ~breaks
-        rows, numbers = rows[keep], numbers[keep]
-    width = int(numbers.max()) + 1 if len(numbers) else 1
-    distinct = _unique(rows * width + numbers)
-    rows, numbers = distinct // width, distinct % width
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    return offsets, numbers
-
-
-_SEPARATOR = "\x00"
-_WORD_OR_SEPARATOR = re.compile(r"\w+|\x00")
-
-
-def _unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The distinct values, ascending: ``np.unique`` by sorting, which is faster here."""
-    ordered = np.sort(values, kind="stable")
-    if len(ordered) < 2:
-        return ordered
-    distinct: npt.NDArray[np.int64] = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
-    return distinct
-
-
-def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Words two records of these sizes share at least, if they overlap by ``overlap``.
-
-    ``J(x, y) >= t`` means ``|x & y| >= t * |x|``; rounding down, and a hair
-    lower, keeps the bound safe from floating-point error.
-    """
-    floor: npt.NDArray[np.int64] = np.maximum(np.floor(overlap * sizes - 1e-9), 0).astype(np.int64)
-    return floor
-
-
-def _prefix_candidates(
-    group_of: npt.NDArray[np.int64],
-    offsets: npt.NDArray[np.int64],
-    words: npt.NDArray[np.int64],
-    eligible: npt.NDArray[np.bool_],
-    overlap: float,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Candidate pairs ``(a, b)``, ``a < b``, and the rows left to the exhaustive screen."""
-    n = len(group_of)
-    sizes = np.diff(offsets)
-    rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    take = eligible[rows]
-    rows, words = rows[take], words[take]
-    width = int(words.max()) + 1 if len(words) else 1
-    _, token, freq = np.unique(
-        group_of[rows] * width + words, return_inverse=True, return_counts=True
-    )
-    token = token.reshape(-1)
-    count = freq[token]
-    rare = count <= COMMON_WORD_ROWS
-    common = np.bincount(rows[~rare], minlength=n)
-    beta = overlap_floor(overlap, sizes) - common
-    residue = eligible & (beta <= 0)
-    rows, token, count = rows[rare], token[rare], count[rare]
-    # Each row's rare words, rarest first. Its prefix is the first
-    # rare - beta + 2 of them when beta >= 2, all of them otherwise.
-    order = np.lexsort((token, count, rows))
-    rows, token = rows[order], token[order]
-    rare_count = np.bincount(rows, minlength=n)
-    first = np.concatenate([[0], np.cumsum(rare_count)[:-1]])
-    position = np.arange(len(rows), dtype=np.int64) - first[rows]
-    length = np.where(beta >= 2, rare_count - beta + 2, rare_count)
-    indexed = position < length[rows]
-    rows, token = rows[indexed], token[indexed]
-    order = np.lexsort((rows, token))
-    rows, token = rows[order], token[order]
-    found: list[npt.NDArray[np.int64]] = []
-    # Pairs within each run of one token, offset by offset: run lengths are
-    # at most COMMON_WORD_ROWS, and each offset visits only the runs still long enough.
-    live = np.arange(len(token) - 1, dtype=np.int64)
-    gap = 1
-    while len(live):
-        live = live[token[live] == token[live + gap]]
-        a, b = rows[live], rows[live + gap]
-        found.append(np.minimum(a, b) * n + np.maximum(a, b))
-        gap += 1
-        live = live[live + gap < len(token)]
-    if not found:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, residue
-    codes, shared = np.unique(np.concatenate(found), return_counts=True)
-    del found
-    a, b = codes // n, codes % n
-    # When either side's beta is 2 or more, the pair shares at least beta rare
-    # words, and the two rarest of them lie in both prefixes: a pair seen
-    # through one word only cannot overlap enough.
-    keep = (shared >= 2) | (np.maximum(beta[a], beta[b]) < 2)
-    return a[keep], b[keep], residue
-
-
-def _share_label(
-    subdomains: Sequence[str],
-    tags: Sequence[Sequence[str]],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-) -> npt.NDArray[np.bool_]:
-    """Which pairs share the subdomain or a tag."""
-    out = np.fromiter(
-        (subdomains[x] == subdomains[y] for x, y in zip(a.tolist(), b.tolist())),
-        dtype=bool,
-        count=len(a),
-    )
-    for k in np.flatnonzero(~out).tolist():
-        out[k] = not set(tags[int(a[k])]).isdisjoint(tags[int(b[k])])
-    return out
-
-
-def _share_word_ids(
-    offsets: npt.NDArray[np.int64],
-    words: npt.NDArray[np.int64],
-    left: npt.NDArray[np.int64],
-    right: npt.NDArray[np.int64],
-    overlap: float,
-) -> npt.NDArray[np.bool_]:
-    """:func:`_share_words` on :func:`word_table`'s numbers: the same answers."""
-    sets: dict[int, frozenset[int]] = {}
-
-    def words_of(i: int) -> frozenset[int]:
-        found = sets.get(i)
-        if found is None:
-            found = sets[i] = frozenset(words[offsets[i] : offsets[i + 1]].tolist())
-        return found
-
-    return np.fromiter(
-        (
-            _jaccard(words_of(x), words_of(y)) >= overlap
-            for x, y in zip(left.tolist(), right.tolist())
-        ),
-        dtype=bool,
-        count=len(left),
-    )
-
-
-def _code(a: int, b: int, n: int) -> int:
-    """The pair code of rows ``a`` and ``b``, as :func:`_domain_pairs` makes them."""
-    return min(a, b) * n + max(a, b)
-
-
-def word_set(text: str) -> frozenset[str]:
-    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs.
-
-    These are the words the word-overlap rule compares.
-    """
-    return _words(text)
-
-
-def _words(text: str) -> frozenset[str]:
-    """See :func:`word_set`."""
-    lowered = text.lower()
-    runs = _UNSEGMENTED_RUN.findall(lowered)
-    if not runs:
-        return frozenset(_WORD.findall(lowered))
-    words = set(_WORD.findall(_UNSEGMENTED_RUN.sub(" ", lowered)))
-    for run in runs:
-        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-    return frozenset(words)
-
-
-def _share_words(
-    contents: Sequence[str],
-    left: npt.NDArray[np.int64],
-    right: npt.NDArray[np.int64],
-    overlap: float,
-) -> npt.NDArray[np.bool_]:
-    """Which pairs ``(left[i], right[i])`` have word sets overlapping by ``overlap`` or more."""
-    words = {i: _words(contents[i]) for i in np.union1d(left, right).tolist()}
-    return np.fromiter(
-        (_jaccard(words[a], words[b]) >= overlap for a, b in zip(left.tolist(), right.tolist())),
-        dtype=bool,
-        count=len(left),
-    )
-
-
-def _domain_pairs(
-    members: npt.NDArray[np.int64],
-    subdomains: Sequence[str],
-    tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
-    threshold: float,
-    n: int,
-) -> npt.NDArray[np.int64]:
-    """Pair codes ``low * n + high`` of the linked pairs among one domain's ``members``.
-
-    Pairs in one subdomain are compared within each subdomain; pairs in
-    different subdomains only within a shared tag.
-    A cheap upper bound on the cosine (see :func:`_bound_matrix`) screens each
-    block; the few pairs it lets through are checked exactly.
-    """
-    vectors = unit_vectors[members]
-    screen = _bound_matrix(vectors, threshold)
-    subs: dict[str, int] = {}
-    sub_of = np.array(
-        [subs.setdefault(subdomains[i], len(subs)) for i in members.tolist()], dtype=np.int64
-    )
-    by_tag: dict[str, list[int]] = {}
-    for local, i in enumerate(members.tolist()):
-        for tag in dict.fromkeys(tags[i]):
-            by_tag.setdefault(tag, []).append(local)
-    left: list[npt.NDArray[np.int64]] = []
-    right: list[npt.NDArray[np.int64]] = []
-
-    def collect(pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> None:
-        left.append(pairs[0])
-        right.append(pairs[1])
-
-    # Stable sorts keep each part in row order, so the blocks never depend on label order.
-    by_sub = np.argsort(sub_of, kind="stable")
-    bounds = np.flatnonzero(np.diff(sub_of[by_sub])) + 1
-    for part in np.split(by_sub, bounds):
-        if len(part) >= 2:
-            collect(_screened_within(screen, part, threshold))
-    for tag in sorted(by_tag):
-        group = np.asarray(by_tag[tag], dtype=np.int64)
-        if len(group) < 2 or (sub_of[group] == sub_of[group[0]]).all():
-            continue
-        # One product per tag; its same-subdomain pairs were already compared above.
-        a, b = _screened_within(screen, group, threshold)
-        across = sub_of[a] != sub_of[b]
-        collect((a[across], b[across]))
-    a = np.concatenate(left) if left else np.zeros(0, dtype=np.int64)
-    b = np.concatenate(right) if right else np.zeros(0, dtype=np.int64)
-    keep = _exact_cosine(vectors, a, b) >= threshold
-    a, b = members[a[keep]], members[b[keep]]
-    return np.minimum(a, b) * n + np.maximum(a, b)
-
-
-def _bound_matrix(vectors: npt.NDArray[np.float32], threshold: float) -> npt.NDArray[np.float32]:
-    """Rows whose dot products bound the cosines of ``vectors`` from above.
-
-    Split unit vectors into leading dimensions ``h`` and the rest ``t``:
-    ``a.b = h_a.h_b + t_a.t_b <= h_a.h_b + |t_a| |t_b|`` (Cauchy-Schwarz). A row
-    is ``h`` followed by ``|t|``, so one product over fewer columns bounds every
-    cosine. The leading dimensions are those with the most energy, as few as
-    leave a typical record's remaining energy ``_SCREEN_MARGIN`` below the
-    threshold; the bound is then far below the threshold for most pairs.
-    """
-    m, d = vectors.shape
-    energy = np.einsum("ij,ij->j", vectors, vectors, dtype=np.float64)
-    order = np.argsort(-energy, kind="stable")
-    left_over = 1.0 - np.cumsum(energy[order]) / m
-    enough = np.flatnonzero(left_over <= threshold - _SCREEN_MARGIN)
-    keep = int(enough[0]) + 1 if len(enough) else d
-    if keep >= d - 1:
-        return vectors
-    rest = np.linalg.norm(vectors[:, order[keep:]], axis=1)
-    return np.ascontiguousarray(np.column_stack([vectors[:, order[:keep]], rest]))
-
-
-def _screened_within(
-    screen: npt.NDArray[np.float32], part: npt.NDArray[np.int64], threshold: float
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Pairs ``(a, b)`` within ``part`` (a before b) that pass the screen."""
-    block = screen[part]
-    m = len(part)
-    step = max(16, min(_SCREEN_ROWS, _BLOCK_ELEMENTS // m))
-    left: list[npt.NDArray[np.int64]] = []
-    right: list[npt.NDArray[np.int64]] = []
-    for start in range(0, m, step):
-        sims = block[start : start + step] @ block[start:].T
-        # Row-major positions, as np.nonzero gives them: its two-dimensional
-        # path is many times slower than the flat one on these sparse masks.
-        rows, cols = np.divmod(np.flatnonzero(sims >= threshold - _SCREEN_SLACK), sims.shape[1])
-        # Keep each pair once: the column must lie after the row.
-        later = cols > rows
-        left.append(part[start + rows[later]])
-        right.append(part[start + cols[later]])
-    return np.concatenate(left), np.concatenate(right)
-
-
-def _exact_cosine(
-    vectors: npt.NDArray[np.float32], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
-) -> npt.NDArray[np.float64]:
-    """The cosine of each pair ``(vectors[a[i]], vectors[b[i]])``, in float64.
-
-    Each pair's value depends only on its two vectors, not on which block found it.
-    """
-    out = np.empty(len(a), dtype=np.float64)
-    for start in range(0, len(a), _EXACT_CHUNK):
-        stop = start + _EXACT_CHUNK
-        x = vectors[a[start:stop]].astype(np.float64)
-        y = vectors[b[start:stop]].astype(np.float64)
-        out[start:stop] = np.einsum("ij,ij->i", x, y)
-    return out
-
-
 # -- merge ----------------------------------------------------------------------
 
 
@@ -1112,9 +603,9 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
             sentence = " ".join(raw.split())
             if not sentence:
                 continue
-            words = _words(sentence)
+            words = word_set(sentence)
             # The same words again overlap fully; only new word sets need comparing.
-            if words in distinct or any(_jaccard(words, other) >= _SAME_SENTENCE for other in seen):
+            if words in distinct or any(jaccard(words, other) >= _SAME_SENTENCE for other in seen):
                 continue
             if sentence[-1] not in _SENTENCE_STOPS:
                 sentence += "."
@@ -1129,10 +620,3 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
             seen.append(words)
             distinct.add(words)
     return summary
-
-
-def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
-    if not a and not b:
-        return 1.0
-    shared = len(a & b)
-    return shared / (len(a) + len(b) - shared)

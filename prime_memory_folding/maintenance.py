@@ -22,22 +22,19 @@ from . import writes
 from .address import parse_record_id
 from .errors import InvalidInput, NotAvailable, NotFound
 from .folding import (
-    COMMON_WORD_ROWS,
     MAX_REPORTED,
-    SCREEN_SLACK,
     FoldPolicy,
     FoldReport,
     Merge,
     Snapshot,
     decay_terms,
     effective_strength,
-    overlap_floor,
     plan_fold,
     prune_margin,
-    word_set,
 )
 from .gc_pause import paused_gc
 from .index import TagQuery
+from .links import COMMON_WORD_ROWS, SCREEN_SLACK, overlap_floor, word_set
 from .primes import Kind
 from .records import Record
 from .storage import SqlStorage, StoredRow, archive, pushdown_of
@@ -293,7 +290,7 @@ def _incremental(
     one of them might fold with, and the records due for pruning. Candidates
     come from the full-text index: a record's rare words (held by at most
     ``COMMON_WORD_ROWS`` records) lead to every record it could overlap with
-    enough (see :func:`.folding.linked_pairs`); a record of mostly common
+    enough (see :func:`.links.linked_pairs`); a record of mostly common
     words is compared by vector with every record instead, in the engine's
     in-memory index.
     """

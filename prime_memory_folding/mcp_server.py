@@ -25,19 +25,15 @@ opens the store in the background, or on the first tool call.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import logging
 import os
 import sys
-import threading
-import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import anyio.from_thread
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -48,7 +44,17 @@ from pydantic import Field, ValidationError
 from . import scopes as scope_rules
 from . import tokens as access
 from .budget import count_tokens, fit
-from .errors import InvalidInput, PrimeMemoryError
+from .errors import PrimeMemoryError
+from .mcp_access import (
+    Access,
+    EngineHolder,
+    EngineSource,
+    ScopeHolder,
+    StoreTokens,
+    allowed,
+    request_grant,
+)
+from .mcp_args import parser
 from .mcp_models import (
     EncodeOutput,
     FoldOutput,
@@ -67,14 +73,12 @@ from .mcp_models import (
 from .mcp_transport import REQUEST
 from .records import MAX_CONTENT_CHARS
 from .scopes import ScopeResolution
-from .storage import is_postgres_url
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
     from .engine import MemoryEngine
     from .records import Hit
-    from .storage.base import TokenRow
 
 __all__ = [
     "EncodeOutput",
@@ -101,123 +105,12 @@ the same domain and tag names every time: stats lists the ones already in use. T
 knows which project it serves: memories go to that project and queries see it, your user
 scope and global, without any scope argument."""
 
-#: The engine, or a zero-argument callable that opens it on first use.
 #: The token budget of a query's answer unless the agent asks for another.
 DEFAULT_QUERY_TOKENS = 1_500
 #: The smallest budget a query's answer takes: one hit's fields and a few words.
 MIN_QUERY_TOKENS = 300
 #: A filter may forget this many memories without a confirm_count.
 FORGET_UNCONFIRMED = 3
-
-EngineSource = Union["MemoryEngine", Callable[[], "MemoryEngine"]]
-
-
-# -- the engine, opened once -------------------------------------------------------
-
-
-class _EngineHolder:
-    """Opens the engine once, on first use or in the background, from any thread."""
-
-    def __init__(self, source: EngineSource) -> None:
-        self._lock = threading.Lock()
-        self._engine: MemoryEngine | None = None
-        if callable(source) and not hasattr(source, "store"):
-            self._open: Callable[[], MemoryEngine] | None = source
-        else:
-            self._open = None
-            self._engine = source  # type: ignore[assignment]
-
-    def ready(self) -> MemoryEngine | None:
-        """The engine if it is open already, without waiting."""
-        return self._engine
-
-    def get(self) -> MemoryEngine:
-        if self._engine is not None:
-            return self._engine
-        with self._lock:
-            if self._engine is None:
-                assert self._open is not None
-                try:
-                    self._engine = self._open()
-                except PrimeMemoryError as exc:
-                    # Not cached: the next call tries again, e.g. once a lock is released.
-                    raise ToolError(f"could not open the memory store: {exc}") from exc
-            return self._engine
-
-    def warm_up(self) -> None:
-        """Open the engine in a daemon thread, so the first tool call does not wait."""
-        if self._engine is not None or self._open is None:
-            return
-
-        def run() -> None:
-            try:
-                self.get()
-            except ToolError as exc:
-                # A known store problem: its message names the path and the fix.
-                logger.warning("%s", exc)
-            except Exception:
-                logger.warning("opening the memory store in the background failed", exc_info=True)
-
-        threading.Thread(target=run, name="prime-memory-open", daemon=True).start()
-
-
-class _ScopeHolder:
-    """The server's current scope: resolved at start-up, and from MCP roots at most once.
-
-    Roots are asked for only when start-up found no project and the client
-    offers them: the 2026-07-28 protocol deprecates roots, so they are a
-    fallback, never a source that overrides the server's own resolution.
-    """
-
-    #: How long to wait for a client's answer to roots/list.
-    ROOTS_TIMEOUT_S = 5.0
-
-    def __init__(self, resolution: ScopeResolution | None) -> None:
-        self._resolution = resolution
-        self._asked = resolution is None
-
-    def known(self) -> ScopeResolution | None:
-        """The resolution as it stands, without asking the client."""
-        return self._resolution
-
-    async def get(self, ctx: Context | None) -> ScopeResolution | None:
-        resolution = self._resolution
-        if self._asked or resolution is None or resolution.source != "default" or ctx is None:
-            return resolution
-        self._asked = True
-        folders = await _client_roots(ctx, self.ROOTS_TIMEOUT_S)
-        if folders:
-            try:
-                found = scope_rules.resolve(
-                    None, user=resolution.user.partition(":")[2], roots=folders
-                )
-            except PrimeMemoryError:
-                return resolution
-            if found.source == "roots":
-                self._resolution = found
-        return self._resolution
-
-
-async def _client_roots(ctx: Context, timeout: float) -> list[str]:
-    """The local folders among the client's MCP roots; empty when it offers none."""
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        capabilities = ctx.client_capabilities
-        if capabilities is None or getattr(capabilities, "roots", None) is None:
-            return []
-        with anyio.fail_after(timeout), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # roots are deprecated; that is why they come last
-            result = await ctx.session.list_roots()
-    except Exception:
-        logger.debug("the client did not list its roots", exc_info=True)
-        return []
-    folders = []
-    for root in result.roots:
-        parts = urlsplit(str(root.uri))
-        if parts.scheme == "file" and parts.path:
-            folders.append(unquote(parts.path))
-    return folders
 
 
 class _MemoryServer(MCPServer):
@@ -230,7 +123,7 @@ class _MemoryServer(MCPServer):
 
     tool_names: frozenset[str] = frozenset()
     #: What the HTTP gate asks the store about per-user tokens (set by build_server).
-    token_check: _StoreTokens | None = None
+    token_check: StoreTokens | None = None
 
     async def list_tools(self) -> list[ToolDefinition]:
         """The tools as advertised: compact input schemas, and no output schemas.
@@ -316,36 +209,6 @@ Scopes = Annotated[
 ]
 
 
-class _StoreTokens:
-    """The HTTP gate's questions about tokens, answered by the engine's store."""
-
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self._call = call
-
-    async def verify(self, secret: str) -> TokenRow | None:
-        row: TokenRow | None = await self._call(lambda e: e.verify_token(secret))
-        return row
-
-    async def required(self) -> bool:
-        return bool(await self._call(lambda e: e.live_tokens()))
-
-
-def _grant() -> access.Grant | None:
-    """The grant of the HTTP request being served, when it carried a per-user token."""
-    identity = REQUEST.get()
-    if identity is None or identity.token is None:
-        return None
-    return access.Grant.of(identity.token, identity.project)
-
-
-def _allowed(check: Callable[[], None]) -> None:
-    """Run a grant's check; a refusal becomes the tool's error result."""
-    try:
-        check()
-    except InvalidInput as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-
 def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> _MemoryServer:
     """Build the MCP server over ``engine``.
 
@@ -357,8 +220,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             project, the client's MCP roots are asked once, at the first call
             that needs the scope. None leaves the scope to the engine.
     """
-    holder = _EngineHolder(engine)
-    scope_holder = _ScopeHolder(scope)
+    holder = EngineHolder(engine)
+    scope_holder = ScopeHolder(scope)
 
     async def warm_after_handshake(
         ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -384,89 +247,13 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
         return register
 
-    slow_calls = 0  # slow calls under way; counted on the event loop only
+    # How each tool reaches the engine, and the scopes its request writes to and reads.
+    reach = Access(holder, scope_holder)
+    call, resolution_of = reach.call, reach.resolution_of
+    current_scope, visible_scopes = reach.current_scope, reach.visible_scopes
+    writable, guard_record = reach.writable, reach.guard_record
 
-    async def call(fn: Callable[[MemoryEngine], Any], *, slow: bool = False) -> Any:
-        # Quick engine calls run on the event loop: a worker-thread hop per call
-        # costs more than the call itself. Opening the store and folding can
-        # take seconds, so those run in a worker thread. While one does, it may
-        # hold the engine's lock: quick calls then wait for it in worker threads
-        # too, so that the loop keeps serving (and a fold can report progress
-        # through it) instead of blocking on the lock. On a PostgreSQL store
-        # every call waits on the network, and on a database that is down for
-        # up to the connection timeout, so every call runs in a worker thread.
-        nonlocal slow_calls
-        try:
-            ready = holder.ready()
-            engine = ready if ready is not None else await anyio.to_thread.run_sync(holder.get)
-            if not slow and not slow_calls and not is_postgres_url(engine.path):
-                return fn(engine)
-            slow_calls += 1 if slow else 0
-            try:
-                return await anyio.to_thread.run_sync(fn, engine)
-            finally:
-                slow_calls -= 1 if slow else 0
-        except PrimeMemoryError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-    async def resolution_of(ctx: Context | None) -> ScopeResolution | None:
-        """This request's scopes: its token's and project header's over HTTP, else the server's."""
-        identity = REQUEST.get()
-        if identity is not None and identity.token is not None:
-            return access.Grant.of(identity.token, identity.project).resolution
-        resolution = await scope_holder.get(ctx)
-        if identity is not None and identity.project is not None:
-            user = resolution.user if resolution is not None else scope_rules.user_scope()
-            return ScopeResolution(
-                current=identity.project,
-                user=user,
-                source="header",
-                reason="from the request's project header",
-            )
-        return resolution
-
-    async def current_scope(ctx: Context | None) -> str | None:
-        """Where a write goes: the request's scope, or None to leave it to the engine."""
-        resolution = await resolution_of(ctx)
-        return None if resolution is None else resolution.current
-
-    async def visible_scopes(
-        ctx: Context | None, wanted: list[str] | None = None
-    ) -> list[str] | None:
-        """What a read sees: ``wanted``, else the request's default; narrowed by its token."""
-        if wanted is None:
-            resolution = await resolution_of(ctx)
-            wanted = None if resolution is None else list(resolution.visible)
-        grant = _grant()
-        if grant is None:
-            return wanted
-        held: list[str] = []
-        if wanted is None or any(name.strip() == scope_rules.ALL for name in wanted):
-            held = list(await call(lambda e: e.stats().scopes))
-        try:
-            return access.readable(grant.token, wanted, held)
-        except InvalidInput as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-    async def writable(ctx: Context | None, scope: str | None) -> str | None:
-        """The scope a write goes to, refused when the request's token may not write there."""
-        where = scope or await current_scope(ctx)
-        grant = _grant()
-        if grant is not None:
-            target = where or grant.resolution.current
-            _allowed(lambda: grant.check_write(scope_rules.normalise_scope(target)))
-        return where
-
-    def guard_record(engine: MemoryEngine, record_id: str, write: bool) -> None:
-        """Refuse to touch a record whose scope the request's token does not allow."""
-        grant = _grant()
-        if grant is None:
-            return
-        if write and grant.token.read_only:
-            grant.check_write(grant.resolution.current)
-        grant.check_scope(engine.get(record_id).scope)
-
-    server.token_check = _StoreTokens(call)
+    server.token_check = StoreTokens(call)
 
     @tool(_annotations("Encode an address", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_encode(
@@ -518,7 +305,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Storing the same content and labels again reinforces that memory.
         """
         where = await writable(ctx, scope)
-        grant = _grant()
+        grant = request_grant()
         if grant is not None:
             metadata = {**(metadata or {}), access.CREATED_BY: grant.name}
         result = await call(
@@ -640,7 +427,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         ] = False,
     ) -> FoldOutput:
         """Consolidate memory: decay strength, merge near-duplicates, archive what has faded."""
-        grant = _grant()
+        grant = request_grant()
         if grant is not None:
             if scope_rules.ALL not in grant.token.scopes:
                 raise ToolError(
@@ -648,7 +435,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                     "is limited to " + ", ".join(grant.token.scopes)
                 )
             if not dry_run:
-                _allowed(lambda: grant.check_write(scope_rules.GLOBAL))
+                allowed(lambda: grant.check_write(scope_rules.GLOBAL))
 
         def progress(step: str, done: int, total: int) -> None:
             # Runs in the fold's worker thread; a client that asked for progress
@@ -689,7 +476,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     async def stats_of(ctx: Context | None) -> StatsOutput:
         resolution = await resolution_of(ctx) or await call(lambda e: e.whoami())
         out = stats_output(await call(lambda e: e.stats()), resolution)
-        grant = _grant()
+        grant = request_grant()
         if grant is not None:
             # A token sees the record counts of its own scopes only.
             out.scopes = {
@@ -727,9 +514,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             raise ToolError(
                 "give either record_id or a filter (domain, subdomain, tags), not both or neither"
             )
-        grant = _grant()
+        grant = request_grant()
         if grant is not None and grant.token.read_only:
-            _allowed(lambda: grant.check_write(grant.resolution.current))
+            allowed(lambda: grant.check_write(grant.resolution.current))
         if record_id is not None:
 
             def forget_one(engine: MemoryEngine) -> Any:
@@ -781,9 +568,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         if not changes:
             raise ToolError("nothing to change: give content, tags, importance or scope")
 
-        grant = _grant()
+        grant = request_grant()
         if grant is not None and scope is not None:
-            _allowed(lambda: grant.check_write(scope_rules.normalise_scope(scope)))
+            allowed(lambda: grant.check_write(scope_rules.normalise_scope(scope)))
 
         def correct(engine: MemoryEngine) -> UpdateOutput:
             guard_record(engine, record_id, write=True)
@@ -831,7 +618,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         else:
             resolution = scope_holder.known() or await call(lambda e: e.whoami())
         shown = ScopeOutput(**resolution.as_dict())
-        if _grant() is not None:
+        if request_grant() is not None:
             shown.visible = await visible_scopes(None) or []
         return shown.model_dump_json()
 
@@ -873,64 +660,9 @@ def _version() -> str:
 # -- command line ------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="prime-memory-mcp",
-        description="Serve a Prime Memory Folding store over the Model Context Protocol.",
-    )
-    parser.add_argument(
-        "--store",
-        metavar="PATH|URL",
-        help="the store: a file or a postgresql:// URL (default: $PRIME_MEMORY_STORE, else "
-        "$PRIME_MEMORY_HOME/memory.db, else the user data folder)",
-    )
-    parser.add_argument(
-        "--scope",
-        metavar="SCOPE",
-        help="the current scope, where memories go: global, user:NAME, project:ID, ... "
-        "(default: $PRIME_MEMORY_SCOPE, else the project the server runs in)",
-    )
-    parser.add_argument(
-        "--project",
-        metavar="DIR",
-        help="the project folder whose scope is current, for clients that start servers "
-        "outside it (e.g. --project ${workspaceFolder}); default: $CLAUDE_PROJECT_DIR, "
-        "else the git repository of the working directory",
-    )
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--port", type=int, default=8765, help="HTTP port; 0 picks a free one (default: 8765)"
-    )
-    parser.add_argument(
-        "--token",
-        help="a shared bearer token HTTP requests may carry (default: $PRIME_MEMORY_TOKEN); "
-        "with one set, or while the store holds a live per-user token (prime-memory token "
-        "add), every request must carry one; one of the two is required to bind anything "
-        "but loopback",
-    )
-    parser.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="HOST[:PORT]",
-        help="an extra Host header value to accept over HTTP, e.g. memory.lan:8765 (repeatable)",
-    )
-    parser.add_argument(
-        "--allowed-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="an extra browser Origin to accept over HTTP (repeatable)",
-    )
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until the client disconnects (stdio) or it is interrupted (HTTP)."""
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
     from . import mcp_transport
 

@@ -1,10 +1,12 @@
 """The small interface the engine hands to the write path and to maintenance.
 
 :mod:`~prime_memory_folding.writes` and :mod:`~prime_memory_folding.maintenance`
-work on a live store: they need its lock, storage, registry, embedder, index
-and clock, and must tell it what they changed. They get exactly that through
-:class:`EngineParts`, which :class:`~prime_memory_folding.engine.MemoryEngine`
-implements for them, so neither imports the facade that calls it.
+(and the read side, :mod:`~prime_memory_folding.reads` and
+:mod:`~prime_memory_folding.survey`) work on a live store: they need its lock,
+storage, registry, embedder, index and clock, and must tell it what they
+changed. They get exactly that through :class:`EngineParts`, which
+:class:`~prime_memory_folding.engine.MemoryEngine` implements for them, so none
+of them imports the facade that calls it.
 """
 
 from __future__ import annotations

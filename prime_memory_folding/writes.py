@@ -10,7 +10,7 @@ under its lock.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,10 @@ import numpy as np
 import numpy.typing as npt
 
 from . import recall
-from .address import concept_bucket, instance_id, pack, parse_record_id, record_id
+from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .errors import DimensionMismatch, InvalidInput, NotFound
 from .labels import LabelRegistry
-from .primes import Kind, normalise_label, normalise_tags, prime_product
+from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
 from .records import (
     Record,
     StoreResult,
@@ -46,6 +46,7 @@ __all__ = [
     "as_vector",
     "assign_primes",
     "check_space",
+    "encode",
     "new_row",
     "prepare",
     "reinforced",
@@ -334,6 +335,58 @@ def allocate(
         used.add(rid)
         chosen.append(address)
     return chosen
+
+
+def encode(
+    engine: EngineParts,
+    scope: str,
+    domain: str,
+    subdomain: str,
+    tags: Iterable[str],
+    instance_key: str | None,
+) -> Encoded:
+    """The address a record with these labels would get in ``scope``; writes nothing.
+
+    Labels not yet registered get the primes they would be assigned next, and
+    ``provisional`` is then True (see :meth:`.MemoryEngine.encode`).
+    """
+    scope_name = normalise_scope(scope)
+    domain_label = normalise_label(domain, Kind.DOMAIN)
+    subdomain_label = normalise_label(subdomain, Kind.SUBDOMAIN)
+    tag_labels = normalise_tags(tags)
+    if instance_key is not None and (not isinstance(instance_key, str) or not instance_key):
+        raise InvalidInput("instance_key must be a non-empty string when given")
+    with engine.lock:
+        engine.registry.reload()
+        predicted: dict[Kind, int] = {
+            kind: max(table.values(), default=1) for kind, table in engine.registry.primes.items()
+        }
+        provisional = False
+
+        def prime_for(kind: Kind, label: str) -> int:
+            nonlocal provisional
+            prime = engine.registry.primes[kind].get(label)
+            if prime is None:
+                provisional = True
+                predicted[kind] = prime = next_prime(predicted[kind])
+            return prime
+
+        domain_prime = prime_for(Kind.DOMAIN, domain_label)
+        subdomain_prime = prime_for(Kind.SUBDOMAIN, subdomain_label)
+        for tag in tag_labels:
+            prime_for(Kind.TAG, tag)
+    bucket = concept_bucket(domain_label, subdomain_label, tag_labels, scope_name)
+    instance = 0 if instance_key is None else instance_id(instance_key)
+    address = pack(domain_prime, subdomain_prime, bucket, instance)
+    return Encoded(
+        address=address,
+        record_id=record_id(address),
+        domain_prime=domain_prime,
+        subdomain_prime=subdomain_prime,
+        concept_bucket=bucket,
+        instance_id=instance,
+        provisional=provisional,
+    )
 
 
 def new_row(

@@ -256,7 +256,7 @@ def test_ide_config_rejects_an_unknown_client(run: Any) -> None:
 def test_serve_passes_the_store_and_transport_to_the_server(
     run: Any, monkeypatch: pytest.MonkeyPatch, store_path: Path
 ) -> None:
-    from prime_memory_folding.mcp_server import _parser
+    from prime_memory_folding.mcp_args import parser
 
     seen: list[list[str]] = []
     fake = types.ModuleType("prime_memory_folding.mcp_server")
@@ -266,7 +266,7 @@ def test_serve_passes_the_store_and_transport_to_the_server(
     result = run("serve", "--transport", "http", "--port", "9000", "--token=-secret")
     assert result.exit_code == 0
     [argv] = seen
-    parsed = _parser().parse_args(argv)
+    parsed = parser().parse_args(argv)
     assert (parsed.transport, parsed.store, parsed.host, parsed.port, parsed.token) == (
         "streamable-http",
         str(store_path),

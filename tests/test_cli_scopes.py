@@ -567,7 +567,7 @@ def test_imported_notes_go_to_the_current_scope(
 def test_serve_passes_the_scope_and_project_to_the_server(
     run: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from prime_memory_folding.mcp_server import _parser
+    from prime_memory_folding.mcp_args import parser
 
     seen: list[list[str]] = []
     fake = types.ModuleType("prime_memory_folding.mcp_server")
@@ -577,13 +577,13 @@ def test_serve_passes_the_scope_and_project_to_the_server(
     project.mkdir()
     result = run("--scope", "User:Alice", "serve", "--project", str(project))
     assert result.exit_code == 0, result.output
-    parsed = _parser().parse_args(seen[-1])
+    parsed = parser().parse_args(seen[-1])
     assert (parsed.scope, parsed.project) == ("user:alice", str(project.resolve()))
     assert run("serve").exit_code == 0
     assert not any(arg.startswith(("--scope", "--project")) for arg in seen[-1])
     # A client's unexpanded variable is the server's to handle.
     assert run("serve", "--project", "${workspaceFolder}").exit_code == 0
-    assert _parser().parse_args(seen[-1]).project == "${workspaceFolder}"
+    assert parser().parse_args(seen[-1]).project == "${workspaceFolder}"
     one_line_error(run("serve", "--scope", "nokind"), "has no kind")
     one_line_error(run("serve", "--project", str(tmp_path / "nowhere")), "not a folder")
     assert len(seen) == 3

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import FoldPolicy, MemoryEngine, folding
-from prime_memory_folding.folding import linked_pairs, prune_moments, word_set, word_table
+from prime_memory_folding import FoldPolicy, MemoryEngine, folding, links
+from prime_memory_folding.folding import prune_moments
+from prime_memory_folding.links import linked_pairs, word_set, word_table
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -81,7 +82,7 @@ def test_the_candidate_search_finds_exactly_the_exhaustive_screens_links(
     exhaustive = linked_pairs(*args, 0.85, contents=contents, word_overlap=overlap, exhaustive=True)
     with pytest.MonkeyPatch.context() as patch:
         # A low bar for "common" sends many records down the common-word path.
-        patch.setattr(folding, "COMMON_WORD_ROWS", common_rows)
+        patch.setattr(links, "COMMON_WORD_ROWS", common_rows)
         searched = linked_pairs(*args, 0.85, contents=contents, word_overlap=overlap)
     assert searched.tolist() == exhaustive.tolist()
 

@@ -167,6 +167,6 @@ def test_tools_describe_scope_arguments_as_ones_to_leave_out(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("flag", ["--scope", "--project"])
 def test_the_server_help_names_the_scope_flags(flag: str) -> None:
-    from prime_memory_folding.mcp_server import _parser
+    from prime_memory_folding.mcp_args import parser
 
-    assert flag in _parser().format_help()
+    assert flag in parser().format_help()

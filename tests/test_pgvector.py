@@ -108,7 +108,7 @@ def test_rows_written_without_embedding_are_filled(vector_store: str) -> None:
         assert missing == 30
         unit = np.asarray(items[5]["vector"], dtype=np.float32)
         unit /= np.linalg.norm(unit)
-        found = storage.nearest(pg._gates(None, None, (), (), (), 0.0), unit, 5)  # type: ignore[attr-defined]
+        found = storage.nearest(pg._reader.gates(None, None, (), (), (), 0.0), unit, 5)  # type: ignore[attr-defined]
         assert (
             found is not None
             and found[0] == pg.query(vector=unit.tolist(), limit=1)[0].record.record_id

@@ -26,6 +26,7 @@ __all__ = [
     "qmark_to_format",
     "reason_of",
     "redact",
+    "store_error",
     "wait_limit",
     "writes",
 ]
@@ -126,6 +127,43 @@ def connection_lost(exc: BaseException) -> bool:
 def reason_of(exc: BaseException) -> str:
     """An error's message on one line."""
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def store_error(
+    exc: Exception, path: str, timeout: float, *, maybe_written: bool = False
+) -> StoreError:
+    """A psycopg or pool error as the store error a caller can act on.
+
+    ``path`` names the store (without its password), ``timeout`` is how long a
+    call waits for a connection.
+
+    ``maybe_written``: the connection may have been lost after the database
+    applied the write (while it committed), so the message says so.
+    """
+    import psycopg
+
+    said = reason_of(exc)
+    if type(exc).__name__ == "PoolClosed":
+        return StoreError(f"store {path} is closed; open it again")
+    if type(exc).__name__ == "PoolTimeout":
+        return StoreError(
+            f"no connection to PostgreSQL at {path} within {timeout:g} s "
+            f"({said}): the database does not answer, or every pooled connection is "
+            "busy; nothing of this call was written; retry once the database answers"
+        )
+    if connection_lost(exc):
+        if maybe_written:
+            return StoreError(
+                f"lost the connection to PostgreSQL at {path} ({said}) as the write "
+                "was committed: it may or may not have been saved; look before repeating it"
+            )
+        return StoreError(
+            f"lost the connection to PostgreSQL at {path} ({said}); "
+            "nothing of this call was written; retry once the database answers"
+        )
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return StoreError(f"store {path}: a write collided with another ({said})")
+    return StoreError(f"store {path}: {said}")
 
 
 def writes(sql: str) -> bool:

@@ -1,4 +1,4 @@
-"""Rows and gates of the PostgreSQL store: SQL conditions, and index columns read back.
+"""Rows and gates of the PostgreSQL store: SQL conditions and reads, and index columns read back.
 
 Shared by the store's reads (:mod:`.postgres`) and its text search
 (:mod:`.pg_text`).
@@ -14,7 +14,27 @@ from typing import Any
 from ..index import TagQuery
 from .base import IndexRow, IndexTable
 
-__all__ = ["gate_sql", "index_row", "table_of"]
+__all__ = [
+    "INDEX_COLUMNS",
+    "RECORD_COLUMNS",
+    "gate_sql",
+    "gated_sql",
+    "index_row",
+    "table_of",
+]
+
+#: The records table's columns, in the order ``sqlite.stored_row`` reads them.
+RECORD_COLUMNS = (
+    "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
+    "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
+    "instance_key, strength_at, scope"
+)
+#: The columns of an index row (:func:`index_row`); ``{vector}`` is ``vector`` or ``NULL``.
+INDEX_COLUMNS = (
+    "record_id, domain, subdomain, tags, tag_product, importance, strength, "
+    "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
+    "(metadata::jsonb ->> 'tier'), scope"
+)
 
 
 def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
@@ -49,6 +69,67 @@ def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
         where.append("updated_at < %s")
         params.append(gates.until)
     return where, params
+
+
+def gated_sql(
+    gates: TagQuery,
+    *,
+    vectors: bool,
+    ids: Sequence[str] | None = None,
+    newest: int | None = None,
+    also: Sequence[str] = (),
+    order: str = "storage",
+    limit: int | None = None,
+    has_vector: bool = False,
+    around: Sequence[str] = (),
+    reach: int = 0,
+) -> tuple[str, list[Any]]:
+    """The query (``%s`` placeholders) for :meth:`.PostgresStorage.gated`, and its parameters.
+
+    It reads :data:`INDEX_COLUMNS` (``vector`` only with ``vectors``); the
+    arguments mean what they mean there.
+    """
+    where, params = gate_sql(gates)
+    if has_vector:
+        where.append("vector IS NOT NULL")
+    if ids is not None:
+        where.append("record_id = ANY(%s)")
+        params.append(list(ids))
+    condition = " AND ".join(where) or "TRUE"
+    sql = "SELECT " + INDEX_COLUMNS.format(vector="vector" if vectors else "NULL")
+    sql += " FROM records WHERE "
+    if newest is not None:
+        inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
+        gated_params = params
+        sql += f"(id IN ({inner})"
+        params = [*gated_params, newest]
+        if also:
+            sql += f" OR (record_id = ANY(%s) AND {condition})"
+            params += [list(also), *gated_params]
+        if around and reach > 0:
+            sql += (
+                " OR id IN (SELECT x.id FROM records AS h, LATERAL ("
+                "(SELECT r.id FROM records AS r WHERE r.id < h.id ORDER BY r.id DESC LIMIT %s) "
+                "UNION ALL (SELECT r.id FROM records AS r WHERE r.id > h.id "
+                "ORDER BY r.id LIMIT %s)) AS x WHERE h.record_id = ANY(%s))"
+            )
+            params += [reach, reach, list(around)]
+        sql += ") ORDER BY id"
+    elif order == "salience":
+        # The best by stored salience, handed back in storage order.
+        sql += (
+            f"id IN (SELECT id FROM records WHERE {condition} "
+            "ORDER BY importance * strength DESC, updated_at DESC, id DESC"
+            + ("" if limit is None else " LIMIT %s")
+            + ") ORDER BY id"
+        )
+        params.extend([] if limit is None else [limit])
+    else:
+        sql += condition + " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+    return sql, params
 
 
 def index_row(row: Sequence[Any]) -> IndexRow:

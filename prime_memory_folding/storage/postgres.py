@@ -62,10 +62,11 @@ from .pg_connect import (
     qmark_to_format,
     reason_of,
     redact,
+    store_error,
     wait_limit,
     writes,
 )
-from .pg_rows import gate_sql, index_row, table_of
+from .pg_rows import INDEX_COLUMNS, RECORD_COLUMNS, gate_sql, gated_sql, index_row, table_of
 from .pg_schema import PG_MIGRATIONS, latest_pg_version
 from .pg_text import STATS_STALE_CHANGES, TextSearch, bm25, unsegmented_pieces
 from .pgvector import Vectors
@@ -85,16 +86,6 @@ __all__ = [
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
 #: The advisory lock every write transaction holds shared and a fold exclusively.
 _WRITE_LOCK = 0x706D665F777269  # "pmf_wri"
-_RECORD_COLUMNS = (
-    "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
-    "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at, scope"
-)
-_INDEX_COLUMNS = (
-    "record_id, domain, subdomain, tags, tag_product, importance, strength, "
-    "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
-    "(metadata::jsonb ->> 'tier'), scope"
-)
 #: Set to ``off`` to score vectors with numpy even where pgvector is installed.
 PGVECTOR_ENV = "PRIME_MEMORY_PGVECTOR"
 #: Rows per batch when a whole table is read (a fold, a copy).
@@ -188,34 +179,8 @@ class PostgresStorage:
     # -- connections -------------------------------------------------------
 
     def _error(self, exc: Exception, *, maybe_written: bool = False) -> StoreError:
-        """A psycopg error as the store error a caller can act on.
-
-        ``maybe_written``: the connection may have been lost after the database
-        applied the write (while it committed), so the message says so.
-        """
-        psycopg = self._psycopg
-        said = reason_of(exc)
-        if type(exc).__name__ == "PoolClosed":
-            return StoreError(f"store {self.path} is closed; open it again")
-        if type(exc).__name__ == "PoolTimeout":
-            return StoreError(
-                f"no connection to PostgreSQL at {self.path} within {self._timeout:g} s "
-                f"({said}): the database does not answer, or every pooled connection is "
-                "busy; nothing of this call was written; retry once the database answers"
-            )
-        if connection_lost(exc):
-            if maybe_written:
-                return StoreError(
-                    f"lost the connection to PostgreSQL at {self.path} ({said}) as the write "
-                    "was committed: it may or may not have been saved; look before repeating it"
-                )
-            return StoreError(
-                f"lost the connection to PostgreSQL at {self.path} ({said}); "
-                "nothing of this call was written; retry once the database answers"
-            )
-        if isinstance(exc, psycopg.errors.UniqueViolation):
-            return StoreError(f"store {self.path}: a write collided with another ({said})")
-        return StoreError(f"store {self.path}: {said}")
+        """A psycopg error as the store error a caller can act on (see ``store_error``)."""
+        return store_error(exc, self.path, self._timeout, maybe_written=maybe_written)
 
     def _raise(self, exc: Exception, *, maybe_written: bool = False) -> None:
         """Raise a psycopg or pool error as a :class:`StoreError`; other errors as they are."""
@@ -558,7 +523,7 @@ class PostgresStorage:
             )
         found: dict[str, StoredRow] = {}
         for row in self.run(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE dedupe_key = ANY(%s)", (wanted,)
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE dedupe_key = ANY(%s)", (wanted,)
         ):
             stored = stored_row(row)
             found[stored.dedupe_key] = stored
@@ -576,7 +541,7 @@ class PostgresStorage:
         values: list[tuple[Any, ...]] = [record_values(row) for row in stored]
         if not values:
             return
-        columns = _RECORD_COLUMNS
+        columns = RECORD_COLUMNS
         embeddings = self._embeddings(stored)
         if embeddings is not None:
             columns += ", embedding"
@@ -620,7 +585,7 @@ class PostgresStorage:
     def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]:
         found: dict[str, StoredRow] = {}
         for row in self.run(
-            f"SELECT {_RECORD_COLUMNS} FROM records WHERE record_id = ANY(%s)",
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE record_id = ANY(%s)",
             (list(record_ids),),
         ):
             stored = stored_row(row)
@@ -632,7 +597,7 @@ class PostgresStorage:
         return int(row[0]) if row else 0
 
     def index_rows(self, record_ids: Sequence[str] | None = None) -> Iterator[IndexRow]:
-        sql = "SELECT " + _INDEX_COLUMNS.format(vector="vector") + " FROM records"
+        sql = "SELECT " + INDEX_COLUMNS.format(vector="vector") + " FROM records"
         if record_ids is None:
             for batch in self._batches(sql + " ORDER BY id", ()):
                 yield from (index_row(row) for row in batch)
@@ -739,46 +704,18 @@ class PostgresStorage:
         gate and the exact tests run again on what this returns
         (:meth:`~..index.StructuralIndex.select`).
         """
-        where, params = gate_sql(gates)
-        if has_vector:
-            where.append("vector IS NOT NULL")
-        if ids is not None:
-            where.append("record_id = ANY(%s)")
-            params.append(list(ids))
-        condition = " AND ".join(where) or "TRUE"
-        sql = "SELECT " + _INDEX_COLUMNS.format(vector="vector" if vectors else "NULL")
-        sql += " FROM records WHERE "
-        if newest is not None:
-            inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
-            gated_params = params
-            sql += f"(id IN ({inner})"
-            params = [*gated_params, newest]
-            if also:
-                sql += f" OR (record_id = ANY(%s) AND {condition})"
-                params += [list(also), *gated_params]
-            if around and reach > 0:
-                sql += (
-                    " OR id IN (SELECT x.id FROM records AS h, LATERAL ("
-                    "(SELECT r.id FROM records AS r WHERE r.id < h.id ORDER BY r.id DESC LIMIT %s) "
-                    "UNION ALL (SELECT r.id FROM records AS r WHERE r.id > h.id "
-                    "ORDER BY r.id LIMIT %s)) AS x WHERE h.record_id = ANY(%s))"
-                )
-                params += [reach, reach, list(around)]
-            sql += ") ORDER BY id"
-        elif order == "salience":
-            # The best by stored salience, handed back in storage order.
-            sql += (
-                f"id IN (SELECT id FROM records WHERE {condition} "
-                "ORDER BY importance * strength DESC, updated_at DESC, id DESC"
-                + ("" if limit is None else " LIMIT %s")
-                + ") ORDER BY id"
-            )
-            params.extend([] if limit is None else [limit])
-        else:
-            sql += condition + " ORDER BY id"
-            if limit is not None:
-                sql += " LIMIT %s"
-                params.append(limit)
+        sql, params = gated_sql(
+            gates,
+            vectors=vectors,
+            ids=ids,
+            newest=newest,
+            also=also,
+            order=order,
+            limit=limit,
+            has_vector=has_vector,
+            around=around,
+            reach=reach,
+        )
         return table_of(index_row(row) for row in self.run(sql, params))
 
     def gated_ids(self, gates: TagQuery) -> list[str]:

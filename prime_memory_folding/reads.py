@@ -1,0 +1,325 @@
+"""How the engine answers reads: gates, ranking, and the rows of the hits.
+
+:class:`Reader` turns a query's arguments into the index's gates (labels into
+primes, scope names into the visible scopes, ages into times), ranks what
+passes them (salience, vectors, or text: BM25 and cosine fused, see
+:mod:`~prime_memory_folding.recall`), and reads the top hits' records. On a
+store that gates in its own database it asks that instead of the in-memory
+index (:mod:`~prime_memory_folding.pushdown`). It writes nothing:
+:meth:`~prime_memory_folding.engine.MemoryEngine.query`,
+:meth:`~prime_memory_folding.engine.MemoryEngine.match_ids` and
+:meth:`~prime_memory_folding.engine.MemoryEngine.stats` delegate to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import pushdown, recall, writes
+from . import scopes as scope_rules
+from .errors import InvalidInput
+from .index import StructuralIndex, TagQuery
+from .live_index import LiveIndex
+from .primes import Kind
+from .query import RankedRow, rank_by_salience, rank_by_vector
+from .records import Hit, Stats, check_unit_interval
+from .scopes import ScopeResolution
+from .storage import Pushdown, SqlStorage, archive
+from .when import parse_when
+
+if TYPE_CHECKING:
+    from .parts import EngineParts
+
+__all__ = ["MAX_LIMIT", "Reader"]
+
+#: The most hits one query may ask for.
+MAX_LIMIT = 10_000
+
+
+class Reader:
+    """The read side of one engine.
+
+    Args:
+        parts: the engine's parts (its lock, storage, registry, clock, text embedder).
+        live: the engine's in-memory index.
+        scope: the engine's current scope, and what a read sees by default.
+        pushdown: the store, when it gates in its own database; None otherwise.
+    """
+
+    def __init__(
+        self,
+        parts: EngineParts,
+        live: LiveIndex,
+        scope: ScopeResolution,
+        pushdown: Pushdown | None,
+    ) -> None:
+        self._parts = parts
+        self._live = live
+        self._index = live.index  # the same object for the engine's life
+        self._scope = scope
+        self._pushdown = pushdown
+        self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+        #: Query words' shares of the newest records, for planning text queries.
+        self.word_shares = recall.WordShares()
+
+    def gates(
+        self,
+        domain: str | None,
+        subdomain: str | None,
+        tags: Iterable[str],
+        any_tags: Iterable[str],
+        exclude_tags: Iterable[str],
+        min_strength: float,
+        scope_names: Iterable[str] | None = None,
+        since: object = None,
+        until: object = None,
+    ) -> TagQuery | None:
+        """Labels turned into primes; None when an unknown label means nothing can match.
+
+        Label lookups are memoised per distinct set of labels until the next
+        label is added, so a repeated query skips normalising and resolving.
+        ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
+        """
+        strength = check_unit_interval("min_strength", min_strength)
+        visible = self.visible(scope_names)
+        start = None if since is None else parse_when(since, self._parts.now(), "since")
+        end = None if until is None else parse_when(until, self._parts.now(), "until")
+        labels = self._parts.registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
+        if labels is None or visible == ():
+            return None
+        if visible is not None:
+            labels = replace(labels, scopes=visible)
+        if start is not None or end is not None:
+            labels = replace(labels, since=start, until=end)
+        if strength == 0.0:
+            return labels
+        # Gate on the strength decayed to now (folding), without writing anything.
+        return replace(labels, min_strength=strength, now=self._parts.now())
+
+    def visible(self, scope_names: Iterable[str] | None) -> tuple[str, ...] | None:
+        """The scopes a read sees; None when that is every scope the index holds.
+
+        Raises:
+            InvalidInput: a malformed scope name, or a bare string.
+        """
+        wanted: tuple[str, ...] | None
+        if scope_names is None:
+            wanted = self._scope.visible
+        elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
+            # Checked names are kept per distinct list, as label gates are.
+            key = tuple(scope_names)
+            if key in self._scope_names:
+                wanted = self._scope_names[key]
+            else:
+                wanted = scope_rules.normalise_scopes(key)
+                if len(self._scope_names) >= 256:
+                    self._scope_names.clear()
+                self._scope_names[key] = wanted
+        else:
+            wanted = scope_rules.normalise_scopes(scope_names)
+        if not wanted or self._pushdown is not None:
+            return wanted
+        held = self._index.scopes()
+        if len(held) <= len(wanted) and set(held).issubset(wanted):
+            return None  # no gate needed: every record is visible
+        return wanted
+
+    def hits_of(
+        self,
+        text: str | None,
+        gate_args: tuple[Any, ...],
+        vector: Sequence[float] | None,
+        limit: int,
+    ) -> list[Hit]:
+        """:meth:`.MemoryEngine.query` without a budget: every hit up to ``limit``.
+
+        ``gate_args`` are :meth:`gates`'s arguments, in its order.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
+        query_vector = None if vector is None else writes.as_vector(vector)
+        # -- recall: text queries rank hybrid (see recall.py) --
+        if text is not None:
+            return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
+        # -- end recall --
+        with self._parts.lock:
+            self._live.refresh()
+            if (
+                query_vector is not None
+                and self._parts.storage.get_meta("embedding_space") is not None
+            ):
+                writes.check_space(self._parts.storage, len(query_vector), claim=False)
+            gates = self.gates(*gate_args)
+            if gates is None or limit == 0:
+                return []
+            now = self._parts.now()  # scores show strength decayed to now (folding)
+            ranked: list[RankedRow]
+            if query_vector is not None:
+                norm = float(np.linalg.norm(query_vector))
+                unit = (query_vector / norm).astype(np.float32)
+                if self._pushdown is not None:
+                    window = pushdown.by_vector(
+                        self._pushdown, self._live.columns, gates, unit, limit, now
+                    )
+                    return self.hits(window.ranked, window.index)
+                rows = None if gates == TagQuery() else self._index.select(gates)
+                ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
+            elif self._pushdown is not None:
+                window = pushdown.by_salience(self._pushdown, self._live.columns, gates, limit, now)
+                return self.hits(window.ranked, window.index)
+            else:
+                ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
+            return self.hits(ranked)
+
+    def _text_query(
+        self,
+        text: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        gate_args: tuple[Any, ...],
+        limit: int,
+    ) -> list[Hit]:
+        """Structural gates first, then BM25 and cosine over the survivors, fused.
+
+        A caller's vector, when given, stands in for the embedded text on the
+        vector side; in a custom space without one, ranking is lexical only.
+        """
+        parsed = recall.parse_query(text)
+        with self._parts.lock:
+            self._live.refresh()
+            storage = self._parts.storage
+            space = recall.store_space(storage)
+            if query_vector is not None and space is not None:
+                writes.check_space(self._parts.storage, len(query_vector), claim=False)
+            gates = self.gates(*gate_args)
+            if gates is None or limit == 0:
+                return []
+            unit = None
+            if query_vector is not None:
+                unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
+            elif (
+                self._parts.text.enabled
+                and space is not None
+                and not recall.is_custom(space)
+                and (self._pushdown is not None or self._index.dim is not None)
+            ):
+                unit = self._parts.text.embed([text])[0]
+            if self._pushdown is not None:
+                window = pushdown.by_text(
+                    self._pushdown, self._live.columns, gates, text, unit, limit
+                )
+                return self.hits(window.ranked, window.index)
+            gate_rows = None if gates == TagQuery() else self._index.select(gates)
+            depth: int | None = recall.LEXICAL_DEPTH
+            while True:
+                found = recall.lexical_scores(
+                    storage, parsed, depth, len(self._index), self.word_shares
+                )
+                lexical = {}
+                for rid, score in found.scores.items():
+                    row = self._index.row_of(rid)
+                    if row is not None:
+                        lexical[row] = score
+                if gate_rows is not None and lexical:
+                    keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
+                    lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
+                # Gates may have dropped most of the best; then look at every match.
+                if depth is None or found.exhaustive or len(lexical) >= limit:
+                    break
+                depth = None
+            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
+            return self.hits(ranked)
+
+    def hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
+        """The hits of ranked rows, their records read from the store."""
+        ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
+        found = self._parts.storage.fetch(ids)
+        return [
+            Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
+            for rid, r in zip(ids, ranked)
+            if rid in found
+        ]
+
+    def match_ids(
+        self,
+        domain: str | None,
+        subdomain: str | None,
+        tags: Iterable[str],
+        any_tags: Iterable[str],
+        exclude_tags: Iterable[str],
+        min_strength: float,
+        scopes: Iterable[str] | None,
+        since: object,
+        until: object,
+    ) -> list[str]:
+        """Every record id that passes the structural gates, unranked and unlimited."""
+        with self._parts.lock:
+            self._live.refresh()
+            gates = self.gates(
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+            )
+            if gates is None:
+                return []
+            if self._pushdown is not None:
+                if gates.min_strength > 0.0:
+                    table = self._pushdown.gated(gates, vectors=False)
+                    window = StructuralIndex()
+                    window.load(self._live.columns(table))
+                    return window.select_ids(gates)
+                return self._pushdown.gated_ids(gates)
+            return self._index.select_ids(gates)
+
+    def stats(self) -> Stats:
+        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
+        with self._parts.lock:
+            self._live.refresh()
+            self._parts.registry.reload()
+            archived = (
+                archive.count_by_reason(self._parts.storage)
+                if isinstance(self._parts.storage, SqlStorage)
+                else {}
+            )
+            if self._pushdown is not None:
+                held = self._pushdown.label_counts()
+                domains, subdomains, tags = (
+                    {
+                        self._parts.registry.known(kind, label): n
+                        for label, n in held[kind.value].items()
+                    }
+                    for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
+                )
+                scope_counts = self._pushdown.scope_counts()
+                records = sum(scope_counts.values())
+            else:
+                domains, subdomains, tags = self._index.counts()
+                scope_counts = self._index.scope_counts()
+                records = len(self._index)
+
+            def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
+                labels = self._parts.registry.labels[kind]
+                return dict(sorted((labels[p], n) for p, n in counts.items()))
+
+            return Stats(
+                path=self._parts.path,
+                records=records,
+                domains=named(Kind.DOMAIN, domains),
+                subdomains=named(Kind.SUBDOMAIN, subdomains),
+                tags=named(Kind.TAG, tags),
+                registries={
+                    kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
+                    for kind, table in self._parts.registry.primes.items()
+                },
+                store_bytes=self._parts.storage.size_bytes(),
+                embedding_space=self._parts.storage.get_meta("embedding_space"),
+                schema_version=self._parts.storage.schema_version(),
+                archived=sum(archived.values()),
+                archived_by_reason=archived,
+                scopes=dict(sorted(scope_counts.items())),
+                current_scope=self._scope.current,
+                scope_reason=self._scope.reason,
+                visible_scopes=self._scope.visible,
+            )
