@@ -41,7 +41,7 @@ import numpy.typing as npt
 from .index import IndexColumns, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
-from .storage.base import IndexTable, Pushdown
+from .storage.base import SALIENCE_FLOOR, IndexTable, Pushdown
 
 __all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
 
@@ -50,7 +50,7 @@ WINDOW_MAX = 20_000
 #: Candidates an approximate nearest-neighbour search hands to exact ranking.
 NEAREST_KEEP = 200
 #: Records the first salience read takes, at least.
-SALIENCE_FIRST = 256
+SALIENCE_FIRST = 16
 #: Vectors a vector query past :data:`WINDOW_MAX` keeps from its first scan, at least.
 NEAREST_FIRST = 64
 
@@ -75,7 +75,7 @@ def by_salience(
     store: Pushdown, columns_of: ColumnsOf, gates: TagQuery, limit: int, now: float
 ) -> Window:
     """The gated records best by importance x decayed strength, then recency."""
-    size = max(limit * 4, SALIENCE_FIRST)
+    size = max(limit * 2, SALIENCE_FIRST)
     while True:
         table = store.gated(gates, vectors=False, order="salience", limit=size)
         index = _window(columns_of, table)
@@ -84,7 +84,10 @@ def by_salience(
             return Window(index, ranked)  # every gated record was read
         # Decay only lowers strength: no record not read can beat this bound
         # (ties go on reading: recency, then storage order, break them).
-        bound = min(i * s for i, s in zip(table.importance, table.strength))
+        bound = min(
+            max(i, SALIENCE_FLOOR) * max(s, SALIENCE_FLOOR)
+            for i, s in zip(table.importance, table.strength)
+        )
         if len(ranked) == limit and ranked[-1].score > bound:
             return Window(index, ranked)
         size *= 4

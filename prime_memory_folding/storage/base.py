@@ -20,6 +20,7 @@ from ..primes import Kind
 from ..records import Record
 
 __all__ = [
+    "SALIENCE_FLOOR",
     "IndexRow",
     "IndexTable",
     "LexicalCandidates",
@@ -176,6 +177,12 @@ class SqlStorage(Storage, Protocol):
 
 
 # -- pushdown: backends that answer queries themselves -------------------------------
+
+
+#: A backend's salience order (importance x strength, best first) may treat
+#: either factor below this as equal to it: the bound a reader derives from
+#: that order must then take ``max(factor, SALIENCE_FLOOR)`` too.
+SALIENCE_FLOOR = 1e-150
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..index import TagQuery
-from .base import IndexRow, IndexTable
+from .base import SALIENCE_FLOOR, IndexRow, IndexTable
 
 __all__ = [
     "INDEX_COLUMNS",
@@ -37,8 +37,14 @@ INDEX_COLUMNS = (
 )
 
 
-def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
-    """SQL conditions (``%s`` placeholders) for the gates a B-tree or GIN index can run."""
+def gate_sql(gates: TagQuery, *, exact: bool = True) -> tuple[list[str], list[Any]]:
+    """SQL conditions (``%s`` placeholders) for the gates a B-tree or GIN index can run.
+
+    With ``exact``, each all-of candidate is also confirmed by the divisibility
+    test on its stored tag product; a caller that confirms it itself, on the
+    rows it reads (a query's window, :meth:`~..index.StructuralIndex.select`),
+    leaves it out.
+    """
     where: list[str] = []
     params: list[Any] = []
     if gates.scopes is not None:
@@ -54,8 +60,9 @@ def gate_sql(gates: TagQuery) -> tuple[list[str], list[Any]]:
         # The GIN index finds them; the exact divisibility test confirms each.
         where.append("tag_primes @> %s::bigint[]")
         params.append(list(gates.all_of))
-        where.append("(tag_product::numeric %% %s::numeric) = 0")
-        params.append(str(math.prod(gates.all_of)))
+        if exact:
+            where.append("(tag_product::numeric %% %s::numeric) = 0")
+            params.append(str(math.prod(gates.all_of)))
     if gates.any_of:
         where.append("tag_primes && %s::bigint[]")
         params.append(list(gates.any_of))
@@ -89,7 +96,7 @@ def gated_sql(
     It reads :data:`INDEX_COLUMNS` (``vector`` only with ``vectors``); the
     arguments mean what they mean there.
     """
-    where, params = gate_sql(gates)
+    where, params = gate_sql(gates, exact=False)  # the window confirms them
     if has_vector:
         where.append("vector IS NOT NULL")
     if ids is not None:
@@ -116,12 +123,16 @@ def gated_sql(
             params += [reach, reach, list(around)]
         sql += ") ORDER BY id"
     elif order == "salience":
-        # The best by stored salience, handed back in storage order.
+        # The best by stored salience; the row's id comes last, so that the
+        # caller can hand them back in storage order. Each factor is kept
+        # above 1e-150, so that the product cannot underflow (PostgreSQL
+        # raises an error where numpy rounds to 0); below that, the order is
+        # no bound, and the caller reads on.
+        sql = sql.replace(" FROM records WHERE ", ", id FROM records WHERE ", 1)
         sql += (
-            f"id IN (SELECT id FROM records WHERE {condition} "
-            "ORDER BY importance * strength DESC, updated_at DESC, id DESC"
+            f"{condition} ORDER BY greatest(importance, {SALIENCE_FLOOR}) * "
+            f"greatest(strength, {SALIENCE_FLOOR}) DESC, updated_at DESC, id DESC"
             + ("" if limit is None else " LIMIT %s")
-            + ") ORDER BY id"
         )
         params.extend([] if limit is None else [limit])
     else:

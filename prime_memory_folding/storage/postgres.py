@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -84,10 +85,17 @@ __all__ = [
 
 #: The advisory lock that serialises migrations (any constant the app owns).
 _MIGRATION_LOCK = 0x706D665F6D6967  # "pmf_mig"
+#: The advisory locks (this, bucket) that writers of the same memory take turns on.
+_DEDUPE_LOCKS = 0x706D6664  # "pmfd"
+#: Buckets of dedupe keys, each one advisory lock.
+DEDUPE_BUCKETS = 256
 #: The advisory lock every write transaction holds shared and a fold exclusively.
 _WRITE_LOCK = 0x706D665F777269  # "pmf_wri"
 #: Set to ``off`` to score vectors with numpy even where pgvector is installed.
 PGVECTOR_ENV = "PRIME_MEMORY_PGVECTOR"
+#: Rows one insert must bring, at least (and a tenth of the table), to update
+#: the planner's statistics at once.
+ANALYZE_MIN = 1_000
 #: Rows per batch when a whole table is read (a fold, a copy).
 BATCH = 5_000
 
@@ -188,7 +196,7 @@ class PostgresStorage:
             raise self._error(exc, maybe_written=maybe_written) from None
 
     @contextlib.contextmanager
-    def _borrow(self) -> Iterator[Any]:
+    def _borrow(self, *, quick: bool = False) -> Iterator[Any]:
         """A pooled connection, checked (an empty statement) before it is lent.
 
         One dead connection mostly means that every idle one is dead (the
@@ -196,13 +204,19 @@ class PostgresStorage:
         first failed check sends the whole pool through its check, so the next
         try waits for a new connection instead of finding the next dead one.
         A connection that dies later, in use, fails its call.
+
+        ``quick`` (a read that may be tried again, :meth:`_read`) skips the
+        round trip of the check unless the connection's socket has something
+        to read: an idle connection has nothing, while one the server ended
+        has its goodbye or the end of the stream waiting.
         """
         pool = self._pool
         deadline = time.monotonic() + self._timeout
         for attempt in range(self._max_size + 1):
             conn = pool.getconn(timeout=deadline - time.monotonic())
             try:
-                conn.execute("")
+                if not (quick and _quiet(conn)):
+                    conn.execute("")
             except self._psycopg.Error:
                 pool.putconn(conn)  # a broken connection is discarded and replaced
                 if attempt == 0:
@@ -231,6 +245,8 @@ class PostgresStorage:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         """Execute one statement and read its rows (``%s`` placeholders)."""
+        if getattr(self._local, "conn", None) is None and not writes(sql):
+            return self._read(sql, params)
         with self._connection() as conn:
             try:
                 cur = conn.execute(sql, params)
@@ -241,6 +257,28 @@ class PostgresStorage:
                     # Outside a transaction a statement commits by itself.
                     raise self._error(exc, maybe_written=writes(sql)) from None
                 raise
+
+    def _read(self, sql: str, params: Sequence[Any]) -> Rows:
+        """A read outside a transaction, on a connection lent without a round trip.
+
+        A read changes nothing, so one that finds its connection lost is tried
+        once more, on a connection that passed the full check.
+        """
+        for attempt in (0, 1):
+            try:
+                with self._borrow(quick=attempt == 0) as conn:
+                    cur = conn.execute(sql, params)
+                    rows = cur.fetchall() if cur.description is not None else []
+                    return Rows(rows, cur.rowcount)
+            except self._psycopg.Error as exc:
+                if attempt == 0 and connection_lost(exc):
+                    self._pool.check()
+                    continue
+                raise self._error(exc) from None
+            except Exception as exc:
+                self._raise(exc)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> Rows:
         """Execute one statement for each parameter set."""
@@ -516,10 +554,15 @@ class PostgresStorage:
         """
         wanted = sorted(set(keys))
         if getattr(self._local, "conn", None) is not None and wanted:
+            # One lock per bucket of keys, not per key: a bulk store of many
+            # memories would otherwise fill PostgreSQL's lock table. Buckets
+            # are taken in order, so two writers never wait on each other in a
+            # circle.
             self.run(
-                "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) "
-                "AS k ORDER BY k",
-                (wanted,),
+                "SELECT pg_advisory_xact_lock(%s, b) FROM (SELECT DISTINCT "
+                "(abs(hashtextextended(k, 0)) %% %s)::int AS b FROM unnest(%s::text[]) AS k) "
+                "AS buckets ORDER BY b",
+                (_DEDUPE_LOCKS, DEDUPE_BUCKETS, wanted),
             )
         found: dict[str, StoredRow] = {}
         for row in self.run(
@@ -557,6 +600,14 @@ class PostgresStorage:
         ):
             for value in values:
                 copy.write_row(value)
+        # A batch that is a good part of the table changes what the planner
+        # should know of it (how common each tag, scope and domain is) long
+        # before autovacuum looks; without it a fresh bulk load can send tag
+        # queries through the wrong index.
+        row = self.run("SELECT reltuples FROM pg_class WHERE oid = 'records'::regclass").fetchone()
+        known = float(row[0]) if row else -1.0
+        if len(values) >= ANALYZE_MIN and (known < 0 or len(values) >= known / 10):
+            self.run("ANALYZE records")
 
     def replace(self, rows: Iterable[StoredRow]) -> None:
         """Overwrite existing rows (matched by record id). Call inside a transaction."""
@@ -716,7 +767,10 @@ class PostgresStorage:
             around=around,
             reach=reach,
         )
-        return table_of(index_row(row) for row in self.run(sql, params))
+        rows = self.run(sql, params).fetchall()
+        if order == "salience" and newest is None:
+            rows.sort(key=lambda row: row[-1])  # storage order, as the index keeps it
+        return table_of(index_row(row) for row in rows)
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         """Record ids that pass the SQL gates, oldest first."""
@@ -763,3 +817,12 @@ class PostgresStorage:
     def scope_counts(self) -> dict[str, int]:
         rows = self.run("SELECT scope, count(*) FROM records GROUP BY scope")
         return {scope: int(n) for scope, n in rows}
+
+
+def _quiet(conn: Any) -> bool:
+    """Whether an idle connection's socket has nothing waiting to be read."""
+    try:
+        ready, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not ready
