@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_LABELS",
     "MAX_PRIME",
     "Kind",
+    "default_primes",
     "is_prime",
     "next_prime",
     "normalise_label",
@@ -56,6 +57,20 @@ DEFAULT_LABELS: dict[Kind, tuple[str, ...]] = {
         "code", "evidence", "folded", "standalone", "ide",
     ),
 }  # fmt: skip
+
+
+def default_primes() -> list[tuple[Kind, str, int]]:
+    """Every new store's first registry entries: each default label with its prime.
+
+    Each registry counts its primes from 2, in the order of :data:`DEFAULT_LABELS`.
+    """
+    rows: list[tuple[Kind, str, int]] = []
+    for kind, labels in DEFAULT_LABELS.items():
+        prime = 1
+        for label in labels:
+            prime = next_prime(prime)
+            rows.append((kind, label, prime))
+    return rows
 
 
 def normalise_label(label: object, kind: Kind | str = "label") -> str:

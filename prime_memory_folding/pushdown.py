@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +41,7 @@ import numpy.typing as npt
 from .index import IndexColumns, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
-from .storage.base import SALIENCE_FLOOR, IndexTable, Pushdown
+from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown
 
 __all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
 
@@ -77,7 +77,7 @@ def by_salience(
     """The gated records best by importance x decayed strength, then recency."""
     size = max(limit * 2, SALIENCE_FIRST)
     while True:
-        table = store.gated(gates, vectors=False, order="salience", limit=size)
+        table = store.gated(gates, GatedRead(order="salience", limit=size))
         index = _window(columns_of, table)
         ranked = rank_by_salience(index, index.select(gates), limit, now=now)
         if len(table) < size:
@@ -102,7 +102,7 @@ def by_vector(
     now: float,
 ) -> Window:
     """The gated records nearest ``unit`` (a unit vector) by cosine."""
-    table = store.gated(gates, vectors=True, has_vector=True, newest=WINDOW_MAX + 1)
+    table = store.gated(gates, GatedRead(vectors=True, has_vector=True, newest=WINDOW_MAX + 1))
     if len(table) <= WINDOW_MAX:
         index = _window(columns_of, table)
         return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
@@ -114,7 +114,7 @@ def by_vector(
             best, seen = near, (len(near) + 1 if len(near) >= keep else len(near))
         else:
             best, seen = _nearest(store, gates, unit, keep)
-        index = _window(columns_of, store.gated(gates, vectors=True, ids=best))
+        index = _window(columns_of, store.gated(gates, GatedRead(vectors=True, ids=best)))
         rows = index.select(gates)
         # The strength gate runs on the window: read on until ``limit`` pass it.
         if len(rows) >= limit or len(best) >= seen:
@@ -163,28 +163,21 @@ def by_text(
     lexical_ids: Sequence[str] = list(found.scores)
     # The lexical hits' neighbours come too, gated or not: they lend context,
     # or stand between a hit and a neighbour further off, as in the full index.
-    table = store.gated(
-        gates,
+    read = GatedRead(
         vectors=unit is not None,
         newest=WINDOW_MAX,
         also=lexical_ids,
         around=lexical_ids,
         reach=CONTEXT_REACH,
     )
+    table = store.gated(gates, read)
     if unit is not None and len(table) >= WINDOW_MAX:
         # More gated records than one window: the vector side also looks at
         # pgvector's nearest ones, where the store has the extension.
         near = store.nearest(gates, unit, NEAREST_KEEP)
         if near:
             also = list(dict.fromkeys([*lexical_ids, *near]))
-            table = store.gated(
-                gates,
-                vectors=True,
-                newest=WINDOW_MAX,
-                also=also,
-                around=lexical_ids,
-                reach=CONTEXT_REACH,
-            )
+            table = store.gated(gates, replace(read, also=also))
     index = _window(columns_of, table)
     rows = index.select(gates)
     lexical: dict[int, float] = {}

@@ -29,7 +29,7 @@ from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .records import Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
-from .storage import Pushdown, SqlStorage, archive
+from .storage import GatedRead, Pushdown, SqlStorage, archive
 from .when import parse_when
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ class Reader:
                 return []
             if self._pushdown is not None:
                 if gates.min_strength > 0.0:
-                    table = self._pushdown.gated(gates, vectors=False)
+                    table = self._pushdown.gated(gates, GatedRead())
                     window = StructuralIndex()
                     window.load(self._live.columns(table))
                     return window.select_ids(gates)

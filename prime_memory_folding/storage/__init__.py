@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from .base import (
+    GatedRead,
     IndexRow,
     IndexTable,
     LexicalCandidates,
@@ -18,6 +19,7 @@ from .base import (
 from .sqlite import SQLiteStorage
 
 __all__ = [
+    "GatedRead",
     "IndexRow",
     "IndexTable",
     "LexicalCandidates",

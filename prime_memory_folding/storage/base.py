@@ -21,6 +21,7 @@ from ..records import Record
 
 __all__ = [
     "SALIENCE_FLOOR",
+    "GatedRead",
     "IndexRow",
     "IndexTable",
     "LexicalCandidates",
@@ -194,6 +195,32 @@ class LexicalCandidates:
     exhaustive: bool
 
 
+@dataclass(frozen=True, slots=True)
+class GatedRead:
+    """Which of the gated records a query's window reads (:meth:`Pushdown.gated`).
+
+    ``ids`` keeps only those records; ``newest`` only the newest that many,
+    plus those of ``also`` that pass the gates, plus the ``reach`` records on
+    each side (in storage order) of each of ``around``, gated or not: a text
+    query's context neighbours, where a record the gates drop still stands
+    between two others. Rows come in storage order; with
+    ``order="salience"`` they are the ``limit`` best by importance x stored
+    strength (the upper bound of the decayed salience; see
+    :data:`SALIENCE_FLOOR`). ``vectors`` reads the vectors too, and
+    ``has_vector`` keeps only records that have one.
+    """
+
+    vectors: bool = False
+    ids: Sequence[str] | None = None
+    newest: int | None = None
+    also: Sequence[str] = ()
+    order: str = "storage"
+    limit: int | None = None
+    has_vector: bool = False
+    around: Sequence[str] = ()
+    reach: int = 0
+
+
 class Pushdown(Protocol):
     """A backend that gates and scores in its own database (PostgreSQL).
 
@@ -202,20 +229,7 @@ class Pushdown(Protocol):
     in-memory index (see :mod:`~prime_memory_folding.pushdown`).
     """
 
-    def gated(
-        self,
-        gates: TagQuery,
-        *,
-        vectors: bool,
-        ids: Sequence[str] | None = None,
-        newest: int | None = None,
-        also: Sequence[str] = (),
-        order: str = "storage",
-        limit: int | None = None,
-        has_vector: bool = False,
-        around: Sequence[str] = (),
-        reach: int = 0,
-    ) -> IndexTable: ...
+    def gated(self, gates: TagQuery, read: GatedRead) -> IndexTable: ...
     def gated_ids(self, gates: TagQuery) -> list[str]: ...
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]: ...
     def nearest(
@@ -224,12 +238,6 @@ class Pushdown(Protocol):
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates: ...
     def label_counts(self) -> dict[str, dict[str, int]]: ...
     def scope_counts(self) -> dict[str, int]: ...
-
-    # Access tokens: the methods of TokenStore, at the end of this file.
-    def add_token(self, row: TokenRow) -> None: ...
-    def tokens(self) -> list[TokenRow]: ...
-    def token_by_hash(self, token_hash: str) -> TokenRow | None: ...
-    def revoke_token(self, name: str, when: float) -> bool: ...
 
 
 # -- access tokens ---------------------------------------------------------------------

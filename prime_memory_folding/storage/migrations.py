@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..primes import DEFAULT_LABELS, next_prime
+from ..primes import default_primes
 
 __all__ = [
     "MIGRATIONS",
@@ -120,14 +120,10 @@ def create_core_tables(db: sqlite3.Connection) -> None:
         END;
         """,
     )
-    for kind, labels in DEFAULT_LABELS.items():
-        prime = 1
-        for label in labels:
-            prime = next_prime(prime)
-            db.execute(
-                "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
-                (kind.value, label, prime),
-            )
+    db.executemany(
+        "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
+        [(kind.value, label, prime) for kind, label, prime in default_primes()],
+    )
 
 
 # -- text recall: migration 2 -----------------------------------------------------

@@ -6,13 +6,13 @@ Shared by the store's reads (:mod:`.postgres`) and its text search
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from ..index import TagQuery
-from .base import SALIENCE_FLOOR, IndexRow, IndexTable
+from .base import SALIENCE_FLOOR, GatedRead, IndexRow, IndexTable
+from .sqlite import index_row
 
 __all__ = [
     "INDEX_COLUMNS",
@@ -78,32 +78,22 @@ def gate_sql(gates: TagQuery, *, exact: bool = True) -> tuple[list[str], list[An
     return where, params
 
 
-def gated_sql(
-    gates: TagQuery,
-    *,
-    vectors: bool,
-    ids: Sequence[str] | None = None,
-    newest: int | None = None,
-    also: Sequence[str] = (),
-    order: str = "storage",
-    limit: int | None = None,
-    has_vector: bool = False,
-    around: Sequence[str] = (),
-    reach: int = 0,
-) -> tuple[str, list[Any]]:
+def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     """The query (``%s`` placeholders) for :meth:`.PostgresStorage.gated`, and its parameters.
 
-    It reads :data:`INDEX_COLUMNS` (``vector`` only with ``vectors``); the
-    arguments mean what they mean there.
+    It reads :data:`INDEX_COLUMNS` (``vector`` only with ``read.vectors``),
+    and, for the salience order, the row's id last.
     """
+    ids, newest, also, order, limit = read.ids, read.newest, read.also, read.order, read.limit
+    around, reach = read.around, read.reach
     where, params = gate_sql(gates, exact=False)  # the window confirms them
-    if has_vector:
+    if read.has_vector:
         where.append("vector IS NOT NULL")
     if ids is not None:
         where.append("record_id = ANY(%s)")
         params.append(list(ids))
     condition = " AND ".join(where) or "TRUE"
-    sql = "SELECT " + INDEX_COLUMNS.format(vector="vector" if vectors else "NULL")
+    sql = "SELECT " + INDEX_COLUMNS.format(vector="vector" if read.vectors else "NULL")
     sql += " FROM records WHERE "
     if newest is not None:
         inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
@@ -141,27 +131,6 @@ def gated_sql(
             sql += " LIMIT %s"
             params.append(limit)
     return sql, params
-
-
-def index_row(row: Sequence[Any]) -> IndexRow:
-    blob = row[8]
-    return IndexRow(
-        record_id=row[0],
-        domain=row[1],
-        subdomain=row[2],
-        tags=tuple(json.loads(row[3])),
-        tag_product=int(row[4]),
-        importance=row[5],
-        strength=row[6],
-        updated_at=row[7],
-        vector_blob=None if blob is None else bytes(blob),
-        created_at=row[9],
-        accessed_at=row[10],
-        access_count=row[11],
-        strength_at=row[12],
-        tier=row[13] if isinstance(row[13], str) else None,
-        scope=row[14],
-    )
 
 
 def table_of(rows: Iterable[IndexRow]) -> IndexTable:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..primes import DEFAULT_LABELS, next_prime
+from ..primes import default_primes
 
 __all__ = ["PG_MIGRATIONS", "PgMigration", "folded", "latest_pg_version"]
 
@@ -71,14 +71,10 @@ def folded(expression: str) -> str:
 
 
 def _seed_primes(cur: Any) -> None:
-    for kind, labels in DEFAULT_LABELS.items():
-        prime = 1
-        for label in labels:
-            prime = next_prime(prime)
-            cur.execute(
-                "INSERT INTO primes (kind, label, prime) VALUES (%s, %s, %s)",
-                (kind.value, label, prime),
-            )
+    cur.executemany(
+        "INSERT INTO primes (kind, label, prime) VALUES (%s, %s, %s)",
+        [(kind.value, label, prime) for kind, label, prime in default_primes()],
+    )
 
 
 _RECORD_BODY = """

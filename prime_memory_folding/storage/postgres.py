@@ -54,7 +54,7 @@ from ..errors import NotAvailable, SchemaTooNew, StoreError
 from ..index import TagQuery
 from ..primes import MAX_PRIME, Kind, next_prime
 from . import token_table
-from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, TokenRow
+from .base import GatedRead, IndexRow, IndexTable, LexicalCandidates, StoredRow
 from .pg_connect import (
     Rows,
     SqlConnection,
@@ -100,7 +100,7 @@ ANALYZE_MIN = 1_000
 BATCH = 5_000
 
 
-class PostgresStorage:
+class PostgresStorage(token_table.TokenTable):
     """Durable state in a PostgreSQL database, shared by any number of servers.
 
     Args:
@@ -713,62 +713,17 @@ class PostgresStorage:
         row = self.run("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0) if row else 0
 
-    # -- access tokens (the same SQL as SQLite's: token_table.py) ----------------
-
-    def add_token(self, row: TokenRow) -> None:
-        token_table.add_token(self.db, row)
-
-    def tokens(self) -> list[TokenRow]:
-        return token_table.tokens(self.db)
-
-    def token_by_hash(self, token_hash: str) -> TokenRow | None:
-        return token_table.token_by_hash(self.db, token_hash)
-
-    def revoke_token(self, name: str, when: float) -> bool:
-        return token_table.revoke_token(self.db, name, when)
-
     # -- pushdown: gates, candidates and text in SQL ---------------------------
 
-    def gated(
-        self,
-        gates: TagQuery,
-        *,
-        vectors: bool,
-        ids: Sequence[str] | None = None,
-        newest: int | None = None,
-        also: Sequence[str] = (),
-        order: str = "storage",
-        limit: int | None = None,
-        has_vector: bool = False,
-        around: Sequence[str] = (),
-        reach: int = 0,
-    ) -> IndexTable:
-        """The index columns of the records that pass the gates SQL can run.
+    def gated(self, gates: TagQuery, read: GatedRead) -> IndexTable:
+        """The index columns of the gated records ``read`` names (:class:`~.base.GatedRead`).
 
-        ``ids`` keeps only those records; ``newest`` only the newest that many,
-        plus those of ``also`` that pass, plus the ``reach`` records on each
-        side (in storage order) of each of ``around``, gated or not: they are a
-        text query's context neighbours, and a record the gates drop still
-        stands between two others. Rows come in storage order; with
-        ``order="salience"`` they are the ``limit`` best by importance x stored
-        strength (the upper bound of the decayed salience). The strength
-        gate and the exact tests run again on what this returns
+        The strength gate and the exact tests run again on what this returns
         (:meth:`~..index.StructuralIndex.select`).
         """
-        sql, params = gated_sql(
-            gates,
-            vectors=vectors,
-            ids=ids,
-            newest=newest,
-            also=also,
-            order=order,
-            limit=limit,
-            has_vector=has_vector,
-            around=around,
-            reach=reach,
-        )
+        sql, params = gated_sql(gates, read)
         rows = self.run(sql, params).fetchall()
-        if order == "salience" and newest is None:
+        if read.order == "salience" and read.newest is None:
             rows.sort(key=lambda row: row[-1])  # storage order, as the index keeps it
         return table_of(index_row(row) for row in rows)
 

@@ -21,10 +21,10 @@ from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
 from . import token_table
-from .base import IndexRow, IndexTable, StoredRow, TokenRow
+from .base import IndexRow, IndexTable, StoredRow
 from .migrations import MIGRATIONS, Migration, latest_version
 
-__all__ = ["SQLiteStorage", "record_values", "stored_row"]
+__all__ = ["SQLiteStorage", "index_row", "record_values", "stored_row"]
 
 #: How long a writer waits for another connection's lock before giving up, unless
 #: the ``PRIME_MEMORY_BUSY_TIMEOUT_MS`` environment variable or ``busy_timeout_ms`` says otherwise.
@@ -112,7 +112,7 @@ def _translate(exc: sqlite3.Error, path: str, busy_ms: int = BUSY_TIMEOUT_MS) ->
     return StoreError(f"store {path}: {message}")
 
 
-class SQLiteStorage:
+class SQLiteStorage(token_table.TokenTable):
     """Durable state in one SQLite file (or ``:memory:``).
 
     Args:
@@ -429,12 +429,12 @@ class SQLiteStorage:
         """The columns the in-memory index needs, for all rows or the given ids."""
         if record_ids is None:
             for row in self.db.execute(_INDEX_SQL + " ORDER BY id"):
-                yield _index_row(row)
+                yield index_row(row)
             return
         for chunk in _chunks(list(record_ids)):
             marks = ",".join("?" * len(chunk))
             for row in self.db.execute(_INDEX_SQL + f" WHERE record_id IN ({marks})", chunk):
-                yield _index_row(row)
+                yield index_row(row)
 
     def index_table(self) -> IndexTable:
         """What :meth:`index_rows` gives for every row, as columns, in one read."""
@@ -495,22 +495,6 @@ class SQLiteStorage:
     def newest_change(self) -> int:
         row = self.db.execute("SELECT max(seq) FROM changes").fetchone()
         return int(row[0] or 0)
-
-    # -- access tokens --------------------------------------------------------
-
-    # The token table's SQL is the same on every backend (see token_table.py).
-
-    def add_token(self, row: TokenRow) -> None:
-        token_table.add_token(self.db, row)
-
-    def tokens(self) -> list[TokenRow]:
-        return token_table.tokens(self.db)
-
-    def token_by_hash(self, token_hash: str) -> TokenRow | None:
-        return token_table.token_by_hash(self.db, token_hash)
-
-    def revoke_token(self, name: str, when: float) -> bool:
-        return token_table.revoke_token(self.db, name, when)
 
 
 def store_file_bytes(path: str | os.PathLike[str]) -> int:
@@ -607,7 +591,8 @@ _INDEX_SQL = (
 )
 
 
-def _index_row(row: Sequence[Any]) -> IndexRow:
+def index_row(row: Sequence[Any]) -> IndexRow:
+    """An :class:`IndexRow` from the columns of ``_INDEX_SQL``, in its order (either backend's)."""
     return IndexRow(
         record_id=row[0],
         domain=row[1],

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import InvalidInput
 from .base import TokenRow
 
-__all__ = ["add_token", "revoke_token", "token_by_hash", "tokens"]
+__all__ = ["TokenTable", "add_token", "revoke_token", "token_by_hash", "tokens"]
 
 _TOKEN_COLUMNS = "name, token_hash, scopes, read_only, created_at, revoked_at"
 
@@ -85,3 +85,24 @@ def revoke_token(db: Any, name: str, when: float) -> bool:
         "UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (when, name)
     )
     return bool(done.rowcount > 0)
+
+
+class TokenTable:
+    """The :class:`~.base.TokenStore` methods of a store whose ``db`` runs this module's SQL.
+
+    Both backends inherit it, so the four methods exist once.
+    """
+
+    db: Any
+
+    def add_token(self, row: TokenRow) -> None:
+        add_token(self.db, row)
+
+    def tokens(self) -> list[TokenRow]:
+        return tokens(self.db)
+
+    def token_by_hash(self, token_hash: str) -> TokenRow | None:
+        return token_by_hash(self.db, token_hash)
+
+    def revoke_token(self, name: str, when: float) -> bool:
+        return revoke_token(self.db, name, when)
