@@ -26,6 +26,7 @@ from .query import RankedRow
 from .reads import MAX_LIMIT, Reader
 from .recall import TextEmbedding
 from .records import (
+    Filters,
     Hit,
     Record,
     Stats,
@@ -336,18 +337,10 @@ class MemoryEngine(Views, MaintenanceVerbs):
         """
         if max_tokens is not None:
             budget.check_budget(max_tokens)
-        gate_args = (
-            domain,
-            subdomain,
-            tags,
-            any_tags,
-            exclude_tags,
-            min_strength,
-            scopes,
-            since,
-            until,
+        filters = Filters(
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
         )
-        hits = self._reader.hits_of(text, gate_args, vector, limit)
+        hits = self._reader.hits_of(text, filters, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -437,7 +430,9 @@ class MemoryEngine(Views, MaintenanceVerbs):
         ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
         return self._reader.match_ids(
-            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+            Filters(
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+            )
         )
 
     def get(self, record_id: str) -> Record:
@@ -616,19 +611,8 @@ class _Parts:
     def refresh(self) -> None:
         self._engine._live.refresh()
 
-    def gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scopes: Iterable[str] | None = None,
-    ) -> TagQuery | None:
-        return self._engine._reader.gates(
-            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes
-        )
+    def gates(self, filters: Filters) -> TagQuery | None:
+        return self._engine._reader.gates(filters)
 
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
         self._engine._live.after_write(upserts, removed)

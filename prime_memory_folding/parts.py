@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .index import StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .recall import TextEmbedding
+    from .records import Filters
     from .storage import Storage, StoredRow
 
 __all__ = ["EngineParts"]
@@ -79,16 +80,7 @@ class EngineParts(Protocol):
         """Catch up with what other connections committed."""
         ...
 
-    def gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scopes: Iterable[str] | None = None,
-    ) -> TagQuery | None:
+    def gates(self, filters: Filters) -> TagQuery | None:
         """The query gates as the index takes them; None when nothing can match."""
         ...
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
-from .records import Hit, Stats, check_unit_interval
+from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
 from .storage import GatedRead, Pushdown, SqlStorage, archive
 from .when import parse_when
@@ -67,29 +67,22 @@ class Reader:
         #: Query words' shares of the newest records, for planning text queries.
         self.word_shares = recall.WordShares()
 
-    def gates(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scope_names: Iterable[str] | None = None,
-        since: object = None,
-        until: object = None,
-    ) -> TagQuery | None:
+    def gates(self, filters: Filters) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
 
         Label lookups are memoised per distinct set of labels until the next
         label is added, so a repeated query skips normalising and resolving.
         ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
         """
-        strength = check_unit_interval("min_strength", min_strength)
-        visible = self.visible(scope_names)
-        start = None if since is None else parse_when(since, self._parts.now(), "since")
-        end = None if until is None else parse_when(until, self._parts.now(), "until")
-        labels = self._parts.registry.gates(domain, subdomain, tags, any_tags, exclude_tags)
+        f = filters
+        strength = check_unit_interval("min_strength", f.min_strength)
+        visible = self.visible(f.scopes)
+        now = self._parts.now
+        start = None if f.since is None else parse_when(f.since, now(), "since")
+        end = None if f.until is None else parse_when(f.until, now(), "until")
+        labels = self._parts.registry.gates(
+            f.domain, f.subdomain, f.tags, f.any_tags, f.exclude_tags
+        )
         if labels is None or visible == ():
             return None
         if visible is not None:
@@ -132,20 +125,20 @@ class Reader:
     def hits_of(
         self,
         text: str | None,
-        gate_args: tuple[Any, ...],
+        filters: Filters,
         vector: Sequence[float] | None,
         limit: int,
     ) -> list[Hit]:
         """:meth:`.MemoryEngine.query` without a budget: every hit up to ``limit``.
 
-        ``gate_args`` are :meth:`gates`'s arguments, in its order.
+        ``filters`` are the structural gates (:meth:`gates`).
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else writes.as_vector(vector)
         # -- recall: text queries rank hybrid (see recall.py) --
         if text is not None:
-            return self._text_query(recall.check_text(text), query_vector, gate_args, limit)
+            return self._text_query(recall.check_text(text), query_vector, filters, limit)
         # -- end recall --
         with self._parts.lock:
             self._live.refresh()
@@ -154,7 +147,7 @@ class Reader:
                 and self._parts.storage.get_meta("embedding_space") is not None
             ):
                 writes.check_space(self._parts.storage, len(query_vector), claim=False)
-            gates = self.gates(*gate_args)
+            gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
             now = self._parts.now()  # scores show strength decayed to now (folding)
@@ -180,7 +173,7 @@ class Reader:
         self,
         text: str,
         query_vector: npt.NDArray[np.float32] | None,
-        gate_args: tuple[Any, ...],
+        filters: Filters,
         limit: int,
     ) -> list[Hit]:
         """Structural gates first, then BM25 and cosine over the survivors, fused.
@@ -195,7 +188,7 @@ class Reader:
             space = recall.store_space(storage)
             if query_vector is not None and space is not None:
                 writes.check_space(self._parts.storage, len(query_vector), claim=False)
-            gates = self.gates(*gate_args)
+            gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
             unit = None
@@ -244,24 +237,11 @@ class Reader:
             if rid in found
         ]
 
-    def match_ids(
-        self,
-        domain: str | None,
-        subdomain: str | None,
-        tags: Iterable[str],
-        any_tags: Iterable[str],
-        exclude_tags: Iterable[str],
-        min_strength: float,
-        scopes: Iterable[str] | None,
-        since: object,
-        until: object,
-    ) -> list[str]:
+    def match_ids(self, filters: Filters) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited."""
         with self._parts.lock:
             self._live.refresh()
-            gates = self.gates(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
-            )
+            gates = self.gates(filters)
             if gates is None:
                 return []
             if self._pushdown is not None:

@@ -21,7 +21,7 @@ from .address import parse_record_id
 from .errors import InvalidInput, NotFound
 from .folding import decay_columns, decay_terms, effective_strength, tier_of
 from .query import best_positions
-from .records import Hit, Record, check_unit_interval
+from .records import Filters, Hit, Record, check_unit_interval
 from .storage import archive
 
 if TYPE_CHECKING:
@@ -157,7 +157,9 @@ def browse(
     limit = _whole("limit", limit, 0, MAX_PAGE)
     with engine.lock:
         engine.refresh()
-        gates = engine.gates(domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes)
+        gates = engine.gates(
+            Filters(domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes)
+        )
         if gates is None:
             return Page(0, ())
         index = engine.index

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from prime_memory_folding import MemoryEngine, pushdown
+from prime_memory_folding.records import Filters
 from tests.conftest import FakeClock, skip_unless_ci
 
 DIM = 16
@@ -108,7 +109,7 @@ def test_rows_written_without_embedding_are_filled(vector_store: str) -> None:
         assert missing == 30
         unit = np.asarray(items[5]["vector"], dtype=np.float32)
         unit /= np.linalg.norm(unit)
-        found = storage.nearest(pg._reader.gates(None, None, (), (), (), 0.0), unit, 5)  # type: ignore[attr-defined]
+        found = storage.nearest(pg._reader.gates(Filters()), unit, 5)  # type: ignore[attr-defined]
         assert (
             found is not None
             and found[0] == pg.query(vector=unit.tolist(), limit=1)[0].record.record_id
