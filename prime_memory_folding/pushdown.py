@@ -32,7 +32,7 @@ in the embedded store's index.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,7 +41,7 @@ import numpy.typing as npt
 from .index import IndexColumns, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
-from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown
+from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
 __all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
 
@@ -63,6 +63,8 @@ class Window:
 
     index: StructuralIndex
     ranked: list[RankedRow]
+    #: The records' full rows, when the window read them (its hits need no other read).
+    stored: Mapping[str, StoredRow] | None = None
 
 
 def _window(columns_of: ColumnsOf, table: IndexTable) -> StructuralIndex:
@@ -77,11 +79,11 @@ def by_salience(
     """The gated records best by importance x decayed strength, then recency."""
     size = max(limit * 2, SALIENCE_FIRST)
     while True:
-        table = store.gated(gates, GatedRead(order="salience", limit=size))
+        table = store.gated(gates, GatedRead(order="salience", limit=size, records=True))
         index = _window(columns_of, table)
         ranked = rank_by_salience(index, index.select(gates), limit, now=now)
         if len(table) < size:
-            return Window(index, ranked)  # every gated record was read
+            return Window(index, ranked, table.stored)  # every gated record was read
         # Decay only lowers strength: no record not read can beat this bound
         # (ties go on reading: recency, then storage order, break them).
         bound = min(
@@ -89,7 +91,7 @@ def by_salience(
             for i, s in zip(table.importance, table.strength)
         )
         if len(ranked) == limit and ranked[-1].score > bound:
-            return Window(index, ranked)
+            return Window(index, ranked, table.stored)
         size *= 4
 
 

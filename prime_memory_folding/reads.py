@@ -13,7 +13,7 @@ index (:mod:`~prime_memory_folding.pushdown`). It writes nothing:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
-from .storage import GatedRead, Pushdown, SqlStorage, archive
+from .storage import GatedRead, Pushdown, SqlStorage, StoredRow, archive
 from .when import parse_when
 
 if TYPE_CHECKING:
@@ -159,12 +159,12 @@ class Reader:
                     window = pushdown.by_vector(
                         self._pushdown, self._live.columns, gates, unit, limit, now
                     )
-                    return self.hits(window.ranked, window.index)
+                    return self.hits(window.ranked, window.index, window.stored)
                 rows = None if gates == TagQuery() else self._index.select(gates)
                 ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
             elif self._pushdown is not None:
                 window = pushdown.by_salience(self._pushdown, self._live.columns, gates, limit, now)
-                return self.hits(window.ranked, window.index)
+                return self.hits(window.ranked, window.index, window.stored)
             else:
                 ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
             return self.hits(ranked)
@@ -205,7 +205,7 @@ class Reader:
                 window = pushdown.by_text(
                     self._pushdown, self._live.columns, gates, text, unit, limit
                 )
-                return self.hits(window.ranked, window.index)
+                return self.hits(window.ranked, window.index, window.stored)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
             while True:
@@ -227,10 +227,15 @@ class Reader:
             ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
             return self.hits(ranked)
 
-    def hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
-        """The hits of ranked rows, their records read from the store."""
+    def hits(
+        self,
+        ranked: Sequence[RankedRow],
+        index: StructuralIndex | None = None,
+        stored: Mapping[str, StoredRow] | None = None,
+    ) -> list[Hit]:
+        """The hits of ranked rows, their records read from the store (or ``stored``)."""
         ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
-        found = self._parts.storage.fetch(ids)
+        found = self._parts.storage.fetch(ids) if stored is None else stored
         return [
             Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
             for rid, r in zip(ids, ranked)

@@ -7,7 +7,7 @@ embedded SQLite store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -94,6 +94,8 @@ class IndexTable:
     strength_at: Sequence[float | None]
     tiers: Sequence[str | None]
     scopes: Sequence[str] = ()
+    #: The records' full rows by id, when the read asked for them (:class:`GatedRead`).
+    stored: Mapping[str, StoredRow] | None = None
 
     def __len__(self) -> int:
         return len(self.record_ids)
@@ -219,6 +221,9 @@ class GatedRead:
     has_vector: bool = False
     around: Sequence[str] = ()
     reach: int = 0
+    #: Also the records' full rows (``IndexTable.stored``): a small window then
+    #: hands back its hits without another read.
+    records: bool = False
 
 
 class Pushdown(Protocol):

@@ -7,11 +7,11 @@ Shared by the store's reads (:mod:`.postgres`) and its text search
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..index import TagQuery
-from .base import SALIENCE_FLOOR, GatedRead, IndexRow, IndexTable
+from .base import SALIENCE_FLOOR, GatedRead, IndexRow, IndexTable, StoredRow
 from .sqlite import index_row
 
 __all__ = [
@@ -78,6 +78,29 @@ def gate_sql(gates: TagQuery, *, exact: bool = True) -> tuple[list[str], list[An
     return where, params
 
 
+def index_row_of(stored: StoredRow) -> IndexRow:
+    """A stored record's index row."""
+    rec = stored.record
+    tier = rec.metadata.get("tier")
+    return IndexRow(
+        record_id=rec.record_id,
+        domain=rec.domain,
+        subdomain=rec.subdomain,
+        tags=rec.tags,
+        tag_product=rec.tag_product,
+        importance=rec.importance,
+        strength=rec.strength,
+        updated_at=rec.updated_at,
+        vector_blob=stored.vector_blob,
+        created_at=rec.created_at,
+        accessed_at=rec.accessed_at,
+        access_count=rec.access_count,
+        strength_at=stored.strength_at,
+        tier=tier if isinstance(tier, str) else None,
+        scope=rec.scope,
+    )
+
+
 def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     """The query (``%s`` placeholders) for :meth:`.PostgresStorage.gated`, and its parameters.
 
@@ -93,7 +116,8 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
         where.append("record_id = ANY(%s)")
         params.append(list(ids))
     condition = " AND ".join(where) or "TRUE"
-    sql = "SELECT " + INDEX_COLUMNS.format(vector="vector" if read.vectors else "NULL")
+    columns = RECORD_COLUMNS if read.records else INDEX_COLUMNS
+    sql = "SELECT " + columns.format(vector="vector" if read.vectors else "NULL")
     sql += " FROM records WHERE "
     if newest is not None:
         inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
@@ -133,8 +157,8 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     return sql, params
 
 
-def table_of(rows: Iterable[IndexRow]) -> IndexTable:
-    """Index rows as one :class:`IndexTable` of columns."""
+def table_of(rows: Iterable[IndexRow], stored: Mapping[str, StoredRow] | None = None) -> IndexTable:
+    """Index rows as one :class:`IndexTable` of columns (with ``stored``, their full rows)."""
     rows = list(rows)
     return IndexTable(
         record_ids=[r.record_id for r in rows],
@@ -152,4 +176,5 @@ def table_of(rows: Iterable[IndexRow]) -> IndexTable:
         strength_at=[r.strength_at for r in rows],
         tiers=[r.tier for r in rows],
         scopes=[r.scope for r in rows],
+        stored=stored,
     )

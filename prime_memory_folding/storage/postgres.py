@@ -67,7 +67,15 @@ from .pg_connect import (
     wait_limit,
     writes,
 )
-from .pg_rows import INDEX_COLUMNS, RECORD_COLUMNS, gate_sql, gated_sql, index_row, table_of
+from .pg_rows import (
+    INDEX_COLUMNS,
+    RECORD_COLUMNS,
+    gate_sql,
+    gated_sql,
+    index_row,
+    index_row_of,
+    table_of,
+)
 from .pg_schema import PG_MIGRATIONS, latest_pg_version
 from .pg_text import STATS_STALE_CHANGES, TextSearch, bm25, unsegmented_pieces
 from .pgvector import Vectors
@@ -725,7 +733,13 @@ class PostgresStorage(token_table.TokenTable):
         rows = self.run(sql, params).fetchall()
         if read.order == "salience" and read.newest is None:
             rows.sort(key=lambda row: row[-1])  # storage order, as the index keeps it
-        return table_of(index_row(row) for row in rows)
+        if not read.records:
+            return table_of(index_row(row) for row in rows)
+        stored = [stored_row(row) for row in rows]
+        return table_of(
+            (index_row_of(row) for row in stored),
+            {row.record.record_id: row for row in stored},
+        )
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         """Record ids that pass the SQL gates, oldest first."""
