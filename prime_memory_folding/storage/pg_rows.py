@@ -137,16 +137,19 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
             params += [reach, reach, list(around)]
         sql += ") ORDER BY id"
     elif order == "salience":
-        # The best by stored salience; the row's id comes last, so that the
-        # caller can hand them back in storage order. Each factor is kept
-        # above 1e-150, so that the product cannot underflow (PostgreSQL
-        # raises an error where numpy rounds to 0); below that, the order is
-        # no bound, and the caller reads on.
-        sql = sql.replace(" FROM records WHERE ", ", id FROM records WHERE ", 1)
+        # The best by stored salience, chosen on the narrow columns the order
+        # needs (the rows' other columns, a vector among them, would otherwise
+        # ride through the sort of every gated row), then read whole and handed
+        # back in storage order. Each factor is kept above SALIENCE_FLOOR, so
+        # that the product cannot underflow (PostgreSQL raises an error where
+        # numpy rounds to 0); below it the order is no bound, and the caller
+        # reads on.
         sql += (
-            f"{condition} ORDER BY greatest(importance, {SALIENCE_FLOOR}) * "
+            f"id IN (SELECT id FROM records WHERE {condition} "
+            f"ORDER BY greatest(importance, {SALIENCE_FLOOR}) * "
             f"greatest(strength, {SALIENCE_FLOOR}) DESC, updated_at DESC, id DESC"
             + ("" if limit is None else " LIMIT %s")
+            + ") ORDER BY id"
         )
         params.extend([] if limit is None else [limit])
     else:

@@ -731,8 +731,6 @@ class PostgresStorage(token_table.TokenTable):
         """
         sql, params = gated_sql(gates, read)
         rows = self.run(sql, params).fetchall()
-        if read.order == "salience" and read.newest is None:
-            rows.sort(key=lambda row: row[-1])  # storage order, as the index keeps it
         if not read.records:
             return table_of(index_row(row) for row in rows)
         stored = [stored_row(row) for row in rows]
