@@ -9,15 +9,18 @@ formatting helpers.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import importlib.util
 import itertools
 import random
+import secrets
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import quote, urlsplit, urlunsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,3 +128,41 @@ def fmt_ms(seconds: float) -> str:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at another database on the same server."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+@contextlib.contextmanager
+def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new database named ``prefix`` + a random suffix, dropped afterwards; its URL."""
+    import psycopg
+
+    name = f"{prefix}{secrets.token_hex(4)}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(server_url, name)
+    finally:
+        try:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except psycopg.Error as exc:
+            print(f"could not drop the database {name}: {exc}", file=sys.stderr)
+
+
+def new_schema(database_url: str) -> str:
+    """A new empty schema in the database; a store URL whose search path starts with it."""
+    import psycopg
+
+    schema = f"s_{secrets.token_hex(6)}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    joiner = "&" if urlsplit(database_url).query else "?"
+    return f"{database_url}{joiner}options={quote(f'-csearch_path={schema}')}"

@@ -34,7 +34,6 @@ import argparse
 import contextlib
 import json
 import re
-import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,9 +41,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
-from _shared import REPO_ROOT
+from _shared import REPO_ROOT, new_schema, scratch_database
 
 from prime_memory_folding import MemoryEngine, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
@@ -419,26 +417,8 @@ def verdict(gap: float) -> str:
 @contextlib.contextmanager
 def postgres_stores(server: str) -> Iterator[NewStore]:
     """Fresh stores on a PostgreSQL server: a new database (dropped afterwards), a schema each."""
-    import psycopg
-
-    name = f"pmf_locomo_{secrets.token_hex(4)}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(server)
-    database = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
-
-    def new_store() -> str:
-        schema = f"s_{secrets.token_hex(6)}"
-        with psycopg.connect(database, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        joiner = "&" if parts.query else "?"
-        return f"{database}{joiner}options={quote(f'-csearch_path={schema}')}"
-
-    try:
-        yield new_store
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(server, "pmf_locomo_") as database:
+        yield lambda: new_schema(database)
 
 
 if __name__ == "__main__":

@@ -43,13 +43,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
-import _shared  # noqa: F401  (puts the checkout on sys.path)
+from _shared import scratch_database
 from http_load import HttpClient, start_server
 
 PG_BIN = Path("/usr/lib/postgresql")
@@ -214,25 +214,6 @@ class SystemService:
         pass
 
 
-@contextlib.contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
-    """A new database on the server, dropped afterwards; its URL."""
-    import psycopg
-
-    name = "pmf_restart_" + secrets.token_hex(4)
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(server_url)
-    try:
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
-    finally:
-        try:
-            with psycopg.connect(server_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        except psycopg.Error as exc:
-            print(f"could not drop the database {name}: {exc}", file=sys.stderr)
-
-
 def with_timeout(url: str, seconds: int) -> str:
     joiner = "&" if urlsplit(url).query else "?"
     return f"{url}{joiner}connect_timeout={quote(str(seconds))}"
@@ -246,7 +227,7 @@ def run(args: argparse.Namespace, log: Any) -> dict[str, Any]:
         SystemService(args.url, args.mode) if args.system else OwnCluster(args.mode)
     )
     try:
-        with scratch_database(cluster.url) as database:
+        with scratch_database(cluster.url, "pmf_restart_") as database:
             return _measure(args, cluster, with_timeout(database, args.connect_timeout), log)
     finally:
         cluster.close()

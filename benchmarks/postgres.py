@@ -60,7 +60,6 @@ within 1.5x of those on 10,000 (with the default sizes, the second store's).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -71,14 +70,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import numpy as np
-from _shared import Progress, fmt_ms, generate, verdict
+from _shared import Progress, fmt_ms, generate, scratch_database, verdict
 from mcp_latency import SERVER, LineClient
 from text_query import sentences
 
@@ -149,26 +148,6 @@ class Generated:
 
 
 # -- the PostgreSQL database of this run ----------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-
-@contextlib.contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
-    """A new database with a random name on the server; dropped afterwards."""
-    import psycopg
-
-    name = f"pmf_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(server_url, name)
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -730,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = lambda: T0  # noqa: E731
     failed = False
     with (
-        scratch_database(args.pg) as url,
+        scratch_database(args.pg, "pmf_bench_") as url,
         tempfile.TemporaryDirectory(prefix="pmf-pg-", dir=args.dir) as folder,
     ):
         sqlite_path = Path(folder) / "bench.db"

@@ -28,7 +28,7 @@ from . import tokens as access
 from .errors import InvalidInput, PrimeMemoryError
 from .mcp_transport import REQUEST
 from .scopes import ScopeResolution
-from .storage import is_postgres_url
+from .storage import pushdown_of
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
@@ -213,7 +213,7 @@ class Access:
             engine = (
                 ready if ready is not None else await anyio.to_thread.run_sync(self._holder.get)
             )
-            if not slow and not self._slow_calls and not is_postgres_url(engine.path):
+            if not slow and not self._slow_calls and pushdown_of(engine.storage) is None:
                 return fn(engine)
             self._slow_calls += 1 if slow else 0
             try:

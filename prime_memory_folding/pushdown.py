@@ -43,7 +43,7 @@ from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
 from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
-__all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector"]
+__all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector", "matching_ids"]
 
 #: Gated records a query ranks exactly in one window.
 WINDOW_MAX = 20_000
@@ -71,6 +71,13 @@ def _window(columns_of: ColumnsOf, table: IndexTable) -> StructuralIndex:
     index = StructuralIndex()
     index.load(columns_of(table))
     return index
+
+
+def matching_ids(store: Pushdown, columns_of: ColumnsOf, gates: TagQuery) -> list[str]:
+    """Every gated record's id, oldest first; the strength gate, when set, runs on a window."""
+    if gates.min_strength <= 0.0:
+        return store.gated_ids(gates)
+    return _window(columns_of, store.gated(gates, GatedRead())).select_ids(gates)
 
 
 def by_salience(

@@ -29,7 +29,7 @@ from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
-from .storage import GatedRead, Pushdown, SqlStorage, StoredRow, archive
+from .storage import Pushdown, SqlStorage, StoredRow, archive
 from .when import parse_when
 
 if TYPE_CHECKING:
@@ -250,12 +250,7 @@ class Reader:
             if gates is None:
                 return []
             if self._pushdown is not None:
-                if gates.min_strength > 0.0:
-                    table = self._pushdown.gated(gates, GatedRead())
-                    window = StructuralIndex()
-                    window.load(self._live.columns(table))
-                    return window.select_ids(gates)
-                return self._pushdown.gated_ids(gates)
+                return pushdown.matching_ids(self._pushdown, self._live.columns, gates)
             return self._index.select_ids(gates)
 
     def stats(self) -> Stats:

@@ -54,17 +54,19 @@ def unavailable() -> str | None:
 
 
 @contextmanager
-def scratch_database() -> Iterator[str]:
-    """A new database with a random name, dropped afterwards; yields its URL."""
+def scratch_database(server: str | None = None) -> Iterator[str]:
+    """A new database with a random name on ``server`` (default: the test server),
+    dropped afterwards; yields its URL."""
     import psycopg
 
+    server = server or server_url()
     name = "pmf_test_" + secrets.token_hex(6)
-    with psycopg.connect(server_url(), autocommit=True) as conn:
+    with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield with_database(server_url(), name)
+        yield with_database(server, name)
     finally:
-        with psycopg.connect(server_url(), autocommit=True) as conn:
+        with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -7,7 +7,6 @@ Debian's PostgreSQL has no pgvector, so these tests run a server from PyPI's
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from prime_memory_folding import MemoryEngine, pushdown
 from prime_memory_folding.records import Filters
+from tests import pg_helpers
 from tests.conftest import FakeClock, skip_unless_ci
 
 DIM = 16
@@ -40,17 +40,8 @@ def vector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def vector_store(vector_server: str) -> Iterator[str]:
     """A database of its own on the pgvector server, dropped afterwards."""
-    import psycopg
-
-    name = "pmf_vec_" + secrets.token_hex(5)
-    with psycopg.connect(vector_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, query = vector_server.partition("?")
-    try:
-        yield f"{base.rsplit('/', 1)[0]}/{name}?{query}"
-    finally:
-        with psycopg.connect(vector_server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with pg_helpers.scratch_database(vector_server) as url:
+        yield url
 
 
 def _items(count: int, seed: int) -> list[dict[str, object]]:

@@ -612,9 +612,11 @@ class PostgresStorage(token_table.TokenTable):
         # should know of it (how common each tag, scope and domain is) long
         # before autovacuum looks; without it a fresh bulk load can send tag
         # queries through the wrong index.
+        if len(values) < ANALYZE_MIN:
+            return
         row = self.run("SELECT reltuples FROM pg_class WHERE oid = 'records'::regclass").fetchone()
         known = float(row[0]) if row else -1.0
-        if len(values) >= ANALYZE_MIN and (known < 0 or len(values) >= known / 10):
+        if known < 0 or len(values) >= known / 10:
             self.run("ANALYZE records")
 
     def replace(self, rows: Iterable[StoredRow]) -> None:
