@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from .errors import InvalidInput
 from .links import PlanStep, cluster, jaccard, linked_pairs, word_set
-from .storage.archive import Snapshot, SnapshotRow
+from .storage.archive import Snapshot, SnapshotRow, UnitVectors
 
 __all__ = [
     "TIERS",
@@ -251,7 +251,7 @@ def decay_columns(
     created_at: Sequence[float],
     accessed_at: Sequence[float],
     access_count: Sequence[int],
-    strength_at: Sequence[float | None],
+    strength_at: Sequence[float | None] | npt.NDArray[np.float64],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """:func:`decay_terms` for many records at once, with the same values.
 
@@ -281,7 +281,7 @@ def decay_columns(
     for i in np.flatnonzero(spaced).tolist():
         tier = tier_of(policy, float(weight[i]), tier_labels[i])
         half[i] = half_life(policy, tier, created_at[i], accessed_at[i], access_count[i])
-    set_at = np.array([math.nan if s is None else s for s in strength_at], dtype=np.float64)
+    set_at = np.asarray(strength_at, dtype=np.float64)  # None as NaN
     return np.fmax(accessed, set_at), half
 
 
@@ -521,7 +521,7 @@ def plan_fold(
 
 def _mean_vectors(
     groups: Sequence[list[int]],
-    unit_vectors: npt.NDArray[np.float32],
+    unit_vectors: UnitVectors,
     effective: npt.NDArray[np.float64],
 ) -> list[npt.NDArray[np.float32]]:
     """Each cluster's strength-weighted mean direction, all clusters at once."""

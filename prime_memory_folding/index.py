@@ -72,9 +72,11 @@ class IndexColumns:
     """What :meth:`StructuralIndex.load` takes: one sequence per :class:`IndexEntry` field.
 
     ``vectors`` holds one row per position in ``vector_rows``, the rows that
-    have a vector. A writable float32 ``vectors`` with a row for every record,
-    when there are at least as many records as the index's smallest capacity,
-    becomes the index's own matrix, normalised in place, rather than a copy.
+    have a vector; or, ``aligned``, one row per record (zero where it has
+    none), and perhaps spare rows after the last. A writable float32
+    ``vectors`` with a row for every record becomes the index's own matrix,
+    normalised in place, rather than a copy: its spare rows are the index's
+    room to grow.
     """
 
     record_ids: Sequence[str]
@@ -91,6 +93,8 @@ class IndexColumns:
     vectors: npt.NDArray[np.float32] | None = None
     #: One scope name per record; empty means every record is in ``global``.
     scopes: Sequence[str] = ()
+    #: ``vectors`` has a row per record, in record order (see above).
+    aligned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +242,11 @@ class StructuralIndex:
         else:
             if self._vectors is None:
                 self._vectors = np.zeros((self._capacity, len(entry.vector)), dtype=np.float32)
-            norm = float(np.linalg.norm(entry.vector))
-            self._vectors[row] = entry.vector / norm if norm > 0 else entry.vector
+            # The norm as a matrix's rows get it (see load), so that a vector
+            # comes out the same whichever way it entered the index.
+            vector = np.asarray(entry.vector, dtype=np.float32).reshape(1, -1)
+            norm = np.linalg.norm(vector, axis=1, keepdims=True)
+            self._vectors[row] = vector / norm if norm[0, 0] > 0 else vector
             self._has_vector[row] = True
 
     def _unlink(self, row: int) -> None:
@@ -498,6 +505,25 @@ class StructuralIndex:
             found.extend(self.record_ids(np.flatnonzero(near) + start))
         return found
 
+    def vectors_of(
+        self, record_ids: Sequence[str]
+    ) -> tuple[npt.NDArray[np.float32], Rows, npt.NDArray[np.bool_]] | None:
+        """The index's own matrix of unit vectors, the row of each record, and which have one.
+
+        None when a record is not in the index, or the index holds no vectors.
+        The matrix is not a copy: read it, never write it.
+        """
+        if self._vectors is None:
+            return None
+        row_of = self._row_of
+        try:
+            rows = np.fromiter(
+                (row_of[rid] for rid in record_ids), dtype=np.int64, count=len(record_ids)
+            )
+        except KeyError:
+            return None
+        return self._vectors, rows, self._has_vector[rows]
+
     def alive_rows(self) -> Rows:
         return np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
 
@@ -574,7 +600,19 @@ class StructuralIndex:
         self.__init__()  # type: ignore[misc]
         ids = list(columns.record_ids)
         n = len(ids)
-        self._grow(n)
+        given = columns.vectors
+        every_row = len(columns.vector_rows) == n
+        aligned = given is not None and (columns.aligned or every_row) and len(given) >= n
+        take_over = (
+            given is not None
+            and aligned
+            and given.dtype == np.float32
+            and given.flags.c_contiguous
+            and given.flags.writeable
+            and len(given) >= 1024
+        )
+        # Room to grow by half before the columns are copied into larger ones.
+        self._grow(len(given) if take_over and given is not None else max(n + n // 2, 1024))
         self._ids = list(ids)
         self._row_of = dict(zip(ids, range(n)))
         self._id_column[:n] = ids
@@ -597,28 +635,21 @@ class StructuralIndex:
         self._reinforced[:n] = columns.reinforced_at
         self._half_life[:n] = columns.half_life
         self._alive[:n] = True
-        if columns.vectors is not None and len(columns.vector_rows):
+        if given is not None and len(columns.vector_rows):
             with_vector = np.asarray(columns.vector_rows, dtype=np.int64)
-            given = columns.vectors
-            every_row = len(with_vector) == n
-            if (
-                every_row
-                and given.shape[0] == self._capacity
-                and given.dtype == np.float32
-                and given.flags.c_contiguous
-                and given.flags.writeable
-            ):
-                self._vectors = matrix = given  # taken over, not copied
+            if take_over:
+                self._vectors = matrix = given[: self._capacity]  # taken over, not copied
+                matrix = matrix[:n]
             else:
                 self._vectors = np.zeros((self._capacity, given.shape[1]), dtype=np.float32)
-                if every_row:  # in order: fill the column block, normalise it in place
+                if aligned:  # in order: fill the column block, normalise it in place
                     matrix = self._vectors[:n]
-                    matrix[...] = given
+                    matrix[...] = given[:n]
                 else:
                     matrix = np.array(given, dtype=np.float32)
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)
-            if not every_row:
+            if not aligned:
                 self._vectors[with_vector] = matrix
             self._has_vector[with_vector] = True
 

@@ -12,14 +12,14 @@ clusters a fold merges. Everything here is a pure function of its arguments.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .storage.migrations import UNSEGMENTED_RANGES
+from .storage.archive import UnitVectors
+from .words import distinct, word_set, word_table
 
 __all__ = [
     "COMMON_WORD_ROWS",
@@ -47,10 +47,9 @@ _SCREEN_SLACK = SCREEN_SLACK
 _SCREEN_MARGIN = 0.2
 #: Pairs checked exactly at once (float64 rows), to bound memory.
 _EXACT_CHUNK = 8_192
-_WORD = re.compile(r"\w+")
-#: Scripts written without spaces between words: their words are character pairs.
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
 
+#: Whole numbers, 32 or 64 bits.
+Ints = npt.NDArray[np.signedinteger[Any]]
 #: ``step(name)``: called as a plan moves on to its next step.
 PlanStep = Callable[[str], None]
 
@@ -59,7 +58,7 @@ def cluster(
     domains: Sequence[str],
     subdomains: Sequence[str],
     tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
+    unit_vectors: UnitVectors,
     eligible: npt.NDArray[np.bool_],
     threshold: float,
     *,
@@ -133,7 +132,7 @@ def linked_pairs(
     domains: Sequence[str],
     subdomains: Sequence[str],
     tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
+    unit_vectors: UnitVectors,
     eligible: npt.NDArray[np.bool_],
     threshold: float,
     *,
@@ -189,7 +188,7 @@ def linked_pairs(
         a, b = a[keep], b[keep]
         keep = _share_label(subdomains, tags, a, b)
         a, b = a[keep], b[keep]
-    codes = _unique(np.concatenate([a * n + b, residue_codes]))
+    codes = distinct(np.concatenate([a * n + b, residue_codes]))
     if len(codes):
         codes = codes[_share_word_ids(offsets, words, codes // n, codes % n, word_overlap)]
     return codes
@@ -212,7 +211,7 @@ def _screen_all(
     domains: Sequence[str],
     subdomains: Sequence[str],
     tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
+    unit_vectors: UnitVectors,
     eligible: npt.NDArray[np.bool_],
     threshold: float,
 ) -> npt.NDArray[np.int64]:
@@ -226,55 +225,7 @@ def _screen_all(
         members = np.asarray(by_group[key], dtype=np.int64)
         if len(members) >= 2:
             found.append(_domain_pairs(members, subdomains, tags, unit_vectors, threshold, n))
-    return _unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-
-
-def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Each content's distinct words (see :func:`_words`) as numbers, in CSR form.
-
-    Returns ``(offsets, words)``: row ``i``'s word numbers, ascending, are
-    ``words[offsets[i]:offsets[i + 1]]``; equal words get equal numbers. Texts
-    written with spaces are split in one pass over all of them.
-    """
-    n = len(contents)
-    joined = _SEPARATOR.join(contents)
-    if joined.count(_SEPARATOR) != max(n - 1, 0) or _UNSEGMENTED_RUN.search(joined):
-        sets = [_words(c) for c in contents]
-        vocabulary: dict[str, int] = {}
-        flat = [vocabulary.setdefault(w, len(vocabulary)) for ws in sets for w in ws]
-        lengths = np.fromiter((len(ws) for ws in sets), dtype=np.int64, count=n)
-        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        numbers = np.asarray(flat, dtype=np.int64)
-    else:
-        tokens = _WORD_OR_SEPARATOR.findall(joined.lower())
-        del joined
-        table = {word: i for i, word in enumerate(dict.fromkeys(tokens))}
-        numbers = np.fromiter(map(table.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        del tokens
-        separator = table.get(_SEPARATOR, -1)
-        breaks = numbers == separator
-        rows = np.cumsum(breaks)
-        keep = ~breaks
-        rows, numbers = rows[keep], numbers[keep]
-    width = int(numbers.max()) + 1 if len(numbers) else 1
-    distinct = _unique(rows * width + numbers)
-    rows, numbers = distinct // width, distinct % width
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    return offsets, numbers
-
-
-_SEPARATOR = "\x00"
-_WORD_OR_SEPARATOR = re.compile(r"\w+|\x00")
-
-
-def _unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The distinct values, ascending: ``np.unique`` by sorting, which is faster here."""
-    ordered = np.sort(values, kind="stable")
-    if len(ordered) < 2:
-        return ordered
-    distinct: npt.NDArray[np.int64] = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
-    return distinct
+    return distinct(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
 def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -294,57 +245,177 @@ def _prefix_candidates(
     eligible: npt.NDArray[np.bool_],
     overlap: float,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Candidate pairs ``(a, b)``, ``a < b``, and the rows left to the exhaustive screen."""
+    """Candidate pairs ``(a, b)``, ``a < b``, and the rows left to the exhaustive screen.
+
+    A token is a word within a group. A pair is a candidate when the two
+    records index two tokens in common, or one when both have ``beta < 2``
+    (see :func:`linked_pairs`). The first kind is found by joining on pairs
+    of indexed tokens rather than on single ones: a pair of rare words is held
+    by few records, so the join stays close to the pairs it finds. Tokens held
+    by one record alone cannot be shared and take no part in either join.
+    Every sort is over one packed 64-bit key.
+    """
     n = len(group_of)
     sizes = np.diff(offsets)
-    rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    take = eligible[rows]
-    rows, words = rows[take], words[take]
-    width = int(words.max()) + 1 if len(words) else 1
-    _, token, freq = np.unique(
-        group_of[rows] * width + words, return_inverse=True, return_counts=True
-    )
-    token = token.reshape(-1)
-    count = freq[token]
+    # 32-bit rows and tokens: half the memory of the largest arrays here.
+    rows: Ints = np.repeat(np.arange(n, dtype=np.int32), sizes)
+    if not eligible.all():
+        take = eligible[rows]
+        rows, words = rows[take], words[take]
+        del take
+    token, count = _tokens(group_of, rows, words)
+    del words
+    token = token.astype(np.int32) if len(token) and token.max() < 1 << 31 else token
+    count = np.minimum(count, COMMON_WORD_ROWS + 1).astype(np.int32)
     rare = count <= COMMON_WORD_ROWS
     common = np.bincount(rows[~rare], minlength=n)
     beta = overlap_floor(overlap, sizes) - common
     residue = eligible & (beta <= 0)
-    rows, token, count = rows[rare], token[rare], count[rare]
     # Each row's rare words, rarest first. Its prefix is the first
     # rare - beta + 2 of them when beta >= 2, all of them otherwise.
-    order = np.lexsort((token, count, rows))
-    rows, token = rows[order], token[order]
+    columns: list[Ints] = [rows[rare], count[rare], token[rare]]
+    del token, count, rare
+    rows, count, token = _sorted_columns(columns)
     rare_count = np.bincount(rows, minlength=n)
     first = np.concatenate([[0], np.cumsum(rare_count)[:-1]])
-    position = np.arange(len(rows), dtype=np.int64) - first[rows]
+    position = np.arange(len(rows), dtype=np.int64)
+    position -= first[rows]
     length = np.where(beta >= 2, rare_count - beta + 2, rare_count)
-    indexed = position < length[rows]
+    indexed = (position < length[rows]) & (count >= 2)
+    del position, count, first
     rows, token = rows[indexed], token[indexed]
-    order = np.lexsort((rows, token))
-    rows, token = rows[order], token[order]
-    found: list[npt.NDArray[np.int64]] = []
-    # Pairs within each run of one token, offset by offset: run lengths are
-    # at most COMMON_WORD_ROWS, and each offset visits only the runs still long enough.
-    live = np.arange(len(token) - 1, dtype=np.int64)
-    gap = 1
-    while len(live):
-        live = live[token[live] == token[live + gap]]
-        a, b = rows[live], rows[live + gap]
-        found.append(np.minimum(a, b) * n + np.maximum(a, b))
-        gap += 1
-        live = live[live + gap < len(token)]
-    if not found:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, residue
-    codes, shared = np.unique(np.concatenate(found), return_counts=True)
-    del found
-    a, b = codes // n, codes % n
+    del indexed
     # When either side's beta is 2 or more, the pair shares at least beta rare
     # words, and the two rarest of them lie in both prefixes: a pair seen
-    # through one word only cannot overlap enough.
-    keep = (shared >= 2) | (np.maximum(beta[a], beta[b]) < 2)
-    return a[keep], b[keep], residue
+    # through one word only cannot overlap enough. Rows with beta below 2
+    # also join on single tokens, among themselves.
+    low = beta[rows] < 2
+    single: list[Ints] = [token[low], rows[low]]
+    del low
+    found = [_token_pair_join(rows, token, n)]
+    del rows, token
+    single_token, single_rows = _sorted_columns(single)
+    found.append(_pairs_in_runs(single_token, single_rows, n))
+    codes = distinct(np.concatenate(found))
+    return codes // n, codes % n, residue
+
+
+def _tokens(
+    group_of: npt.NDArray[np.int64], rows: Ints, words: npt.NDArray[np.int64]
+) -> tuple[Ints, Ints]:
+    """Each entry's token (its word within its row's group, numbered densely) and its count."""
+    width = int(words.max()) + 1 if len(words) else 1
+    groups = int(group_of.max()) + 1 if len(group_of) else 1
+    keys = words if groups == 1 else group_of[rows] * width + words
+    if groups * width <= 4 * len(keys) + 1_024:
+        counts = np.bincount(keys, minlength=groups * width)
+        return keys, counts[keys]
+    values = distinct(keys)
+    token = np.searchsorted(values, keys).astype(np.int64)
+    counts = np.bincount(token, minlength=len(values))
+    return token, counts[token]
+
+
+def _sorted_columns(columns: list[Ints]) -> tuple[Ints, ...]:
+    """Non-negative columns sorted together, by the first, then the next...
+
+    One sort of a packed 64-bit key when their values fit, else a lexsort.
+    The list is emptied, so that the columns go as soon as they are packed.
+    """
+    bits = [max(int(c.max()), 1).bit_length() if len(c) else 1 for c in columns]
+    if sum(bits) > 63:
+        order = np.lexsort(columns[::-1])
+        found = tuple(c[order] for c in columns)
+        columns.clear()
+        return found
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, width in zip(columns, bits):
+        key <<= width
+        key |= column
+    columns.clear()
+    key.sort()
+    out: list[Ints] = []
+    for width in reversed(bits):
+        part = key & ((1 << width) - 1)
+        out.append(part.astype(np.int32) if width < 32 else part)
+        del part
+        key >>= width
+    return tuple(reversed(out))
+
+
+def _token_pair_join(rows: Ints, token: Ints, n: int) -> npt.NDArray[np.int64]:
+    """Pair codes of rows that share two tokens; each row's tokens come in one run, in order.
+
+    Each row makes one key per two of its tokens (in the order they come),
+    and rows with an equal key share those two tokens. Key and row go into
+    one 64-bit number, so one sort brings equal keys together. When two
+    tokens do not fit the key's bits exactly, they are hashed into them: a
+    collision then only adds a candidate, which the exact checks drop.
+    """
+    row_bits = max(n - 1, 1).bit_length()
+    key_bits = 63 - row_bits
+    width = int(token.max()) + 1 if len(token) else 1
+    exact = width * width <= 1 << key_bits
+    lengths = np.bincount(rows) if len(rows) else np.zeros(0, dtype=np.int64)
+    packed = np.empty(int((lengths * (lengths - 1) // 2).sum()), dtype=np.int64)
+    at = 0
+    longest = int(lengths.max()) if len(lengths) else 0
+    # Rows a slice at a time (a slice ends where a row does), so that the
+    # temporaries stay small beside the keys.
+    start = 0
+    while start < len(rows):
+        stop = int(np.searchsorted(rows, rows[min(start + _SLICE, len(rows)) - 1], "right"))
+        part_rows, part_token = rows[start:stop], token[start:stop]
+        for gap in range(1, longest):
+            same = part_rows[gap:] == part_rows[:-gap]
+            first, second = part_token[:-gap][same], part_token[gap:][same]
+            if exact:
+                key = first.astype(np.int64)
+                key *= width
+                key += second
+            else:
+                with np.errstate(over="ignore"):
+                    mixed = first.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+                    mixed ^= second.astype(np.uint64)
+                    mixed *= np.uint64(0xBF58476D1CE4E5B9)
+                key = (mixed >> np.uint64(64 - key_bits)).astype(np.int64)
+            key <<= row_bits
+            key |= part_rows[:-gap][same]
+            packed[at : at + len(key)] = key
+            at += len(key)
+        start = stop
+    packed.sort()
+    # Only entries whose key comes twice or more lead to pairs: find them slice
+    # by slice, so that no temporary is as large as the keys.
+    runs: list[npt.NDArray[np.int64]] = []
+    for start in range(0, len(packed) - 1, _SLICE):
+        stop = min(start + _SLICE, len(packed) - 1)
+        differ = packed[start + 1 : stop + 1] ^ packed[start:stop]
+        differ >>= row_bits
+        same = np.flatnonzero(differ == 0) + start
+        runs.extend((same, same + 1))
+    kept = packed[distinct(np.concatenate(runs))] if runs else packed[:0]
+    del packed
+    return _pairs_in_runs(kept >> row_bits, kept & ((1 << row_bits) - 1), n)
+
+
+#: Entries handled at once, to keep temporaries small.
+_SLICE = 1 << 21
+
+
+def _pairs_in_runs(key: Ints, rows: Ints, n: int) -> npt.NDArray[np.int64]:
+    """Pair codes ``low * n + high`` of the rows within each run of one ``key`` (sorted)."""
+    found: list[npt.NDArray[np.int64]] = []
+    # Offset by offset: each offset visits only the runs still long enough.
+    live = np.flatnonzero(key[1:] == key[:-1])
+    gap = 1
+    while len(live):
+        a, b = rows[live].astype(np.int64), rows[live + gap].astype(np.int64)
+        found.append(np.minimum(a, b) * n + np.maximum(a, b))
+        gap += 1
+        live = live[live + gap < len(key)]
+        live = live[key[live] == key[live + gap]]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def _share_label(
@@ -395,26 +466,6 @@ def _code(a: int, b: int, n: int) -> int:
     return min(a, b) * n + max(a, b)
 
 
-def word_set(text: str) -> frozenset[str]:
-    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs.
-
-    These are the words the word-overlap rule compares.
-    """
-    return _words(text)
-
-
-def _words(text: str) -> frozenset[str]:
-    """See :func:`word_set`."""
-    lowered = text.lower()
-    runs = _UNSEGMENTED_RUN.findall(lowered)
-    if not runs:
-        return frozenset(_WORD.findall(lowered))
-    words = set(_WORD.findall(_UNSEGMENTED_RUN.sub(" ", lowered)))
-    for run in runs:
-        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-    return frozenset(words)
-
-
 def _share_words(
     contents: Sequence[str],
     left: npt.NDArray[np.int64],
@@ -422,7 +473,7 @@ def _share_words(
     overlap: float,
 ) -> npt.NDArray[np.bool_]:
     """Which pairs ``(left[i], right[i])`` have word sets overlapping by ``overlap`` or more."""
-    words = {i: _words(contents[i]) for i in np.union1d(left, right).tolist()}
+    words = {i: word_set(contents[i]) for i in np.union1d(left, right).tolist()}
     return np.fromiter(
         (jaccard(words[a], words[b]) >= overlap for a, b in zip(left.tolist(), right.tolist())),
         dtype=bool,
@@ -434,7 +485,7 @@ def _domain_pairs(
     members: npt.NDArray[np.int64],
     subdomains: Sequence[str],
     tags: Sequence[Sequence[str]],
-    unit_vectors: npt.NDArray[np.float32],
+    unit_vectors: UnitVectors,
     threshold: float,
     n: int,
 ) -> npt.NDArray[np.int64]:
@@ -527,7 +578,7 @@ def _screened_within(
 
 
 def _exact_cosine(
-    vectors: npt.NDArray[np.float32], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+    vectors: UnitVectors, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float64]:
     """The cosine of each pair ``(vectors[a[i]], vectors[b[i]])``, in float64.
 

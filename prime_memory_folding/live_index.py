@@ -9,11 +9,12 @@ fold or a survey asks for the whole index.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import StoreError
 from .folding import FoldPolicy, decay_columns, decay_terms
@@ -103,20 +104,13 @@ class LiveIndex:
             table.access_count,
             table.strength_at,
         )
-        vector_rows = [row for row, blob in enumerate(table.vector_blobs) if blob is not None]
-        vectors = None
-        if vector_rows:
-            blobs = [table.vector_blobs[row] for row in vector_rows]
-            sizes = {len(blob) for blob in blobs}  # type: ignore[arg-type]
-            size = sizes.pop() if len(sizes) == 1 else 0
-            if size == 0 or size % 4:
-                raise StoreError(
-                    f"store {self._path} holds vectors of different or impossible lengths; "
-                    "the store is damaged"
-                )
-            # A bytearray, so that the index can take the matrix over without a copy.
-            joined = bytearray().join(blobs)  # type: ignore[arg-type]
-            vectors = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), size // 4)
+        if table.vector_matrix is not None and table.vector_present is not None:
+            vector_rows: Sequence[int] = np.flatnonzero(table.vector_present).tolist()
+            vectors: npt.NDArray[np.float32] | None = table.vector_matrix
+            aligned = True
+        else:
+            vector_rows, vectors = self._vectors_of(table.vector_blobs)
+            aligned = False
         return IndexColumns(
             record_ids=table.record_ids,
             domain_primes=[primes[Kind.DOMAIN][label] for label in table.domains],
@@ -131,7 +125,27 @@ class LiveIndex:
             vector_rows=vector_rows,
             vectors=vectors,
             scopes=table.scopes,
+            aligned=aligned,
         )
+
+    def _vectors_of(
+        self, blobs: Sequence[bytes | None]
+    ) -> tuple[list[int], npt.NDArray[np.float32] | None]:
+        """The rows that have a vector, and those vectors as one matrix."""
+        vector_rows = [row for row, blob in enumerate(blobs) if blob is not None]
+        if not vector_rows:
+            return vector_rows, None
+        given = [blobs[row] for row in vector_rows]
+        sizes = {len(blob) for blob in given}  # type: ignore[arg-type]
+        size = sizes.pop() if len(sizes) == 1 else 0
+        if size == 0 or size % 4:
+            raise StoreError(
+                f"store {self._path} holds vectors of different or impossible lengths; "
+                "the store is damaged"
+            )
+        # A bytearray, so that the index can take the matrix over without a copy.
+        joined = bytearray().join(given)  # type: ignore[arg-type]
+        return vector_rows, np.frombuffer(joined, dtype="<f4").reshape(len(given), size // 4)
 
     def entry(
         self, rec: IndexRow | Record, tier: object, blob: bytes | None, strength_at: float | None

@@ -274,7 +274,8 @@ def _read(
     """The records a fold plans over: all of them, or what changed and what it touches."""
     source = None if full else _incremental(engine, storage, policy, now)
     if source is None:
-        snapshot = archive.read_snapshot_columns(storage)
+        held = engine.held_index
+        snapshot = archive.read_snapshot_columns(storage, None if held is None else held.vectors_of)
         source = _Source(snapshot, False, len(snapshot), len(snapshot))
     if step is not None:
         step("decaying and pruning")

@@ -9,10 +9,11 @@ difference is spelled out here, next to the statement it changes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from .migrations import UNSEGMENTED_RANGES
 from .sqlite import (
     _RECORD_COLUMNS,
     STAGED_CHUNK,
+    ColumnReader,
     SQLiteStorage,
     _chunks,
     _parse_tags,
@@ -176,6 +178,40 @@ def snapshot_rows(storage: SqlStorage) -> list[SnapshotRow]:
 
 
 @dataclass(frozen=True, eq=False)
+class RowVectors:
+    """Unit vectors held in another's matrix: row ``i``'s is ``matrix[rows[i]]``.
+
+    A fold of a store whose vectors the engine's index already holds reads
+    them there, so that they are held once. Indexing gathers, as it does
+    from an array of the rows themselves.
+    """
+
+    matrix: npt.NDArray[np.float32]
+    rows: npt.NDArray[np.int64]
+
+    def __getitem__(self, at: Any) -> npt.NDArray[np.float32]:
+        found: npt.NDArray[np.float32] = self.matrix[self.rows[at]]
+        return found
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.rows), int(self.matrix.shape[1])
+
+
+#: Unit vectors by row: an array of them, or a view of another's.
+UnitVectors = npt.NDArray[np.float32] | RowVectors
+#: ``source(record_ids)``: a matrix of unit vectors, each record's row in it, and
+#: which records have one; None when it cannot tell for every record.
+VectorSource = Callable[
+    [Sequence[str]],
+    tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None,
+]
+
+
+@dataclass(frozen=True, eq=False)
 class Snapshot:
     """Live records as folding needs them, one column per field.
 
@@ -195,9 +231,10 @@ class Snapshot:
     created_at: npt.NDArray[np.float64]
     accessed_at: npt.NDArray[np.float64]
     access_count: npt.NDArray[np.int64]
-    strength_at: list[float | None]
+    #: When each strength was last set (None, or NaN in an array: never since storing).
+    strength_at: Sequence[float | None] | npt.NDArray[np.float64]
     tiers: list[str | None]
-    vectors: npt.NDArray[np.float32]
+    vectors: UnitVectors
     has_vector: npt.NDArray[np.bool_]
     scopes: list[str]
 
@@ -301,71 +338,75 @@ def _normalise(vectors: npt.NDArray[np.float32], has_vector: npt.NDArray[np.bool
         block /= np.where(present, norms, 1.0).astype(np.float32)[:, None]
 
 
-def read_snapshot_columns(storage: SqlStorage) -> Snapshot:
+def read_snapshot_columns(
+    storage: SqlStorage, vectors_from: VectorSource | None = None
+) -> Snapshot:
     """Every live record, as folding needs it, in one pass over the table.
 
     Rows come in batches (:meth:`~.base.SqlStorage.batches`), and vectors go
     straight into one float32 matrix as they are read, so the store's vectors
-    are held once. Call inside :func:`read_snapshot`.
+    are held once; or, given ``vectors_from`` (the engine's index), they are
+    not read at all but taken from there. Call inside :func:`read_snapshot`.
     """
+    if vectors_from is not None:
+        snapshot = _read_columns(storage, with_vectors=False)
+        found = vectors_from(snapshot.record_ids)
+        if found is not None:
+            matrix, rows, present = found
+            return dataclasses.replace(
+                snapshot, vectors=RowVectors(matrix, rows), has_vector=present
+            )
+    return _read_columns(storage, with_vectors=True)
+
+
+def _read_columns(storage: SqlStorage, *, with_vectors: bool) -> Snapshot:
+    """See :func:`read_snapshot_columns`; without vectors, every row has none."""
     db = storage.db
-    found = db.execute(
-        "SELECT length(vector) AS size, count(*) AS n FROM records "
-        "WHERE vector IS NOT NULL AND length(vector) > 0 GROUP BY size "
-        "ORDER BY n DESC, size LIMIT 1"
-    ).fetchone()
+    found = (
+        with_vectors
+        and db.execute(
+            "SELECT length(vector) AS size, count(*) AS n FROM records "
+            "WHERE vector IS NOT NULL AND length(vector) > 0 GROUP BY size "
+            "ORDER BY n DESC, size LIMIT 1"
+        ).fetchone()
+    )
     size = int(found[0]) if found else 4
     n = int(db.execute("SELECT count(*) FROM records").fetchone()[0])
     vectors = np.zeros((n, size // 4), dtype=np.float32)
     has_vector = np.zeros(n, dtype=bool)
-    record_ids: list[str] = []
-    domains: list[str] = []
-    subdomains: list[str] = []
-    tag_texts: list[str] = []
-    contents: list[str] = []
-    numbers: list[tuple[float, float, float, float, int]] = []
-    strength_at: list[float | None] = []
-    tiers: list[str | None] = []
-    scopes: list[str] = []
+    columns = ColumnReader(14, shared=(1, 2, 3, 11, 13), numbers=(5, 6, 7, 8, 9, 10))
     at = 0
-    for chunk in storage.batches(_snapshot_sql(storage)):
+    sql = _snapshot_sql(storage)
+    if not with_vectors:
+        sql = sql.replace(", vector,", ", NULL,")
+    for chunk in storage.batches(sql):
         if at + len(chunk) > n:
             raise StoreError(f"store {storage.path} changed while a fold read it")
-        columns = list(zip(*chunk))
-        record_ids.extend(columns[0])
-        domains.extend(columns[1])
-        subdomains.extend(columns[2])
-        tag_texts.extend(columns[3])
-        contents.extend(columns[4])
-        numbers.extend(zip(columns[5], columns[6], columns[7], columns[8], columns[9]))
-        strength_at.extend(columns[10])
-        tiers.extend(t if isinstance(t, str) else None for t in columns[11])
-        _fill_vectors(vectors, has_vector, at, columns[12], size)
-        scopes.extend(columns[13])
+        values = columns.add(chunk, skip=(12,))
+        _fill_vectors(vectors, has_vector, at, values[12], size)
         at += len(chunk)
-        del chunk, columns
+        del chunk, values
     if at != n:
         raise StoreError(f"store {storage.path} changed while a fold read it")
     _normalise(vectors, has_vector)
-    table = np.array(numbers, dtype=np.float64).reshape(n, 5)
-    del numbers
+    tag_texts = columns.texts(3)
     parsed = {text: _parse_tags(text) for text in dict.fromkeys(tag_texts)}
     return Snapshot(
-        record_ids=record_ids,
-        domains=domains,
-        subdomains=subdomains,
+        record_ids=columns.texts(0),
+        domains=columns.texts(1),
+        subdomains=columns.texts(2),
         tags=[parsed[text] for text in tag_texts],
-        contents=contents,
-        importance=np.ascontiguousarray(table[:, 0]),
-        strength=np.ascontiguousarray(table[:, 1]),
-        created_at=np.ascontiguousarray(table[:, 2]),
-        accessed_at=np.ascontiguousarray(table[:, 3]),
-        access_count=table[:, 4].astype(np.int64),
-        strength_at=strength_at,
-        tiers=tiers,
+        contents=columns.texts(4),
+        importance=columns.numbers(5),
+        strength=columns.numbers(6),
+        created_at=columns.numbers(7),
+        accessed_at=columns.numbers(8),
+        access_count=columns.numbers(9).astype(np.int64),
+        strength_at=columns.numbers(10),
+        tiers=[t if isinstance(t, str) else None for t in columns.texts(11)],
         vectors=vectors,
         has_vector=has_vector,
-        scopes=scopes,
+        scopes=columns.texts(13),
     )
 
 

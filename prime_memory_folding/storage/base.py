@@ -96,6 +96,12 @@ class IndexTable:
     scopes: Sequence[str] = ()
     #: The records' full rows by id, when the read asked for them (:class:`GatedRead`).
     stored: Mapping[str, StoredRow] | None = None
+    #: The vectors already read into one float32 matrix (then ``vector_blobs``
+    #: is empty): row ``i`` is record ``i``'s vector, zero where it has none;
+    #: rows past the last record are room for more.
+    vector_matrix: npt.NDArray[np.float32] | None = None
+    #: Which records have a vector in ``vector_matrix``.
+    vector_present: npt.NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
         return len(self.record_ids)

@@ -61,6 +61,49 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
+class ColumnReader:
+    """Rows read in batches, kept as columns that cost little memory.
+
+    Columns in ``shared`` hold few distinct values (labels, tag lists): each
+    value is kept once and every row refers to it. Columns in ``numbers``
+    become float64 arrays (None as NaN), batch by batch, rather than an object
+    per value. The rest stay lists of what SQLite gave.
+    """
+
+    def __init__(self, width: int, *, shared: Sequence[int], numbers: Sequence[int]) -> None:
+        self._lists: list[list[Any]] = [[] for _ in range(width)]
+        self._arrays: dict[int, list[Any]] = {k: [] for k in numbers}
+        self._canonical: dict[int, dict[Any, Any]] = {k: {} for k in shared}
+
+    def add(self, batch: Sequence[Sequence[Any]], skip: Sequence[int] = ()) -> list[Sequence[Any]]:
+        """Take in a batch of rows; returns its columns, as read."""
+        import numpy as np
+
+        values: list[Sequence[Any]] = list(zip(*batch))
+        for k, column in enumerate(values):
+            if k in skip:
+                continue
+            if k in self._arrays:
+                self._arrays[k].append(np.array(column, dtype=np.float64))
+            elif k in self._canonical:
+                same = self._canonical[k]
+                self._lists[k].extend(map(same.setdefault, column, column))
+            else:
+                self._lists[k].extend(column)
+        return values
+
+    def texts(self, k: int) -> list[Any]:
+        """Column ``k`` as a list."""
+        return self._lists[k]
+
+    def numbers(self, k: int) -> Any:
+        """Column ``k`` as one float64 array."""
+        import numpy as np
+
+        parts = self._arrays[k]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
+
+
 def busy_timeout_from_env() -> int:
     """The busy timeout in milliseconds: ``PRIME_MEMORY_BUSY_TIMEOUT_MS``, else the default.
 
@@ -405,10 +448,24 @@ class SQLiteStorage(token_table.TokenTable):
         )
 
     def delete(self, record_ids: Sequence[str]) -> None:
-        """Delete rows. Call inside a transaction."""
+        """Delete rows. Call inside a transaction.
+
+        Rows go in the table's own order (``id``), so that deleting many walks
+        its pages once, in order, rather than jumping around them.
+        """
+        rows: list[int] = []
         for chunk in _chunks(list(record_ids)):
             marks = ",".join("?" * len(chunk))
-            self.db.execute(f"DELETE FROM records WHERE record_id IN ({marks})", chunk)
+            rows.extend(
+                row[0]
+                for row in self.db.execute(
+                    f"SELECT id FROM records WHERE record_id IN ({marks})", chunk
+                )
+            )
+        rows.sort()
+        for chunk in _chunks(rows):
+            marks = ",".join("?" * len(chunk))
+            self.db.execute(f"DELETE FROM records WHERE id IN ({marks})", chunk)
 
     def fetch(self, record_ids: Sequence[str]) -> dict[str, StoredRow]:
         """Rows by record id; missing ids are absent from the result."""
@@ -437,28 +494,64 @@ class SQLiteStorage(token_table.TokenTable):
                 yield index_row(row)
 
     def index_table(self) -> IndexTable:
-        """What :meth:`index_rows` gives for every row, as columns, in one read."""
-        rows = self.db.execute(_INDEX_SQL + " ORDER BY id").fetchall()
-        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * 15
-        parsed = _parse_many_tags(columns[3])
-        tags = [parsed[text] for text in columns[3]]
-        del rows
+        """What :meth:`index_rows` gives for every row, as columns, in one read.
+
+        Rows come in batches, and vectors go straight into one float32 matrix
+        with room for half as many rows again (see :class:`IndexTable`), so
+        the store's vectors are held once, never as one object per record.
+        """
+        import numpy as np
+
+        n = self.count()
+        found = self.db.execute(
+            "SELECT length(vector) FROM records WHERE length(vector) > 0 LIMIT 1"
+        ).fetchone()
+        size = int(found[0]) if found else 0
+        damaged = f"store {self.path} holds vectors of different or impossible lengths; " + (
+            "the store is damaged"
+        )
+        if size % 4:
+            raise StoreError(damaged)
+        matrix = np.zeros((n + n // 2 + 1_024, size // 4), dtype=np.float32) if size else None
+        present = np.zeros(len(matrix) if matrix is not None else 0, dtype=bool)
+        columns = ColumnReader(15, shared=(1, 2, 3, 13, 14), numbers=(5, 6, 7, 9, 10, 11, 12))
+        at = 0
+        for batch in self.batches(_INDEX_SQL + " ORDER BY id"):
+            values = columns.add(batch, skip=(8,))
+            blobs = values[8]
+            if matrix is not None:
+                if at + len(batch) > len(matrix):  # rows added since the count: room for more
+                    matrix = np.concatenate([matrix, np.zeros_like(matrix)])
+                    present = np.concatenate([present, np.zeros_like(present)])
+                rows = [i for i, blob in enumerate(blobs) if blob is not None]
+                if any(len(blobs[i]) != size for i in rows):
+                    raise StoreError(damaged)
+                if rows:
+                    block = np.frombuffer(b"".join(blobs[i] for i in rows), dtype="<f4")
+                    matrix[np.asarray(rows) + at] = block.reshape(len(rows), size // 4)
+                    present[np.asarray(rows) + at] = True
+            elif any(blob is not None for blob in blobs):
+                raise StoreError(damaged)
+            at += len(batch)
+        parsed = _parse_many_tags(columns.texts(3))
         return IndexTable(
-            record_ids=columns[0],
-            domains=columns[1],
-            subdomains=columns[2],
-            tags=tags,
-            tag_products=[int(product) for product in columns[4]],
-            importance=columns[5],
-            strength=columns[6],
-            updated_at=columns[7],
-            vector_blobs=columns[8],
-            created_at=columns[9],
-            accessed_at=columns[10],
-            access_count=columns[11],
-            strength_at=columns[12],
-            tiers=[tier if isinstance(tier, str) else None for tier in columns[13]],
-            scopes=columns[14],
+            record_ids=columns.texts(0),
+            domains=columns.texts(1),
+            subdomains=columns.texts(2),
+            tags=[parsed[text] for text in columns.texts(3)],
+            tag_products=[int(product) for product in columns.texts(4)],
+            importance=columns.numbers(5),
+            strength=columns.numbers(6),
+            updated_at=columns.numbers(7),
+            vector_blobs=(),
+            created_at=columns.numbers(9),
+            accessed_at=columns.numbers(10),
+            access_count=columns.numbers(11).astype(np.int64),
+            strength_at=columns.numbers(12),
+            tiers=[tier if isinstance(tier, str) else None for tier in columns.texts(13)],
+            scopes=columns.texts(14),
+            vector_matrix=matrix,
+            vector_present=present[:at] if matrix is not None else None,
         )
 
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]:

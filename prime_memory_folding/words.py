@@ -1,0 +1,219 @@
+"""The words a fold compares: each text's distinct words, and all texts' as numbers.
+
+:func:`word_set` is the rule: a text's distinct words, lower-cased, where a
+word is a run of word characters (``\\w``) and scripts written without spaces
+between words count their character pairs. :func:`word_table` gives the same
+words for many texts at once as numbers, without an object per word: texts in
+ASCII (nearly all) are split and hashed by numpy over their bytes, in chunks;
+the others go through :func:`word_set` and are hashed the same way. Equal
+words get equal numbers. Two different words share a number only if they share
+a 64-bit hash, with odds of about one in 10^19 per pair of words.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from collections.abc import Sequence
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .storage.migrations import UNSEGMENTED_RANGES
+
+__all__ = ["distinct", "word_set", "word_table"]
+
+IntT = TypeVar("IntT", np.int64, np.uint64)
+
+_WORD = re.compile(r"\w+")
+#: Scripts written without spaces between words: their words are character pairs.
+_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
+#: Bytes of text hashed at once: the chunk's arrays stay within the CPU caches' reach.
+_CHUNK_BYTES = 1 << 20
+#: The multiplier of the polynomial hash (odd, so it has an inverse modulo 2**64).
+_BASE = 0x9E3779B97F4A7C15
+#: Which ASCII bytes are word characters (``\w`` on ASCII text), and their lower case.
+_ASCII_WORD = np.zeros(256, dtype=bool)
+_ASCII_WORD[list((string.ascii_letters + string.digits + "_").encode())] = True
+_LOWER = np.arange(256, dtype=np.uint64)
+_LOWER[ord("A") : ord("Z") + 1] += 32
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The distinct words of ``text``, lower-cased; unsegmented scripts as character pairs.
+
+    These are the words the word-overlap rule compares.
+    """
+    lowered = text.lower()
+    runs = _UNSEGMENTED_RUN.findall(lowered)
+    if not runs:
+        return frozenset(_WORD.findall(lowered))
+    words = set(_WORD.findall(_UNSEGMENTED_RUN.sub(" ", lowered)))
+    for run in runs:
+        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    return frozenset(words)
+
+
+def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each content's distinct words (see :func:`word_set`) as numbers, in CSR form.
+
+    Returns ``(offsets, words)``: row ``i``'s word numbers, ascending, are
+    ``words[offsets[i]:offsets[i + 1]]``; equal words get equal numbers, from
+    0 up to the number of distinct words.
+    """
+    n = len(contents)
+    rows, hashes = _hashed_words(contents)
+    found = distinct(hashes)
+    numbers = _positions(found, hashes)
+    del hashes
+    width = max(len(found), 1)
+    wide = rows.astype(np.int64)
+    del rows
+    wide *= width
+    numbers += wide
+    del wide
+    keys = distinct(numbers)
+    del numbers
+    rows, numbers = np.divmod(keys, width)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    return offsets, numbers
+
+
+def _positions(
+    table: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.int64]:
+    """Where each of ``hashes`` lies in ``table`` (sorted, distinct, holding every one).
+
+    Hashes are uniform, so their top bits point into ``table`` almost
+    exactly: each starts at the first entry of its bucket and steps on to its
+    own, one or two entries on the average. A binary search per hash would
+    cost several misses of the CPU caches each.
+    """
+    bits = max(len(table) - 1, 1).bit_length()
+    shift = np.uint64(64 - bits)
+    starts = np.zeros((1 << bits) + 1, dtype=np.int64)
+    np.cumsum(np.bincount((table >> shift).astype(np.int64), minlength=1 << bits), out=starts[1:])
+    at = np.empty(len(hashes), dtype=np.int64)
+    for start in range(0, len(hashes), _CHUNK_BYTES):  # a slice at a time: small temporaries
+        part = hashes[start : start + _CHUNK_BYTES]
+        found = starts[(part >> shift).astype(np.int64)]
+        pending = np.flatnonzero(table[np.minimum(found, len(table) - 1)] != part)
+        while len(pending):
+            found[pending] += 1
+            pending = pending[table[found[pending]] != part[pending]]
+        at[start : start + len(part)] = found
+    return at
+
+
+def distinct(values: npt.NDArray[IntT]) -> npt.NDArray[IntT]:
+    """The distinct values, ascending: ``np.unique`` by sorting, which is faster here."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    found: npt.NDArray[IntT] = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+    return found
+
+
+def _hashed_words(
+    contents: Sequence[str],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint64]]:
+    """Every word of every content (repeats included): its row and its hash."""
+    ascii_rows = [i for i, text in enumerate(contents) if text.isascii()]
+    rows: list[npt.NDArray[np.int32]] = []  # fewer than 2**31 rows: a store holds far fewer
+    hashes: list[npt.NDArray[np.uint64]] = []
+    for chunk in _chunks_of(contents, ascii_rows):
+        texts = [contents[i] for i in chunk]
+        # One space between texts: no word runs across it.
+        data = np.frombuffer(" ".join(texts).encode("ascii"), dtype=np.uint8)
+        starts, found = _run_hashes(data, _ASCII_WORD[data])
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1)
+        rows.append(np.asarray(chunk, dtype=np.int32)[np.searchsorted(ends, starts, "right")])
+        hashes.append(found)
+    others = sorted(set(range(len(contents))) - set(ascii_rows))
+    if others:
+        sets = [sorted(word_set(contents[i])) for i in others]
+        # Words joined by NUL, which no word holds: every other byte is a word's.
+        data = np.frombuffer(
+            b"\x00".join("\x00".join(words).encode() for words in sets if words), dtype=np.uint8
+        )
+        _, found = _run_hashes(data, data != 0)
+        counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+        rows.append(np.repeat(np.asarray(others, dtype=np.int32), counts))
+        hashes.append(found)
+    if not rows:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)
+    return np.concatenate(rows), np.concatenate(hashes)
+
+
+def _chunks_of(contents: Sequence[str], rows: list[int]) -> list[list[int]]:
+    """``rows`` in runs of about ``_CHUNK_BYTES`` of text each."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i in rows:
+        current.append(i)
+        size += len(contents[i]) + 1
+        if size >= _CHUNK_BYTES:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _run_hashes(
+    data: npt.NDArray[np.uint8], word: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """Where each run of ``word`` bytes starts, and its hash, in order.
+
+    The hash of a run ``b[s:e]`` is ``sum(lower(b[k]) * BASE**(e-1-k))``
+    modulo 2**64, taken from prefix sums over the whole chunk and mixed with
+    the run's length: it depends only on the run's bytes, not on where the run
+    lies. Upper-case ASCII letters count as lower-case.
+    """
+    m = len(data)
+    if m == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    edge = np.diff(word.astype(np.int8), prepend=0, append=0)
+    starts = np.flatnonzero(edge == 1)
+    ends = np.flatnonzero(edge == -1)
+    powers, inverse = _powers(m)
+    with np.errstate(over="ignore"):
+        terms = _LOWER[data] * powers[m - 1 :: -1][:m]
+        sums = np.cumsum(terms, dtype=np.uint64)
+        del terms
+        before = np.where(starts > 0, sums[np.maximum(starts - 1, 0)], np.uint64(0))
+        raw = (sums[ends - 1] - before) * inverse[m - ends]
+        mixed = _mix(raw ^ (ends - starts).astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+    return starts.astype(np.int64), mixed
+
+
+@functools.cache
+def _power_table(size: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(size, _BASE, dtype=np.uint64), dtype=np.uint64)
+        inverses = np.cumprod(np.full(size, pow(_BASE, -1, 1 << 64), dtype=np.uint64))
+    one = np.ones(1, dtype=np.uint64)
+    return np.concatenate([one, powers]), np.concatenate([one, inverses])
+
+
+def _powers(m: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """``BASE**i`` and ``BASE**-i`` modulo 2**64 for ``i`` from 0 to at least ``m``."""
+    size = _CHUNK_BYTES
+    while size < m:
+        size *= 2
+    return _power_table(size)
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """SplitMix64's finaliser: every input bit reaches every output bit."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        mixed: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+        return mixed
