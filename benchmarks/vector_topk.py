@@ -27,9 +27,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
-import gc
-import json
 import statistics
 import sys
 import tempfile
@@ -38,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import _shared  # also puts the checkout on sys.path
+import _harness as harness
 import numpy as np
 
 from prime_memory_folding import MemoryEngine
@@ -119,42 +116,19 @@ def disagreements(queries: np.ndarray, unit: np.ndarray, systems: dict[str, Syst
     allows two ids whose scores tie to swap places (or one to stand in for
     the other at the k-th place), and nothing else.
     """
-    problems = []
-    for qi, query in enumerate(queries):
+
+    def differs(qi: int, query: np.ndarray, got: list[int], expected: list[int]) -> str:
+        if got == expected:
+            return ""
+        if len(got) != K or len(set(got)) != K:
+            return f"on query {qi}: {got} is not {K} distinct ids"
         scores = unit @ (query / np.linalg.norm(query))
-        expected = systems[FLOOR](query)
-        for name, run in systems.items():
-            got = run(query)
-            if got == expected:
-                continue
-            if len(got) != K or len(set(got)) != K:
-                problems.append(f"{name} disagrees on query {qi}: {got} is not {K} distinct ids")
-                continue
-            for place, (mine, theirs) in enumerate(zip(got, expected)):
-                if abs(float(scores[mine]) - float(scores[theirs])) > TIE:
-                    problems.append(
-                        f"{name} disagrees on query {qi} at place {place + 1}: {got} vs {expected}"
-                    )
-                    break
-    return problems
+        for place, (mine, theirs) in enumerate(zip(got, expected)):
+            if abs(float(scores[mine]) - float(scores[theirs])) > TIE:
+                return f"on query {qi} at place {place + 1}: {got} vs {expected}"
+        return ""
 
-
-def time_systems(queries: np.ndarray, systems: dict[str, System], rounds: int) -> dict[str, float]:
-    names = list(systems)
-    samples: dict[str, list[list[float]]] = {n: [[] for _ in queries] for n in names}
-    gc.collect()
-    gc.disable()
-    try:
-        for rnd in range(rounds):
-            for qi, query in enumerate(queries):
-                shift = (rnd + qi) % len(names)
-                for name in names[shift:] + names[:shift]:
-                    started = time.perf_counter()
-                    systems[name](query)
-                    samples[name][qi].append(time.perf_counter() - started)
-    finally:
-        gc.enable()
-    return {n: statistics.median(statistics.median(s) for s in samples[n]) for n in names}
+    return harness.disagreements(list(queries), systems, systems[FLOOR], differs)
 
 
 def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict[str, float]:
@@ -236,9 +210,9 @@ def run_size(
         if problems:
             return result
         log(f"vector top-{K}: timing {count:,} vectors")
-        medians = time_systems(query_vectors, systems, rounds)
-        result["median_seconds"] = medians
-        result["ratio_vs_floor"] = {n: t / medians[FLOOR] for n, t in medians.items()}
+        samples = harness.alternate(systems, list(query_vectors), rounds)
+        result["median_seconds"] = medians = harness.median_of_medians(samples)
+        result["ratio_vs_floor"] = harness.ratios(medians, FLOOR)
         result["engine_steps"] = engine_steps(engine, query_vectors, rounds)
         if vec_db is not None:
             vec_db.close()
@@ -275,55 +249,43 @@ def target(results: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, inject=True)  # the engine's answers in the wrong order
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # For the test suite: the engine's answers in the wrong order, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
     results = run(
         args.sizes,
         queries=args.queries,
         rounds=args.rounds,
         seed=args.seed,
-        log=log,
+        log=harness.Log(args.quiet),
         inject_mismatch=args.inject_mismatch,
     )
-    status = 0
     for r in results["sizes"]:
-        if not r["agreement"]:
-            print(f"{r['records']:>9,} vectors: agreement FAILED")
-            for problem in r["problems"]:
-                print(f"  {problem}")
-            status = EXIT_MISMATCH
+        ok = f"{r['records']:>9,} vectors: agreement OK"
+        if not harness.check(
+            r["problems"], ok, failed=f"{r['records']:>9,} vectors: agreement FAILED"
+        ):
             continue
         cells = "  ".join(
-            f"{name} {_shared.fmt_ms(t)} ({r['ratio_vs_floor'][name]:.2f}x)"
+            f"{name} {harness.fmt_ms_ratio(t, r['ratio_vs_floor'][name], 2)}"
             for name, t in r["median_seconds"].items()
         )
-        print(f"{r['records']:>9,} vectors: agreement OK  {cells}")
+        print(f"  {cells}")
         if r["sqlite_vec_unavailable"]:
             print(f"  sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
-        steps = "  ".join(f"{k} {_shared.fmt_ms(v)}" for k, v in r["engine_steps"].items())
+        steps = "  ".join(f"{k} {harness.fmt_ms(v)}" for k, v in r["engine_steps"].items())
         print(f"  engine steps: {steps}")
     verdict = target(results)
     if verdict:
         print(
             f"target: engine <= {TARGET_RATIO}x the numpy floor at {verdict['records']:,} vectors: "
-            f"{verdict['ratio']:.2f}x  {_shared.verdict(verdict['pass'])}"
+            f"{verdict['ratio']:.2f}x  {harness.verdict(verdict['pass'])}"
         )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    return status
+    harness.write_json(args.json, results)
+    return 0 if all(r["agreement"] for r in results["sizes"]) else EXIT_MISMATCH
 
 
 if __name__ == "__main__":
