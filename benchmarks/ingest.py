@@ -32,7 +32,6 @@ Records are generated before the clock starts. Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import statistics
 import sys
@@ -42,7 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _shared import Progress, fmt_ms, generate, verdict
+import _harness as harness
+from _shared import Progress, generate
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.storage.sqlite import WAL_AUTOCHECKPOINT_PAGES
@@ -236,9 +236,7 @@ def with_vectors(count_: int, dim: int, seed: int) -> list[dict[str, Any]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Measure store_many and single store throughput into a file store."
-    )
+    parser = harness.parser(__doc__)
     parser.add_argument(
         "--records", type=int, default=TARGET_RECORDS, help="records for the bulk store_many"
     )
@@ -254,11 +252,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dir", type=Path, help="folder for the temporary stores (default: the system temp)"
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
-    if args.records < 1 or args.single < 1 or args.vector_records < 0 or args.dim < 1:
-        parser.error("--records and --single must be at least 1, --vector-records at least 0")
+    harness.at_least(parser, args, records=1, single=1, vector_records=0, dim=1)
     return args
 
 
@@ -304,58 +299,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             vector_stored, vector_open_seconds = count(vector_store)
 
     expected = args.records + len(probe_items) + args.single + len(late_probe_items)
-    if stored != expected or vector_stored != args.vector_records:
-        print(
-            f"check: FAILED - expected {expected:,} and {args.vector_records:,} records, "
-            f"found {stored:,} and {vector_stored:,}"
-        )
-        return EXIT_CHECK_FAILED
-    print(
+    if not harness.check(
+        [
+            f"expected {want:,} records {kind}, found {found:,}"
+            for want, found, kind in (
+                (expected, stored, "without vectors"),
+                (args.vector_records, vector_stored, "with vectors"),
+            )
+            if want != found
+        ],
         f"check: OK - all {expected:,} records stored without vectors and "
-        f"{vector_stored:,} with vectors are in the stores"
-    )
+        f"{vector_stored:,} with vectors are in the stores",
+        failed="check: FAILED",
+        then="",
+    ):
+        return EXIT_CHECK_FAILED
     print()
 
     bulk_rate = args.records / bulk_seconds
     single_seconds = sum(latencies)
     single_rate = args.single / single_seconds
-    vector_rate = args.vector_records / vector_seconds if vector_seconds else 0.0
     p50 = statistics.median(latencies)
-    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else latencies[0]
+    p99 = harness.percentile(latencies, 0.99)
     bulk_ok = bulk_rate >= TARGET_BULK_RATE
     single_ok = single_rate >= TARGET_SINGLE_RATE
 
+    def phase(name: str, seconds: float, count: int, target: str, ok: bool | None) -> list[str]:
+        result = "" if ok is None else harness.verdict(ok)
+        return [name, f"{seconds:.2f}", f"{count / seconds:,.0f}", target, result]
+
+    bulk_target = f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,}"
     rows = [
-        (
-            f"store_many, no vectors ({args.records:,})",
-            bulk_seconds,
-            bulk_rate,
-            f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,} (>= {TARGET_BULK_RATE:,.0f}/s)",
-            verdict(bulk_ok),
-        ),
-        (
-            f"store, single calls ({args.single:,})",
-            single_seconds,
-            single_rate,
-            f">= {TARGET_SINGLE_RATE:,.0f}/s",
-            verdict(single_ok),
-        ),
-    ]
+        phase(f"store_many, no vectors ({args.records:,})", bulk_seconds, args.records,
+              f"{bulk_target} (>= {TARGET_BULK_RATE:,.0f}/s)", bulk_ok),
+        phase(f"store, single calls ({args.single:,})", single_seconds, args.single,
+              f">= {TARGET_SINGLE_RATE:,.0f}/s", single_ok),
+    ]  # fmt: skip
     if args.vector_records:
-        rows.append(
-            (
-                f"store_many, {args.dim}-dim vectors ({args.vector_records:,})",
-                vector_seconds,
-                vector_rate,
-                "none (context)",
-                "",
-            )
-        )
-    print(f"{'phase':<40}{'seconds':>9}{'records/s':>12}  {'target':<34}result")
-    print("-" * 101)
-    for name, seconds, rate, target, result in rows:
-        print(f"{name:<40}{seconds:>9.2f}{rate:>12,.0f}  {target:<34}{result}".rstrip())
-    print(f"single store latency: median {fmt_ms(p50)}, 99th percentile {fmt_ms(p99)}")
+        label = f"store_many, {args.dim}-dim vectors ({args.vector_records:,})"
+        rows.append(phase(label, vector_seconds, args.vector_records, "none (context)", None))
+    print(harness.text_table(["phase", "seconds", "records/s", "target", "result"], rows))
+    print(
+        f"single store latency: median {harness.fmt_ms(p50)}, 99th percentile {harness.fmt_ms(p99)}"
+    )
     (floor_p50, floor_rate), (disk_p50, disk_rate), (sql_p50, sql_rate) = (
         (statistics.median(timings), len(timings) / sum(timings)) for timings in floor_latencies
     )
@@ -363,8 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"commit floor, taking turns with the single stores: a bare SQLite commit of "
         f"{floor_frames:.1f} pages (a store writes {store_frames:.1f}; "
         f"{late_store_frames:.1f} after the single stores): median "
-        f"{fmt_ms(floor_p50)}, {floor_rate:,.0f}/s; of 1 page: median {fmt_ms(disk_p50)}, "
-        f"{disk_rate:,.0f}/s"
+        f"{harness.fmt_ms(floor_p50)}, {floor_rate:,.0f}/s; of 1 page: median "
+        f"{harness.fmt_ms(disk_p50)}, {disk_rate:,.0f}/s"
     )
     print(
         f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
@@ -373,8 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
         f"the store (no engine code; {sql_frames:.1f} pages each), taking turns too: median "
-        f"{fmt_ms(sql_p50)}, {sql_rate:,.0f}/s ({verdict(sql_rate >= TARGET_SINGLE_RATE)} "
-        f"against the single-store target); single store / that: {p50 / sql_p50:.2f}x (median)"
+        f"{harness.fmt_ms(sql_p50)}, {sql_rate:,.0f}/s "
+        f"({harness.verdict(sql_rate >= TARGET_SINGLE_RATE)} against the single-store target); "
+        f"single store / that: {p50 / sql_p50:.2f}x (median)"
     )
     print(f"opening the store of {stored:,} records (loads its index): {open_seconds:.2f} s")
     if vector_stored:
@@ -388,8 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"this run stored {args.records:,}, so it is judged by rate"
         )
 
-    if args.json:
-        result = {
+    harness.write_json(
+        args.json,
+        {
             "benchmark": "ingest",
             "python": sys.version.split()[0],
             "bulk": {"records": args.records, "seconds": bulk_seconds, "pass": bulk_ok},
@@ -422,8 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "open_seconds": vector_open_seconds,
             },
             "open_seconds": open_seconds,
-        }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        },
+    )
     return 0
 
 
