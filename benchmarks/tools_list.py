@@ -22,7 +22,6 @@ change the exit status).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import queue
@@ -34,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _shared import verdict
+import _harness as harness
 
 from prime_memory_folding.budget import count_tokens
 
@@ -145,38 +144,37 @@ def check(line: str, expected: set[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines (there are none)")
-    args = parser.parse_args(argv)
+    args = harness.parser(__doc__).parse_args(argv)
     reference = o200k()
     with tempfile.TemporaryDirectory(prefix="pmf-tools-list-") as tmp:
         line = list_tools(Path(tmp) / "memory.db")
-    problems = check(line, registered_tools())
-    if problems:
-        print("check: FAILED - " + "; ".join(problems))
+    expected = registered_tools()
+    ok = f"check: OK - all {len(expected)} tools listed, each with an input schema"
+    if not harness.check(check(line, expected), ok, failed="check: FAILED", then=""):
         return 1
     report = measure(line, reference)
     counters = ["estimate"] + (["o200k_base"] if reference else [])
     report["target_tokens"] = TARGET_TOKENS
     report["pass"] = {name: report["total"][name] < TARGET_TOKENS for name in counters}
-    print(f"check: OK - all {len(report['tools'])} tools listed, each with an input schema")
     if reference is None:
         print("bpe-openai is not installed: the estimate is judged alone (pip install '.[bench]')")
-    print(f"\n{'tool':<22}{'part':<14}" + "".join(f"{c:>12}" for c in [*counters, "bytes"]))
-    for name, parts in report["tools"].items():
-        for part, counted in parts.items():
-            cells = "".join(f"{counted[c]:>12,}" for c in [*counters, "bytes"])
-            print(f"{name:<22}{part:<14}{cells}")
+    rows = [
+        [name, part, *(f"{counted[c]:,}" for c in [*counters, "bytes"])]
+        for name, parts in report["tools"].items()
+        for part, counted in parts.items()
+    ]
+    print()
+    print(harness.text_table(["tool", "part", *counters, "bytes"], rows, left=2))
     total = report["total"]
     print(
         f"\ntools/list reply: {total['bytes']:,} bytes; "
         + "; ".join(f"{total[c]:,} tokens by {c}" for c in counters)
     )
     for name in counters:
-        print(f"target < {TARGET_TOKENS:,} tokens by {name}: {verdict(report['pass'][name])}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(
+            f"target < {TARGET_TOKENS:,} tokens by {name}: {harness.verdict(report['pass'][name])}"
+        )
+    harness.write_json(args.json, report)
     return 0
 
 
