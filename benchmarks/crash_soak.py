@@ -36,7 +36,6 @@ Exits 1 when a check fails.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
@@ -54,6 +53,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import _harness as harness
 
 TIMEOUT = 120
 DIM = 8
@@ -396,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["writer"]:
         writer(argv[1], int(argv[2]), argv[3] == "1")
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--kills", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fold-share", type=float, default=0.3, help="share of fold rounds")
@@ -404,8 +405,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--mcp-share", type=float, default=0.2, help="share of rounds killing the MCP server"
     )
     parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="prime-memory-crash-") as folder:
         store = args.store or Path(folder) / "crash.db"
@@ -421,12 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{report['live_and_archived']} records live or archived, "
         f"{len(report['problems'])} problems, {report['seconds']:.1f} s"
     )
-    for line in report["problems"][:20]:
-        print(f"  problem: {line}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json, report["problems"])
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import json
 import os
 import secrets
 import shutil
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import _harness as harness
 from _shared import scratch_database
 from http_load import HttpClient, start_server
 
@@ -315,7 +315,7 @@ def _measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--servers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=2, help="clients per server")
     parser.add_argument("--before", type=float, default=3.0, help="seconds of writes first")
@@ -356,15 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         or "postgresql://postgres@127.0.0.1:5432/postgres",
         help="with --system: the server to store on (a new database is made)",
     )
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="print only the report")
     args = parser.parse_args(argv)
-
-    def log(line: str) -> None:
-        if not args.quiet:
-            print(line, flush=True)
-
-    report = run(args, log)
+    report = run(args, harness.Log(args.quiet))
     where = "the machine's service" if args.system else "a cluster of its own"
     print(
         f"{report['servers']} servers x {args.clients} clients on {where}, restart "
@@ -380,10 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recovered = ", ".join("never" if r is None else f"{r:.2f}" for r in report["recovery_s"])
     print(f"  recovery after the restart ended, per client (s): {recovered}")
     print(f"  servers still running, never restarted: {all(report['servers_alive'])}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json)
 
 
 if __name__ == "__main__":

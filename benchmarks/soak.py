@@ -28,7 +28,6 @@ Exits 1 when a check fails.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -43,6 +42,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import _harness as harness
 
 TIMEOUT = 120
 PROTOCOL_VERSION = "2025-11-25"
@@ -343,7 +344,7 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--writes", type=int, default=5_000, help="stores per process")
     parser.add_argument("--query-every", type=int, default=10, help="0: no queries")
@@ -351,8 +352,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--embedder", default="none", help="PRIME_MEMORY_EMBEDDER for the servers (default none)"
     )
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
     args = parser.parse_args(argv)
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": args.embedder}
     with tempfile.TemporaryDirectory(prefix="prime-memory-soak-") as folder:
@@ -368,12 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"them pruned {report['fold']['pruned']} and folded {report['fold']['folded']} "
         f"seeded records"
     )
-    for line in report["first_errors"] + report["problems"]:
-        print(f"  problem: {line}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json, report["first_errors"] + report["problems"])
 
 
 if __name__ == "__main__":
