@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import json as json_
 import math
 import os
 import statistics
@@ -54,14 +54,16 @@ Samples = dict[str, list[list[float]]]
 # -- options and progress -------------------------------------------------------------
 
 
-def parser(doc: str, *, inject: bool = False) -> argparse.ArgumentParser:
+def parser(doc: str, *, inject: bool = False, json: bool = True) -> argparse.ArgumentParser:
     """An argument parser described by ``doc``'s first paragraph, with ``--json`` and ``--quiet``.
 
     ``inject`` adds the hidden ``--inject-mismatch`` flag: the script then makes
-    one system answer wrongly, so that a test can see its check fail.
+    one system answer wrongly, so that a test can see its check fail. ``json``
+    False leaves ``--json`` out, for a script that writes its results elsewhere.
     """
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
-    made.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    if json:
+        made.add_argument("--json", type=Path, help="also write the results to this JSON file")
     made.add_argument("--quiet", action="store_true", help="no progress on stderr")
     if inject:
         made.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
@@ -366,7 +368,7 @@ def _plain(value: Any) -> Any:
 def write_json(path: Path | None, data: Any) -> None:
     """``data`` as indented JSON into ``path``; nothing when ``path`` is None."""
     if path is not None:
-        path.write_text(json.dumps(data, indent=2, default=_plain) + "\n", encoding="utf-8")
+        path.write_text(json_.dumps(data, indent=2, default=_plain) + "\n", encoding="utf-8")
 
 
 # -- other scripts --------------------------------------------------------------------
@@ -393,6 +395,6 @@ def run_script(
         env=None if env is None else dict(env),
     )
     if done.returncode in accept and out.is_file():
-        return dict(json.loads(out.read_text())), done
+        return dict(json_.loads(out.read_text())), done
     tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
     return {"failed": f"{script} exited with status {done.returncode}", "output": tail}, done

@@ -6,9 +6,12 @@ import os
 import platform
 import sqlite3
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+import _harness as harness
+from _harness import fmt_ms as ms
+from _harness import markdown_table as table
 
 #: Published DRAGON retrieval on LoCoMo (dialog-turn evidence), for comparison. It was
 #: measured on all ten conversations, while ``locomo_recall.py`` runs on the data it is
@@ -21,29 +24,6 @@ _NO_TIMINGS = "No timings: no size passed its check.\n"
 
 
 # -- machine --------------------------------------------------------------------------
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def cpu_reference_ms() -> float:
-    """Milliseconds for a fixed pure-Python loop (best of 3): how fast the host runs now.
-
-    Shared machines change speed with their neighbours; the same loop before and
-    after a run shows whether a run's absolute times are comparable with another's.
-    """
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        total = 0
-        for i in range(2_000_000):
-            total += i
-        best = min(best, time.perf_counter() - started)
-    return round(best * 1e3, 1)
 
 
 def machine() -> dict[str, Any]:
@@ -69,8 +49,7 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "numpy": numpy.__version__,
         "sqlite": sqlite3.sqlite_version,
-        "load_before": load_average(),
-        "cpu_reference_ms_before": cpu_reference_ms(),
+        **{f"{key}_before": value for key, value in harness.conditions().items()},
     }
 
 
@@ -128,25 +107,6 @@ def disagreements(results: dict[str, Any]) -> list[str]:
                 if isinstance(r, dict) and "ok" not in r and "failed" not in r
             ]
     return found
-
-
-def ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    value = seconds * 1000
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 10:
-        return f"{value:.1f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value:.3f} ms"
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def failure(section: dict[str, Any]) -> str:
@@ -337,17 +297,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     elif pg and "unavailable" not in pg:
         names = {"start-up": pg_targets["start"], "memory": pg_targets["memory"]}
         for t in pg.get("targets", []):
-            name = pg_targets["tag"] if "tag query" in t["target"] else None
+            target = pg_targets["tag"] if "tag query" in t["target"] else None
             for word, full in names.items():
                 if f"server {word}" in t["target"]:
-                    name = full
-            if name is None:
+                    target = full
+            if target is None:
                 continue
             at = f"{t['records']:,} records" + (
                 f" over {t['base_records']:,}" if "base_records" in t else ""
             )
             add(
-                name,
+                target,
                 f"{t['measured']:.2f}x",
                 at + (" (indicative)" if t["indicative"] else ""),
                 bool(t["pass"]),
@@ -960,6 +920,15 @@ def _ok(sections: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None if s is None or problems(s) else s
 
 
+def _finish(ax: Any, title: str, *, legend: bool = True, which: str = "both") -> Any:
+    """Title, grid and legend of one chart's axes; its figure."""
+    ax.set_title(title)
+    ax.grid(True, which=which, alpha=0.3)
+    if legend:
+        ax.legend()
+    return ax.figure
+
+
 def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
     s = _ok(sections, "structure")
     runs = [r for r in s["runs"] if "kinds" in r] if s else []
@@ -976,14 +945,8 @@ def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
                 if kind in r["kinds"]
             ]
             ax.plot(xs, ys, marker="o", label=system)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            title=kind,
-            xlabel="records",
-            ylabel="median query time (ms)",
-        )
-        ax.grid(True, which="both", alpha=0.3)
+        ax.set(xscale="log", yscale="log", xlabel="records", ylabel="median query time (ms)")
+        _finish(ax, kind, legend=False)
     axes.flat[0].legend()
     fig.suptitle("Structural queries: time vs records (lower is better)")
     return fig
@@ -994,7 +957,7 @@ def _chart_vector(plt: Any, sections: dict[str, Any]) -> Any:
     runs = [r for r in v["sizes"] if r.get("agreement")] if v else []
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for system in ("engine", "numpy floor", "sqlite-vec"):
         pts = [
             (r["records"], r["median_seconds"][system] * 1000)
@@ -1004,17 +967,14 @@ def _chart_vector(plt: Any, sections: dict[str, Any]) -> Any:
         if pts:
             ax.plot(*zip(*pts), marker="o", label=system)
     ax.set(xscale="log", yscale="log", xlabel="vectors (dim 256)", ylabel="median top-10 time (ms)")
-    ax.set_title("Exact cosine top-10: time vs vectors (lower is better)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "Exact cosine top-10: time vs vectors (lower is better)")
 
 
 def _chart_mcp(plt: Any, sections: dict[str, Any]) -> Any:
     m = _ok(sections, "mcp")
     if not m or not m["sizes"]:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for name in m["sizes"][-1]["systems"]:
         row = max((r for r in m["sizes"] if name in r["systems"]), key=lambda r: r["records"])
         pts = row["systems"][name]["store_curve"]
@@ -1024,10 +984,7 @@ def _chart_mcp(plt: Any, sections: dict[str, Any]) -> Any:
         ylabel="store round trip, p50 of stretch (ms)",
         yscale="log",
     )
-    ax.set_title("MCP store latency vs store size (stdio, same client)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "MCP store latency vs store size (stdio, same client)")
 
 
 def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
@@ -1036,7 +993,7 @@ def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
     if not loco or section_failed(loco):
         return None
     ks = [int(k[2:]) for k in KS]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for name, t in loco["systems"].items():
         ax.plot(ks, [t["overall"][k] for k in KS], marker="o", label=name)
     ax.plot(
@@ -1050,19 +1007,14 @@ def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
     ax.set(
         xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="k", ylabel="recall@k (%)"
     )
-    ax.set_title("LoCoMo evidence recall@k")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "LoCoMo evidence recall@k", which="major")
 
 
 def _chart_fold(plt: Any, sections: dict[str, Any]) -> Any:
     f = _ok(sections, "fold")
     if not f:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     ax.plot([x["records"] for x in f["fold"]], [x["seconds"] for x in f["fold"]], marker="o")
     ax.set(xscale="log", yscale="log", xlabel="records", ylabel="fold time (s)")
-    ax.set_title("Fold time vs records")
-    ax.grid(True, which="both", alpha=0.3)
-    return fig
+    return _finish(ax, "Fold time vs records", legend=False)

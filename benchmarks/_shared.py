@@ -1,9 +1,10 @@
-"""Helpers shared by the benchmark scripts.
+"""What the benchmark scripts share besides their harness (``_harness``).
 
 Importing this module makes ``prime_memory_folding`` importable from a plain
 checkout: when the package is not installed, the repository root is put first
-on ``sys.path``. It also holds the seeded synthetic data generator and small
-formatting helpers.
+on ``sys.path``. It also holds the seeded synthetic data generator, a clock
+the scripts set by hand, a progress line, a lean stdio MCP client and scratch
+PostgreSQL databases.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import bisect
 import contextlib
 import importlib.util
 import itertools
+import json
 import random
 import secrets
+import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -92,6 +95,16 @@ def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
+class Clock:
+    """A clock that stands where it is set: ``MemoryEngine(..., clock=Clock(t))``."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Progress:
     """A one-line progress counter on stderr, shown only for large jobs."""
@@ -114,20 +127,69 @@ class Progress:
         self.stream.flush()
 
 
-def fmt_ms(seconds: float) -> str:
-    """A duration in milliseconds with three significant-ish digits."""
-    ms = seconds * 1000
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    if ms >= 1:
-        return f"{ms:.2f} ms"
-    return f"{ms:.3f} ms"
+# -- a lean MCP client -----------------------------------------------------------------
+
+#: This package's stdio MCP server.
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+#: The ``initialize`` request's parameters.
+HELLO = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "bench", "version": "1"},
+}
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+class LineClient:
+    """A lean MCP client: JSON-RPC lines over a server's stdin and stdout.
+
+    It writes and reads the lines itself, as a Node or Rust IDE client does, so
+    it costs next to nothing beside the server's own time. Starting it spawns
+    the server and completes the handshake.
+    """
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+        )
+        self._next_id = 1
+        _, reply = self.exchange("initialize", HELLO)
+        assert "protocolVersion" in reply["result"], reply
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _write(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def exchange(self, method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        """Send one request; its reply line as it arrived, and parsed."""
+        assert self.proc.stdout is not None
+        self._next_id += 1
+        self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise SystemExit("the server closed its stdout")
+            reply = json.loads(line)
+            if reply.get("id") == self._next_id:
+                return line, dict(reply)
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        _, reply = self.exchange("tools/call", {"name": name, "arguments": arguments})
+        result = reply.get("result")
+        if result is None or result.get("isError"):
+            raise SystemExit(f"{name} failed: {reply}")
+        return dict(result)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.proc.stdout.close()
 
 
 # -- PostgreSQL -------------------------------------------------------------------------

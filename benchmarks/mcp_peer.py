@@ -31,7 +31,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -46,6 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
 from _shared import REPO_ROOT
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
@@ -180,11 +180,6 @@ def memory_kib(pid: int | None) -> dict[str, int | None]:
     return out
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any]:
     if not latencies:
         return {"calls": 0}
@@ -193,7 +188,7 @@ def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any
         "seconds": seconds,
         "per_second": len(latencies) / seconds if seconds > 0 else None,
         "p50": statistics.median(latencies),
-        "p99": percentile(latencies, 0.99),
+        "p99": harness.percentile(latencies, 0.99),
     }
 
 
@@ -328,7 +323,7 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, inject=True)  # every probe of this server misses
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
     parser.add_argument("--searches", type=int, default=200, help="timed searches per size")
     parser.add_argument("--cap", type=float, default=600.0, help="seconds per system and phase")
@@ -340,16 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="ARG",
         help="start the peer with this command instead of installing it from npm",
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # For the test suite: every probe of this server misses, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
     results = run(
         args.sizes,
         searches=args.searches,
@@ -357,32 +343,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache=args.cache,
         with_peer=not args.no_peer,
         peer_command=args.peer_command,
-        log=log,
+        log=harness.Log(args.quiet),
         inject_mismatch=args.inject_mismatch,
     )
     if results["peer_unavailable"]:
         print(f"peer unavailable: {results['peer_unavailable']}")
     for row in results["sizes"]:
-        if not row["agreement"]:
-            for name, s in row["systems"].items():
-                if s["agreement"]["missed"]:
-                    missed = ", ".join(s["agreement"]["missed"])
-                    print(f"N={row['records']:>6,} {name}: did not find {missed}")
-            print("  agreement: FAILED - not comparable; no timings reported for this size")
+        missed = [
+            f"{name} did not find {', '.join(s['agreement']['missed'])}"
+            for name, s in row["systems"].items()
+            if s["agreement"]["missed"]
+        ]
+        n = f"N={row['records']:>6,}"
+        if not harness.check(missed, f"{n}: agreement: OK", failed=f"{n}: agreement: FAILED"):
             continue
-        for name, s in row["systems"].items():
-            st, se, mem = s["stores"], s["searches"], s["memory"]
-            print(
-                f"N={row['records']:>6,} {name:<26} stores {st['per_second']:8,.0f}/s "
-                f"p50 {st['p50'] * 1e3:7.2f} ms p99 {st['p99'] * 1e3:7.2f} ms  "
-                f"search p50 {se['p50'] * 1e3:7.2f} ms  RSS {(mem['rss_kib'] or 0) / 1024:6.1f} MiB"
-                + (f"  CAPPED: {s['capped']}" if s["capped"] else "")
-            )
+        rows = [
+            [name, f"{st['per_second']:,.0f}/s"]
+            + [harness.fmt_ms(t) for t in (st["p50"], st["p99"], s["searches"]["p50"])]
+            + [f"{(s['memory']['rss_kib'] or 0) / 1024:.1f} MiB", s["capped"] or ""]
+            for name, s in row["systems"].items()
+            for st in [s["stores"]]
+        ]
+        header = ["system", "stores", "store p50", "store p99", "search p50", "RSS", "capped"]
+        print(harness.text_table(header, rows, indent="  "))
         if "store_throughput_ratio" in row:
             print(f"  store throughput, ours / peer: {row['store_throughput_ratio']:.1f}x")
-        print("  agreement: OK")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    harness.write_json(args.json, results)
     return 0 if all(row["agreement"] for row in results["sizes"]) else 1
 
 

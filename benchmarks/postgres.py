@@ -78,8 +78,7 @@ from urllib.parse import quote
 
 import _harness as harness
 import numpy as np
-from _shared import Progress, generate, scratch_database
-from mcp_latency import SERVER, LineClient
+from _shared import SERVER, LineClient, Progress, generate, scratch_database
 from text_query import sentences
 
 from prime_memory_folding import MemoryEngine

@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import _harness as harness
+from _shared import SERVER, LineClient
 
 from prime_memory_folding.budget import count_tokens
 
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
-PROTOCOL_VERSION = "2025-11-25"
 TARGET_TOKENS = 2_000
-TIMEOUT_S = 60.0
 PARTS = ("description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -64,52 +59,12 @@ def registered_tools() -> set[str]:
 def list_tools(store: Path) -> str:
     """The ``tools/list`` reply line of a real stdio server, as it arrived."""
     env = dict(os.environ, PRIME_MEMORY_EMBEDDER="none")
-    proc = subprocess.Popen(
-        [*SERVER, "--store", str(store), "--scope", "global"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    lines: queue.Queue[bytes] = queue.Queue()
-    out = proc.stdout
-
-    def read() -> None:
-        for received in out:
-            lines.put(received)
-
-    threading.Thread(target=read, daemon=True).start()
-
-    def send(message: dict[str, Any]) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        proc.stdin.flush()
-
-    def reply(request_id: int) -> bytes:
-        while True:
-            try:
-                line = lines.get(timeout=TIMEOUT_S)
-            except queue.Empty:
-                raise SystemExit(f"no reply to request {request_id} in {TIMEOUT_S:.0f} s") from None
-            if json.loads(line).get("id") == request_id:
-                return line
-
+    client = LineClient([*SERVER, "--store", str(store), "--scope", "global"], env)
     try:
-        hello = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "tools-list-benchmark", "version": "1"},
-        }
-        send({"id": 1, "method": "initialize", "params": hello})
-        reply(1)
-        send({"method": "notifications/initialized"})
-        send({"id": 2, "method": "tools/list"})
-        return reply(2).decode("utf-8").rstrip("\r\n")
+        line, _ = client.exchange("tools/list", {})
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=TIMEOUT_S)
-        proc.stdout.close()
+        client.close()
+    return line.decode("utf-8").rstrip("\r\n")
 
 
 def measure(line: str, reference: Callable[[str], int] | None) -> dict[str, Any]:
