@@ -54,20 +54,34 @@ Samples = dict[str, list[list[float]]]
 # -- options and progress -------------------------------------------------------------
 
 
-def parser(doc: str, *, inject: bool = False, json: bool = True) -> argparse.ArgumentParser:
+def parser(
+    doc: str, *, inject: bool = False, json: bool = True, **numbers: float | tuple[float, str]
+) -> argparse.ArgumentParser:
     """An argument parser described by ``doc``'s first paragraph, with ``--json`` and ``--quiet``.
 
-    ``inject`` adds the hidden ``--inject-mismatch`` flag: the script then makes
-    one system answer wrongly, so that a test can see its check fail. ``json``
-    False leaves ``--json`` out, for a script that writes its results elsewhere.
+    Each keyword adds a number option of its default's type: ``rounds=5`` adds
+    ``--rounds`` (an int, 5 unless given), ``rounds=(5, "timed rounds")`` adds
+    its help too. ``inject`` adds the hidden ``--inject-mismatch`` flag: the
+    script then makes one system answer wrongly, so that a test can see its
+    check fail. ``json`` False leaves ``--json`` out, for a script that writes
+    its results elsewhere.
     """
     made = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
+    for name, spec in numbers.items():
+        default, text = spec if isinstance(spec, tuple) else (spec, None)
+        flag = "--" + name.replace("_", "-")
+        made.add_argument(flag, type=type(default), default=default, help=text)
     if json:
         made.add_argument("--json", type=Path, help="also write the results to this JSON file")
     made.add_argument("--quiet", action="store_true", help="no progress on stderr")
     if inject:
         made.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     return made
+
+
+def options(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The named options' values, to pass on as keywords: ``run(**options(args, "rounds"))``."""
+    return {name: getattr(args, name) for name in names}
 
 
 def at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, **least: int) -> None:

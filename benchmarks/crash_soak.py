@@ -397,12 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["writer"]:
         writer(argv[1], int(argv[2]), argv[3] == "1")
         return 0
-    parser = harness.parser(__doc__)
-    parser.add_argument("--kills", type=int, default=2_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--fold-share", type=float, default=0.3, help="share of fold rounds")
-    parser.add_argument(
-        "--mcp-share", type=float, default=0.2, help="share of rounds killing the MCP server"
+    parser = harness.parser(
+        __doc__,
+        kills=2_000,
+        seed=1,
+        fold_share=(0.3, "share of fold rounds"),
+        mcp_share=(0.2, "share of rounds killing the MCP server"),
     )
     parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
     args = parser.parse_args(argv)

@@ -210,9 +210,7 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     import _harness as harness  # here, so that tests can import this module's client alone
 
-    parser = harness.parser(__doc__)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=2_000, help="calls per client")
+    parser = harness.parser(__doc__, clients=4, calls=(2_000, "calls per client"))
     parser.add_argument("--embedder", default="none", help="PRIME_MEMORY_EMBEDDER (default none)")
     parser.add_argument(
         "--time-limit",

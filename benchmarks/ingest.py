@@ -236,19 +236,17 @@ def with_vectors(count_: int, dim: int, seed: int) -> list[dict[str, Any]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = harness.parser(__doc__)
-    parser.add_argument(
-        "--records", type=int, default=TARGET_RECORDS, help="records for the bulk store_many"
+    parser = harness.parser(
+        __doc__,
+        records=(TARGET_RECORDS, "records for the bulk store_many"),
+        single=(5_000, "single store calls"),
+        vector_records=(
+            20_000,
+            "records for the store_many with vectors (0 to skip; default 20,000)",
+        ),
+        dim=(256, "vector dimension (default 256)"),
+        seed=(1, "seed for the generated records"),
     )
-    parser.add_argument("--single", type=int, default=5_000, help="single store calls")
-    parser.add_argument(
-        "--vector-records",
-        type=int,
-        default=20_000,
-        help="records for the store_many with vectors (0 to skip; default 20,000)",
-    )
-    parser.add_argument("--dim", type=int, default=256, help="vector dimension (default 256)")
-    parser.add_argument("--seed", type=int, default=1, help="seed for the generated records")
     parser.add_argument(
         "--dir", type=Path, help="folder for the temporary stores (default: the system temp)"
     )

@@ -176,10 +176,10 @@ def report(result: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser(__doc__, inject=True)  # the engine's answers altered
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=30, help="requests per page")
-    parser.add_argument("--seed", type=int, default=7)
+    # --inject-mismatch: the engine's answers altered
+    parser = harness.parser(
+        __doc__, inject=True, records=100_000, rounds=(30, "requests per page"), seed=7
+    )
     args = parser.parse_args(argv)
     harness.at_least(parser, args, records=1, rounds=1)
     result = run(args)

@@ -191,12 +191,12 @@ def startups(folder: Path, turns: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = harness.parser(__doc__)
-    parser.add_argument("--records", type=int, default=100_000, help="stores to time (100,000)")
-    parser.add_argument("--starts", type=int, default=5, help="start-ups to time (5)")
-    parser.add_argument("--floor-calls", type=int, default=2_000, help="trivial calls (2,000)")
-    parser.add_argument(
-        "--sdk-records", type=int, default=10_000, help="stores through the SDK's client (10,000)"
+    parser = harness.parser(
+        __doc__,
+        records=(100_000, "stores to time (100,000)"),
+        starts=(5, "start-ups to time (5)"),
+        floor_calls=(2_000, "trivial calls (2,000)"),
+        sdk_records=(10_000, "stores through the SDK's client (10,000)"),
     )
     args = parser.parse_args()
     harness.at_least(parser, args, records=1, starts=1, floor_calls=1)

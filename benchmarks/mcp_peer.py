@@ -323,10 +323,14 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__, inject=True)  # every probe of this server misses
+    # --inject-mismatch: every probe of this server misses
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        searches=(200, "timed searches per size"),
+        cap=(600.0, "seconds per system and phase"),
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
-    parser.add_argument("--searches", type=int, default=200, help="timed searches per size")
-    parser.add_argument("--cap", type=float, default=600.0, help="seconds per system and phase")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="npm install prefix")
     parser.add_argument("--no-peer", action="store_true", help="this server only")
     parser.add_argument(

@@ -315,11 +315,18 @@ def _measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__)
-    parser.add_argument("--servers", type=int, default=2)
-    parser.add_argument("--clients", type=int, default=2, help="clients per server")
-    parser.add_argument("--before", type=float, default=3.0, help="seconds of writes first")
-    parser.add_argument("--after", type=float, default=2.0, help="seconds of writes after recovery")
+    parser = harness.parser(
+        __doc__,
+        servers=2,
+        clients=(2, "clients per server"),
+        before=(3.0, "seconds of writes first"),
+        after=(2.0, "seconds of writes after recovery"),
+        connect_timeout=(2, "connect_timeout in the store URL: how long a call waits (s)"),
+        recovery_limit=(
+            60.0,
+            "fail when a client has not written again this long after the restart",
+        ),
+    )
     parser.add_argument(
         "--mode",
         choices=["smart", "fast", "immediate"],
@@ -332,18 +339,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         metavar="SECONDS",
         help="stop the server, wait this long, start it (default 0: pg_ctl restart)",
-    )
-    parser.add_argument(
-        "--connect-timeout",
-        type=int,
-        default=2,
-        help="connect_timeout in the store URL: how long a call waits (s)",
-    )
-    parser.add_argument(
-        "--recovery-limit",
-        type=float,
-        default=60.0,
-        help="fail when a client has not written again this long after the restart",
     )
     parser.add_argument(
         "--system",

@@ -592,25 +592,27 @@ def judge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = harness.parser(__doc__, inject=True)  # the plain SQL's tag query drops a hit
+    # --inject-mismatch: the plain SQL's tag query drops a hit
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        queries=(20, "tag and text questions"),
+        vector_queries=5,
+        rounds=(3, "rounds of tag and text queries"),
+        stores=(200, "single stores per backend"),
+        starts=(3, "server starts per backend"),
+        fold_max=(
+            100_000,
+            "largest size to fold (dry run); these sentences share many words, so a fold's "
+            "candidate search grows fast past it",
+        ),
+        seed=1,
+    )
     parser.add_argument("--sizes", type=int, nargs="+", help="record counts, ascending")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (300, 600)")
     parser.add_argument(
         "--pg", default=DEFAULT_PG, help=f"a PostgreSQL server (default {DEFAULT_PG})"
     )
-    parser.add_argument("--queries", type=int, default=20, help="tag and text questions")
-    parser.add_argument("--vector-queries", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of tag and text queries")
-    parser.add_argument("--stores", type=int, default=200, help="single stores per backend")
-    parser.add_argument("--starts", type=int, default=3, help="server starts per backend")
-    parser.add_argument(
-        "--fold-max",
-        type=int,
-        default=100_000,
-        help="largest size to fold (dry run); these sentences share many words, so a fold's "
-        "candidate search grows fast past it",
-    )
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
     args = parser.parse_args(argv)
     if args.sizes is None:

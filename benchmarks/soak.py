@@ -344,10 +344,12 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__)
-    parser.add_argument("--processes", type=int, default=8)
-    parser.add_argument("--writes", type=int, default=5_000, help="stores per process")
-    parser.add_argument("--query-every", type=int, default=10, help="0: no queries")
+    parser = harness.parser(
+        __doc__,
+        processes=8,
+        writes=(5_000, "stores per process"),
+        query_every=(10, "0: no queries"),
+    )
     parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
     parser.add_argument(
         "--embedder", default="none", help="PRIME_MEMORY_EMBEDDER for the servers (default none)"

@@ -542,11 +542,14 @@ def print_scope_case(case: dict[str, Any]) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = harness.parser(__doc__, inject=True)
-    parser.add_argument("--records", type=int, default=TARGET_RECORDS, help="records to generate")
-    parser.add_argument("--queries", type=int, default=20, help="queries per kind (default 20)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per query")
-    parser.add_argument("--seed", type=int, default=1, help="seed for records and queries")
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        records=(TARGET_RECORDS, "records to generate"),
+        queries=(20, "queries per kind (default 20)"),
+        rounds=(5, "timed rounds per query"),
+        seed=(1, "seed for records and queries"),
+    )
     parser.add_argument(
         "--store", type=Path, help="store file to create (default: a temporary file)"
     )

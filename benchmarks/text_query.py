@@ -184,10 +184,8 @@ def failed(args: argparse.Namespace, embedder: Embedder, problems: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser(__doc__, inject=True)  # one record fewer stored than counted
-    parser.add_argument("--records", type=int, default=TARGET_RECORDS)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    # --inject-mismatch: one record fewer stored than counted
+    parser = harness.parser(__doc__, inject=True, records=TARGET_RECORDS, queries=200, seed=1)
     parser.add_argument(
         "--embedder",
         help=f"the embedder to measure (default: {EMBEDDER_ENV}, else builtin); not 'none'",

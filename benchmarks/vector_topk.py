@@ -249,11 +249,9 @@ def target(results: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__, inject=True)  # the engine's answers in the wrong order
+    # --inject-mismatch: the engine's answers in the wrong order
+    parser = harness.parser(__doc__, inject=True, queries=20, rounds=5, seed=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--queries", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args(argv)
     results = run(
         args.sizes,

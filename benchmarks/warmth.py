@@ -160,10 +160,14 @@ def time_calls(calls: dict[str, Call], rounds: int) -> dict[str, dict[str, list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__, inject=True)  # SQL's answers lose an id
-    parser.add_argument("--records", type=int, default=20_000, help="records queried (20,000)")
-    parser.add_argument("--rounds", type=int, default=300, help="timed rounds (300)")
-    parser.add_argument("--seed", type=int, default=1)
+    # --inject-mismatch: SQL's answers lose an id
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        records=(20_000, "records queried (20,000)"),
+        rounds=(300, "timed rounds (300)"),
+        seed=1,
+    )
     args = parser.parse_args(argv)
     print(
         f"warmth benchmark: {args.records:,} records, {args.rounds} rounds; each call "
