@@ -340,16 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="start the peer with this command instead of installing it from npm",
     )
     args = parser.parse_args(argv)
-    results = run(
-        args.sizes,
-        searches=args.searches,
-        cap=args.cap,
-        cache=args.cache,
-        with_peer=not args.no_peer,
-        peer_command=args.peer_command,
-        log=harness.Log(args.quiet),
-        inject_mismatch=args.inject_mismatch,
-    )
+    chosen = harness.options(args, "searches", "cap", "cache", "peer_command", "inject_mismatch")
+    results = run(args.sizes, **chosen, with_peer=not args.no_peer, log=harness.Log(args.quiet))
     if results["peer_unavailable"]:
         print(f"peer unavailable: {results['peer_unavailable']}")
     for row in results["sizes"]:

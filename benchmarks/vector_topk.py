@@ -253,14 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = harness.parser(__doc__, inject=True, queries=20, rounds=5, seed=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     args = parser.parse_args(argv)
-    results = run(
-        args.sizes,
-        queries=args.queries,
-        rounds=args.rounds,
-        seed=args.seed,
-        log=harness.Log(args.quiet),
-        inject_mismatch=args.inject_mismatch,
-    )
+    chosen = harness.options(args, "queries", "rounds", "seed", "inject_mismatch")
+    results = run(args.sizes, **chosen, log=harness.Log(args.quiet))
     for r in results["sizes"]:
         ok = f"{r['records']:>9,} vectors: agreement OK"
         if not harness.check(
