@@ -14,10 +14,12 @@ import contextlib
 import importlib.util
 import itertools
 import json
+import queue
 import random
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -143,53 +145,102 @@ class LineClient:
     """A lean MCP client: JSON-RPC lines over a server's stdin and stdout.
 
     It writes and reads the lines itself, as a Node or Rust IDE client does, so
-    it costs next to nothing beside the server's own time. Starting it spawns
-    the server and completes the handshake.
+    it costs next to nothing beside the server's own time: it reads each reply
+    in the calling thread. With ``timeout``, threads read the replies and the
+    server's stderr instead, and a reply that takes longer than ``timeout``
+    seconds, or a server that exits, raises :class:`RuntimeError` (with the end
+    of its stderr). Starting it spawns the server and, unless told otherwise,
+    completes the handshake.
     """
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        handshake: bool = True,
+    ) -> None:
         self.proc = subprocess.Popen(
             list(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL if timeout is None else subprocess.PIPE,
             env=None if env is None else dict(env),
         )
+        self.timeout = timeout
+        self.stderr = b""
         self._next_id = 1
-        _, reply = self.exchange("initialize", HELLO)
-        assert "protocolVersion" in reply["result"], reply
-        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        if timeout is not None:
+            threading.Thread(target=self._pump, daemon=True).start()
+            threading.Thread(target=self._drain, daemon=True).start()
+        if handshake:
+            self.handshake()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(b"")
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def _readline(self) -> bytes:
+        if self.timeout is None:
+            assert self.proc.stdout is not None
+            return self.proc.stdout.readline()
+        try:
+            return self._lines.get(timeout=self.timeout)
+        except queue.Empty:
+            raise RuntimeError(f"no reply in {self.timeout:.0f} s") from None
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
 
+    def handshake(self) -> None:
+        _, reply = self.exchange("initialize", HELLO)
+        assert "protocolVersion" in reply["result"], reply
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
     def exchange(self, method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
         """Send one request; its reply line as it arrived, and parsed."""
-        assert self.proc.stdout is not None
         self._next_id += 1
         self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
         while True:
-            line = self.proc.stdout.readline()
+            line = self._readline()
             if not line:
-                raise SystemExit("the server closed its stdout")
+                said = self.stderr.decode(errors="replace")[-500:]
+                raise RuntimeError(f"the server exited: {said or 'it closed its stdout'}")
             reply = json.loads(line)
             if reply.get("id") == self._next_id:
                 return line, dict(reply)
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's result; :class:`RuntimeError` when the call fails."""
         _, reply = self.exchange("tools/call", {"name": name, "arguments": arguments})
         result = reply.get("result")
-        if result is None or result.get("isError"):
-            raise SystemExit(f"{name} failed: {reply}")
+        if result is None:
+            raise RuntimeError(f"{name}: protocol error {reply.get('error')}")
+        if result.get("isError"):
+            raise RuntimeError(f"{name}: {result['content'][0]['text']}")
         return dict(result)
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Close the server's stdin and wait for it to exit (killed after a minute); its status."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        self.proc.stdout.close()
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
 
 
 # -- PostgreSQL -------------------------------------------------------------------------

@@ -55,12 +55,12 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
+from _shared import HELLO, SERVER
 
 TIMEOUT = 120
 DIM = 8
 GROUPS = 6
 THIRTY_DAYS = 30 * 86_400.0
-PROTOCOL_VERSION = "2025-11-25"
 #: The kill delay in fold rounds before any fold transaction has been measured.
 FIRST_FOLD_ESTIMATE_S = 0.2
 
@@ -240,7 +240,7 @@ def mcp_round(
     result = Round()
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": "none"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store)],
+        [*SERVER, "--store", str(store)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
@@ -270,9 +270,7 @@ def mcp_round(
         in_flight.add(request_id)
 
     try:
-        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": "crash-soak", "version": "1"}}})  # fmt: skip
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO})
         line = lines.get(timeout=TIMEOUT)
         if line is None or json.loads(line).get("id") != 0:
             result.problems.append(f"no answer to initialize: {line!r}")

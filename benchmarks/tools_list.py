@@ -59,7 +59,7 @@ def registered_tools() -> set[str]:
 def list_tools(store: Path) -> str:
     """The ``tools/list`` reply line of a real stdio server, as it arrived."""
     env = dict(os.environ, PRIME_MEMORY_EMBEDDER="none")
-    client = LineClient([*SERVER, "--store", str(store), "--scope", "global"], env)
+    client = LineClient([*SERVER, "--store", str(store), "--scope", "global"], env, timeout=60)
     try:
         line, _ = client.exchange("tools/list", {})
     finally:
