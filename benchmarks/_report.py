@@ -6,6 +6,7 @@ import os
 import platform
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,192 +128,155 @@ def at_size(runs: list[dict[str, Any]], size: int) -> tuple[dict[str, Any] | Non
 # -- targets ----------------------------------------------------------------------------
 
 
+#: What a target's judge finds in its part of the results: the figure measured, where,
+#: whether it passed (None: it could not be judged) and a note; None: nothing to judge.
+Judged = tuple[str | None, str, bool | None, str] | None
+
+
+def _at(count: int, unit: str, exact: bool) -> str:
+    return f"{count:,} {unit}" + ("" if exact else " (indicative)")
+
+
+def _structure_target(s: dict[str, Any]) -> Judged:
+    run, exact = at_size([r for r in s["runs"] if "kinds" in r], TARGET_RECORDS)
+    if not run:
+        return None
+    ratios = {k: run["kinds"][k]["ratio_vs_engine"]["sqlite sql"] for k in ("tags (2)", "tags (3)")}
+    shown = ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items())
+    return shown, _at(run["records"], "records", exact), all(v >= 10 for v in ratios.values()), ""
+
+
+def _vector_target(v: dict[str, Any]) -> Judged:
+    run, exact = at_size(v["sizes"], TARGET_RECORDS)
+    if not run:
+        return None
+    ratio = run["ratio_vs_floor"]["engine"]
+    return f"{ratio:.2f}x", _at(run["records"], "vectors", exact), ratio <= 1.5, ""
+
+
+def _mcp_store_target(m: dict[str, Any]) -> Judged:
+    if not m["sizes"]:
+        return None
+    ours = m["sizes"][-1]["systems"]["prime-memory-mcp"]["stores"]
+    floor = m.get("sdk_floor", {}).get("p50")
+    note = f"the SDK's trivial-tool floor on this machine is {ms(floor)}" if floor else ""
+    return ms(ours["p50"]), f"{ours['calls']:,} stores over stdio", ours["p50"] <= 0.002, note
+
+
+def _peer_target(m: dict[str, Any]) -> Judged:
+    if not m["sizes"]:
+        return None
+    rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
+    if not rows:
+        return None, "-", None, f"reference server unavailable: {m.get('peer_unavailable')}"
+    row = next((x for x in rows if x["records"] == 20_000), rows[-1])
+    capped = row["systems"]["server-memory (reference)"]["capped"]
+    ratio = row["store_throughput_ratio"]
+    at = f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)")
+    return f"{ratio:.1f}x", at, ratio >= 10, f"reference server capped: {capped}" if capped else ""
+
+
+def _text_target(t: dict[str, Any]) -> Judged:
+    at = _at(t["records"], "records", t["records"] == TARGET_RECORDS)
+    return ms(t["p50"]), at, t["p50"] <= 0.015, ""
+
+
+def _memory_target(t: dict[str, Any]) -> Judged:
+    at = _at(t["records"], "records", t["records"] == TARGET_RECORDS)
+    rss = t["max_rss_mb"]
+    return f"{rss:,.0f} MB", at + ", peak of the text query run", rss <= 400, ""
+
+
+def _tools_target(tl: dict[str, Any]) -> Judged:
+    total, counters = tl["total"], list(tl["pass"])
+    note = "" if "o200k_base" in counters else "bpe-openai not installed: the estimate alone"
+    shown = ", ".join(f"{total[c]:,} by {c}" for c in counters)
+    at = f"{len(tl['tools'])} tools, {total['bytes']:,} bytes"
+    return shown, at, all(tl["pass"].values()), note
+
+
+def _inspector_target(i: dict[str, Any]) -> Judged:
+    worst = max(p50["page"] for p50 in i["p50_seconds"].values())
+    at = _at(i["records"], "records", i["records"] == TARGET_RECORDS)
+    return ms(worst) + " (slowest page)", at, worst <= 0.100, ""
+
+
+def _postgres_target(words: str) -> Callable[[dict[str, Any]], Judged]:
+    """The target of ``postgres.py`` whose name holds ``words``, as it judged it."""
+
+    def judge(pg: dict[str, Any]) -> Judged:
+        for t in pg.get("targets", []):
+            if words in t["target"]:
+                at = f"{t['records']:,} records" + (
+                    f" over {t['base_records']:,}" if "base_records" in t else ""
+                )
+                indicative = " (indicative)" if t["indicative"] else ""
+                return f"{t['measured']:.2f}x", at + indicative, bool(t["pass"]), ""
+        return None
+
+    return judge
+
+
+#: The headline targets: each with the part of the results it is judged on (a
+#: section, or a part of one) and its judge.
+TARGETS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Judged]], ...] = (
+    ("tag intersection >= 10x faster than SQLite SQL", ("structure",), _structure_target),
+    ("exact vector top-10 <= 1.5x the numpy floor", ("vector",), _vector_target),
+    ("MCP store p50 <= 2 ms", ("mcp",), _mcp_store_target),
+    ("text query p50 <= 15 ms", ("recall", "text_latency"), _text_target),
+    ("resident memory <= 400 MB", ("recall", "text_latency"), _memory_target),
+    (">= 10x the reference memory server's store throughput", ("mcp",), _peer_target),
+    ("MCP tools/list < 2,000 tokens", ("tools",), _tools_target),
+    ("inspector page p50 <= 100 ms", ("inspector",), _inspector_target),
+    ("PostgreSQL tag query <= 1.5x plain SQL", ("postgres",), _postgres_target("tag query")),
+    (
+        "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
+        ("postgres",),
+        _postgres_target("server start-up"),
+    ),
+    (
+        "PostgreSQL server memory at 1,000,000 <= 1.5x at 10,000",
+        ("postgres",),
+        _postgres_target("server memory"),
+    ),
+)
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each headline target with what was measured, where, and PASS or MISS.
 
-    A target whose comparison failed a check anywhere in its section (any size,
-    any system) is not comparable: no figure, no PASS or MISS, only the reason.
+    A target whose comparison failed a check anywhere in its part of the results
+    (any size, any system) is not comparable: no figure, no PASS or MISS, only
+    the reason. A section not run, or whose data was unavailable, judges nothing.
     """
-    sections = results["sections"]
     out: list[dict[str, Any]] = []
-
-    def add(name: str, measured: str | None, at: str, ok: bool | None, note: str = "") -> None:
-        out.append(
-            {
-                "target": name,
-                "measured": measured,
-                "at": at,
-                "pass": ok,
-                "comparable": True,
-                "note": note,
-            }
-        )
-
-    def not_comparable(name: str, section: str) -> None:
-        found = problems(sections[section])
-        note = f"{section}: {found[0]}" + (
-            f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        )
-        out.append(
-            {
-                "target": name,
-                "measured": None,
-                "at": "-",
-                "pass": None,
-                "comparable": False,
-                "note": note,
-            }
-        )
-
-    structure_target = "tag intersection >= 10x faster than SQLite SQL"
-    s = sections.get("structure")
-    if s is not None and problems(s):
-        not_comparable(structure_target, "structure")
-    elif s:
-        runs = [r for r in s["runs"] if "kinds" in r]
-        run, exact = at_size(runs, TARGET_RECORDS)
-        if run:
-            ratios = {
-                k: run["kinds"][k]["ratio_vs_engine"]["sqlite sql"]
-                for k in ("tags (2)", "tags (3)")
-            }
-            add(
-                structure_target,
-                ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()),
-                f"{run['records']:,} records" + ("" if exact else " (indicative)"),
-                all(v >= 10 for v in ratios.values()),
-            )
-    vector_target = "exact vector top-10 <= 1.5x the numpy floor"
-    v = sections.get("vector")
-    if v is not None and problems(v):
-        not_comparable(vector_target, "vector")
-    elif v:
-        run, exact = at_size(v["sizes"], TARGET_RECORDS)
-        if run:
-            ratio = run["ratio_vs_floor"]["engine"]
-            add(
-                vector_target,
-                f"{ratio:.2f}x",
-                f"{run['records']:,} vectors" + ("" if exact else " (indicative)"),
-                ratio <= 1.5,
-            )
-    store_target = "MCP store p50 <= 2 ms"
-    peer_target = ">= 10x the reference memory server's store throughput"
-    m = sections.get("mcp")
-    mcp_ok = m is not None and not problems(m)
-    if m is not None and not mcp_ok:
-        not_comparable(store_target, "mcp")
-    elif m and m["sizes"]:
-        largest = m["sizes"][-1]
-        ours = largest["systems"]["prime-memory-mcp"]["stores"]
-        floor = m.get("sdk_floor", {}).get("p50")
-        add(
-            store_target,
-            ms(ours["p50"]),
-            f"{ours['calls']:,} stores over stdio",
-            ours["p50"] <= 0.002,
-            f"the SDK's trivial-tool floor on this machine is {ms(floor)}" if floor else "",
-        )
-    r = sections.get("recall")
-    t = r.get("text_latency") if r and not section_failed(r) else None
-    if t and "failed" in t:
-        for name in ("text query p50 <= 15 ms", "resident memory <= 400 MB"):
-            out.append(
-                {
-                    "target": name,
-                    "measured": None,
-                    "at": "-",
-                    "pass": None,
-                    "comparable": False,
-                    "note": f"recall: text_latency: {t['failed']}",
-                }
-            )
-    elif t:
-        scale = f"{t['records']:,} records" + (
-            "" if t["records"] == TARGET_RECORDS else " (indicative)"
-        )
-        add("text query p50 <= 15 ms", ms(t["p50"]), scale, t["p50"] <= 0.015)
-        add(
-            "resident memory <= 400 MB",
-            f"{t['max_rss_mb']:,.0f} MB",
-            scale + ", peak of the text query run",
-            t["max_rss_mb"] <= 400,
-        )
-    if m is not None and not mcp_ok:
-        not_comparable(peer_target, "mcp")
-    elif m and m["sizes"]:
-        rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
-        if rows:
-            row = next((x for x in rows if x["records"] == 20_000), rows[-1])
-            peer = row["systems"]["server-memory (reference)"]
-            note = f"reference server capped: {peer['capped']}" if peer["capped"] else ""
-            add(
-                peer_target,
-                f"{row['store_throughput_ratio']:.1f}x",
-                f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)"),
-                row["store_throughput_ratio"] >= 10,
-                note,
-            )
-        else:
-            add(
-                peer_target,
-                None,
-                "-",
-                None,
-                f"reference server unavailable: {m.get('peer_unavailable')}",
-            )
-    tools_target = "MCP tools/list < 2,000 tokens"
-    tl = sections.get("tools")
-    if tl is not None and problems(tl):
-        not_comparable(tools_target, "tools")
-    elif tl:
-        total = tl["total"]
-        counters = list(tl["pass"])
-        add(
-            tools_target,
-            ", ".join(f"{total[c]:,} by {c}" for c in counters),
-            f"{len(tl['tools'])} tools, {total['bytes']:,} bytes",
-            all(tl["pass"].values()),
-            "" if "o200k_base" in counters else "bpe-openai not installed: the estimate alone",
-        )
-    i = sections.get("inspector")
-    if i and not section_failed(i) and i.get("agreement"):
-        worst = max(p50["page"] for p50 in i["p50_seconds"].values())
-        add(
-            "inspector page p50 <= 100 ms",
-            ms(worst) + " (slowest page)",
-            f"{i['records']:,} records"
-            + ("" if i["records"] == TARGET_RECORDS else " (indicative)"),
-            worst <= 0.100,
-        )
-    pg = sections.get("postgres")
-    pg_targets = {
-        "tag": "PostgreSQL tag query <= 1.5x plain SQL",
-        "start": "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
-        "memory": "PostgreSQL server memory at 1,000,000 <= 1.5x at 10,000",
-    }
-    if pg is not None and problems(pg):
-        for name in pg_targets.values():
-            not_comparable(name, "postgres")
-    elif pg and "unavailable" not in pg:
-        names = {"start-up": pg_targets["start"], "memory": pg_targets["memory"]}
-        for t in pg.get("targets", []):
-            target = pg_targets["tag"] if "tag query" in t["target"] else None
-            for word, full in names.items():
-                if f"server {word}" in t["target"]:
-                    target = full
-            if target is None:
-                continue
-            at = f"{t['records']:,} records" + (
-                f" over {t['base_records']:,}" if "base_records" in t else ""
-            )
-            add(
-                target,
-                f"{t['measured']:.2f}x",
-                at + (" (indicative)" if t["indicative"] else ""),
-                bool(t["pass"]),
-            )
+    for name, path, judge in TARGETS:
+        part: Any = results["sections"]
+        for key in path:
+            part = part.get(key) if isinstance(part, dict) else None
+        if not isinstance(part, dict) or "unavailable" in part:
+            continue
+        found = problems(part)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            note = f"{': '.join(path)}: {found[0]}{more}"
+            out.append(_target(name, None, "-", None, note, comparable=False))
+        elif (judged := judge(part)) is not None:
+            out.append(_target(name, *judged))
     return out
+
+
+def _target(
+    name: str, measured: str | None, at: str, ok: bool | None, note: str, comparable: bool = True
+) -> dict[str, Any]:
+    return {
+        "target": name,
+        "measured": measured,
+        "at": at,
+        "pass": ok,
+        "comparable": comparable,
+        "note": note,
+    }
 
 
 # -- Markdown ---------------------------------------------------------------------------
