@@ -19,8 +19,11 @@ and what it prints); this module holds what they all do alike:
 - checks: :func:`disagreements` lists the answers that differ from the
   expected ones, and :func:`check` prints a check's outcome before any timing
   is reported; :func:`conclude` ends a script whose result is a check;
-- output: :func:`fmt_ms`, :func:`fmt_ms_ratio`, :func:`times`, :func:`verdict`, :func:`text_table`,
-  :func:`markdown_table` and :func:`write_json`;
+- output: :func:`fmt_ms`, :func:`fmt_ms_ratio`, :func:`times` and
+  :func:`verdict` format figures; a :data:`Table` (header and rows) prints as
+  text in a script (:func:`text_table`) and as Markdown in ``run_all.py``'s
+  report (:func:`markdown_table`), several sizes' as one (:func:`stacked`);
+  :func:`write_json` writes the results;
 - other scripts: :func:`run_script` runs one with ``--json`` and returns what
   it wrote, or why it failed.
 """
@@ -49,6 +52,8 @@ NO_TIMINGS = "no timings reported: the systems compared disagree"
 Q = TypeVar("Q")
 T = TypeVar("T")
 Samples = dict[str, list[list[float]]]
+#: A table as its header and rows of cells, to print as text or Markdown.
+Table = tuple[list[str], list[list[str]]]
 
 
 # -- options and progress -------------------------------------------------------------
@@ -365,6 +370,16 @@ def text_table(
 
     ruled = line(list(header))
     return "\n".join([ruled, indent + "-" * (len(ruled) - len(indent)), *map(line, body)])
+
+
+def stacked(label: str, tables: Iterable[tuple[str, Table]]) -> Table:
+    """Tables of the same columns as one, each row led by its table's name (column ``label``)."""
+    columns: list[str] = []
+    rows: list[list[str]] = []
+    for name, (header, table_rows) in tables:
+        columns = header
+        rows += [[name, *row] for row in table_rows]
+    return [label, *columns], rows
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import sqlite3
@@ -279,6 +280,11 @@ def _target(
     }
 
 
+def _script(name: str) -> Any:
+    """A benchmark script's module, whose tables a section shows as its script prints them."""
+    return importlib.import_module(name)
+
+
 # -- Markdown ---------------------------------------------------------------------------
 
 
@@ -356,95 +362,49 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def _structure(s: dict[str, Any]) -> str:
-    systems = ("engine", "naive scan", "modulo scan", "sqlite sql")
-    parts = ("engine", "index alone", "coherence check", "sqlite sql")
-    rows, notes, part_rows = [], [], []
-    for run in s["runs"]:
-        if "failed" in run:
-            notes.append(
-                f"- {run['records']:,} records: **FAILED** ({run['failed']}): "
-                + " / ".join(run["output"][-3:])
-            )
-            continue
-        for kind, k in run["kinds"].items():
-            cells = [ms(k["median_seconds"]["engine"])]
-            cells += [
-                f"{ms(k['median_seconds'][n])} ({k['ratio_vs_engine'][n]:.1f}x)"
-                for n in systems[1:]
-            ]
-            rows.append([f"{run['records']:,}", kind, f"{k['mean_hits']:,.0f}", *cells])
-        notes.append(
-            f"- {run['records']:,} records: agreement OK on all {len(run['queries'])} queries"
-        )
-        for kind, p in (run.get("parts_median_seconds") or {}).items():
-            part_rows.append(
-                [
-                    f"{run['records']:,}",
-                    kind,
-                    *(ms(p[n]) for n in parts),
-                    *(f"{p['sqlite sql'] / p[n]:.1f}x" for n in parts[1:3]),
-                ]
-            )
+    structure = _script("structure")
+    runs = [run for run in s["runs"] if "failed" not in run]
+    notes = [
+        f"- {run['records']:,} records: **FAILED** ({run['failed']}): "
+        + " / ".join(run["output"][-3:])
+        for run in s["runs"]
+        if "failed" in run
+    ] + [
+        f"- {r['records']:,} records: agreement OK on all {len(r['queries'])} queries" for r in runs
+    ]
+    kinds = [(f"{r['records']:,}", structure.kind_table(r["kinds"], "engine", 1)) for r in runs]
+    parts = [
+        (f"{r['records']:,}", structure.parts_table(r["parts_median_seconds"]))
+        for r in runs
+        if r.get("parts_median_seconds")
+    ]
     text = (
         "Median time per query (each query's median over rounds, interleaved single calls); "
         "(Nx) = that system's time / the engine's. Text embedding is off for these stores.\n\n"
-        + (table(["records", "kind", "mean hits", *systems], rows) if rows else _NO_TIMINGS)
+        + (table(*harness.stacked("records", kinds)) if kinds else _NO_TIMINGS)
         + "\n"
         + "\n".join(notes)
         + "\n"
     )
-    if part_rows:
+    if parts:
         text += (
             "\nWhere the engine's time goes (a second pass, each call timed right after a scan "
             "of every record): the index alone answers without the lock, the check for other "
             "processes' commits or argument checks; the coherence check is the `PRAGMA "
             "data_version` statement every query runs first.\n\n"
-            + table(
-                [
-                    "records",
-                    "kind",
-                    *parts,
-                    "sqlite sql / index alone",
-                    "sqlite sql / check",
-                ],
-                part_rows,
-            )
+            + table(*harness.stacked("records", parts))
         )
     return text
 
 
 def _vector(v: dict[str, Any]) -> str:
-    rows, steps, notes = [], [], []
+    vector_topk = _script("vector_topk")
+    notes = []
     for r in v["sizes"]:
         if not r["agreement"]:
-            notes.append(
-                f"- {r['records']:,} vectors: agreement **FAILED**: " + "; ".join(r["problems"][:3])
-            )
+            problems = "; ".join(r["problems"][:3])
+            notes.append(f"- {r['records']:,} vectors: agreement **FAILED**: {problems}")
             continue
-        t, ratio = r["median_seconds"], r["ratio_vs_floor"]
-        vec = (
-            f"{ms(t['sqlite-vec'])} ({ratio['sqlite-vec']:.2f}x)"
-            if "sqlite-vec" in t
-            else "unavailable"
-        )
-        rows.append(
-            [
-                f"{r['records']:,}",
-                ms(t["numpy floor"]),
-                f"{ms(t['engine'])} ({ratio['engine']:.2f}x)",
-                vec,
-            ]
-        )
-        e = r["engine_steps"]
-        steps.append(
-            [
-                f"{r['records']:,}",
-                ms(e["cosine"]),
-                ms(e["top_k"]),
-                ms(e["rank_by_vector"]),
-                ms(e["hits"]),
-            ]
-        )
         notes.append(
             f"- {r['records']:,} vectors: agreement OK (same top-10 ids in the same order, "
             f"ties aside) on {r['queries']} queries"
@@ -453,16 +413,16 @@ def _vector(v: dict[str, Any]) -> str:
             notes.append(f"- sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
         elif r["records"] == v["sizes"][0]["records"]:
             notes.append(f"- {r['sqlite_vec']}")
-    if not rows:
+    times, steps = vector_topk.tables(v["sizes"])
+    if not times[1]:
         return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
     return (
         "Top-10 by cosine over 256-dimensional vectors, median per query; "
         "(Nx) = time / the numpy floor.\n\n"
-        + table(["vectors", "numpy floor", "engine", "sqlite-vec (vec0, exact)"], rows)
+        + table(*times)
         + "\nWhere the engine's time goes (each step timed alone; `rank_by_vector` "
-        "includes cosine and top-k, "
-        "`hits` reads the 10 records from SQLite):\n\n"
-        + table(["vectors", "cosine", "top_k", "rank_by_vector", "hits"], steps)
+        "includes cosine and top-k, `hits` reads the 10 records from SQLite):\n\n"
+        + table(*steps)
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -470,27 +430,10 @@ def _vector(v: dict[str, Any]) -> str:
 
 
 def _mcp(m: dict[str, Any]) -> str:
-    rows, notes = [], []
+    sizes, notes = [], []
     for row in m["sizes"]:
-        for name, s in row["systems"].items():
-            if not row["agreement"]:
-                break
-            st, se, mem = s["stores"], s["searches"], s["memory"]
-            rows.append(
-                [
-                    f"{row['records']:,}",
-                    name,
-                    f"{st['calls']:,}",
-                    f"{st['per_second']:,.0f}",
-                    ms(st["p50"]),
-                    ms(st["p99"]),
-                    ms(se.get("p50")),
-                    ms(se.get("p99")),
-                    f"{(mem['rss_kib'] or 0) / 1024:,.0f} / "
-                    f"{(mem['peak_rss_kib'] or 0) / 1024:,.0f}",
-                    s["capped"] or "",
-                ]
-            )
+        if row["agreement"]:
+            sizes.append((f"{row['records']:,}", _script("mcp_peer").table(row)))
         ratio = row.get("store_throughput_ratio")
         agreement = "OK" if row["agreement"] else "**FAILED**"
         notes.append(
@@ -511,27 +454,13 @@ def _mcp(m: dict[str, Any]) -> str:
             f"- SDK floor (a bare SDK server's trivial tool, same client): p50 {ms(floor['p50'])}, "
             f"p99 {ms(floor['p99'])} over {floor['calls']:,} calls"
         )
-    if not rows:
+    if not sizes:
         return f"Reference server: {peer}.\n\n{_NO_TIMINGS}\n" + "\n".join(notes) + "\n"
     return (
         f"Reference server: {peer}. Each system gets a fresh store per N; this server runs its "
         "default configuration (text embedded with the built-in model on every store). "
         f"A system past {m['cap_seconds']:.0f} s in a phase is stopped and marked capped.\n\n"
-        + table(
-            [
-                "N",
-                "system",
-                "stores",
-                "stores/s",
-                "store p50",
-                "store p99",
-                "search p50",
-                "search p99",
-                "RSS / peak MiB",
-                "capped",
-            ],
-            rows,
-        )
+        + table(*harness.stacked("N", sizes))
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -721,16 +650,8 @@ def _soak(s: dict[str, Any]) -> str:
 
 
 def _warmth(w: dict[str, Any]) -> str:
-    medians: dict[str, dict[str, float]] = w["median_seconds"]
-    modes = list(next(iter(medians.values())))
-    rows = []
-    for call, by_mode in medians.items():
-        warm = by_mode[modes[0]]
-        rows.append(
-            [call, ms(warm)] + [f"{ms(by_mode[m])} ({by_mode[m] / warm:.1f}x)" for m in modes[1:]]
-        )
     return (
-        table(["call", *modes], rows)
+        table(*_script("warmth").table(w["median_seconds"]))
         + f"\n{w['rounds']} rounds over {w['records']:,} records; (Nx) = that median over "
         "the warm one.\n"
     )
@@ -739,12 +660,8 @@ def _warmth(w: dict[str, Any]) -> str:
 def _inspector(section: dict[str, Any]) -> str:
     if not section.get("agreement"):
         return "Agreement FAILED: " + "; ".join(section.get("problems", [])) + "\n"
-    rows = [
-        [page, ms(p50["page"]), section["engine_calls"][page], ms(p50["engine"])]
-        for page, p50 in section["p50_seconds"].items()
-    ]
     return (
-        table(["page", "page p50", "engine calls", "engine p50"], rows)
+        table(*_script("inspector").table(section))
         + f"\n{section['rounds']} requests per page over {section['records']:,} records, "
         "in process through Starlette's test client.\n"
     )
@@ -770,7 +687,8 @@ def _tools(section: dict[str, Any]) -> str:
 def _postgres(section: dict[str, Any]) -> str:
     if "unavailable" in section:
         return f"Not run: {section['unavailable']}.\n"
-    rows, notes = [], []
+    postgres = _script("postgres")
+    sizes, notes = [], []
     for r in section["sizes"]:
         if not r.get("agreement"):
             notes.append(
@@ -778,34 +696,8 @@ def _postgres(section: dict[str, Any]) -> str:
                 + "; ".join(r.get("problems", [])[:3])
             )
             continue
-        for kind, t in r["p50_seconds"].items():
-            rows.append(
-                [
-                    f"{r['records']:,}",
-                    kind,
-                    ms(t["sqlite"]),
-                    ms(t["postgres"]),
-                    ms(t["plain sql"]),
-                    f"{t['postgres'] / t['plain sql']:.2f}x",
-                ]
-            )
+        sizes.append((f"{r['records']:,}", postgres.size_table(r)))
         s, m = r["startup_seconds"], r["rss_mib"]
-        rows.append(
-            [
-                f"{r['records']:,}",
-                "start-up to the first answer",
-                *(ms(s[k]) for k in ("sqlite", "postgres", "plain sql")),
-                f"{s['postgres'] / s['plain sql']:.2f}x",
-            ]
-        )
-        rows.append(
-            [
-                f"{r['records']:,}",
-                "resident memory (MiB)",
-                *(f"{m[k]:,.0f}" for k in ("sqlite", "postgres", "plain sql")),
-                f"{m['postgres'] / m['plain sql']:.2f}x",
-            ]
-        )
         fold = r["fold"]
         shown = [
             f"{k} {ms(v['seconds'])}"
@@ -827,13 +719,13 @@ def _postgres(section: dict[str, Any]) -> str:
             f"overlap between the engines {100 * r['text_top10_overlap']:.0f} %; fold (dry "
             f"run): " + ", ".join(shown)
         )
-    if not rows:
+    if not sizes:
         return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
     return (
         "p50 per call, the systems taking turns; start-up is spawn to the first tag "
         "query's answer through `prime_memory_query` (plain SQL: a fresh process that "
         "connects with psycopg and asks), memory that process's RSS after its first queries.\n\n"
-        + table(["records", "what", "sqlite", "postgres", "plain sql", "postgres / sql"], rows)
+        + table(*harness.stacked("records", sizes))
         + "\n"
         + "\n".join(notes)
         + "\n"

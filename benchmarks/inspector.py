@@ -155,21 +155,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def report(result: dict[str, Any]) -> bool:
-    """Print the check and, if it passed, the table; whether every page met its target."""
-    print(f"inspector pages at {result['records']:,} records, {result['rounds']} rounds each")
-    ok_line = "agreement: OK - every page lists the records its engine calls return"
-    if not harness.check(result["problems"], ok_line):
-        return False
+def table(result: dict[str, Any]) -> harness.Table:
+    """Each page's p50, its engine calls' p50, what the page adds, and its verdict."""
     rows = [
         [name, result["engine_calls"][name]]
         + [harness.fmt_ms(t) for t in (p50["page"], p50["engine"], p50["page"] - p50["engine"])]
         + [harness.verdict(p50["page"] <= TARGET_P50_S)]
         for name, p50 in result["p50_seconds"].items()
     ]
+    return ["page", "engine calls", "page p50", "engine p50", "page adds", "target"], rows
+
+
+def report(result: dict[str, Any]) -> bool:
+    """Print the check and, if it passed, the table; whether every page met its target."""
+    print(f"inspector pages at {result['records']:,} records, {result['rounds']} rounds each")
+    ok_line = "agreement: OK - every page lists the records its engine calls return"
+    if not harness.check(result["problems"], ok_line):
+        return False
     print()
-    header = ["page", "engine call", "page p50", "engine p50", "page adds", ""]
-    print(harness.text_table(header, rows, left=2))
+    print(harness.text_table(*table(result), left=2))
     print()
     print(f"target: p50 <= {TARGET_P50_S * 1000:.0f} ms per page at 100,000 records")
     return all(sides["page"] <= TARGET_P50_S for sides in result["p50_seconds"].values())

@@ -322,6 +322,22 @@ def run(
     return out
 
 
+def table(row: dict[str, Any]) -> harness.Table:
+    """One size's figures per system: stores, their rate and latency, searches, memory."""
+    rows = []
+    for name, s in row["systems"].items():
+        st, se, mem = s["stores"], s["searches"], s["memory"]
+        rss = f"{(mem['rss_kib'] or 0) / 1024:,.0f} / {(mem['peak_rss_kib'] or 0) / 1024:,.0f}"
+        latencies = [st["p50"], st["p99"], se.get("p50"), se.get("p99")]
+        rows.append(
+            [name, f"{st['calls']:,}", f"{st['per_second']:,.0f}"]
+            + [harness.fmt_ms(t) for t in latencies]
+            + [rss, s["capped"] or ""]
+        )
+    header = ["system", "stores", "stores/s", "store p50", "store p99", "search p50"]
+    return [*header, "search p99", "RSS / peak MiB", "capped"], rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # --inject-mismatch: every probe of this server misses
     parser = harness.parser(
@@ -353,15 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         n = f"N={row['records']:>6,}"
         if not harness.check(missed, f"{n}: agreement: OK", failed=f"{n}: agreement: FAILED"):
             continue
-        rows = [
-            [name, f"{st['per_second']:,.0f}/s"]
-            + [harness.fmt_ms(t) for t in (st["p50"], st["p99"], s["searches"]["p50"])]
-            + [f"{(s['memory']['rss_kib'] or 0) / 1024:.1f} MiB", s["capped"] or ""]
-            for name, s in row["systems"].items()
-            for st in [s["stores"]]
-        ]
-        header = ["system", "stores", "store p50", "store p99", "search p50", "RSS", "capped"]
-        print(harness.text_table(header, rows, indent="  "))
+        print(harness.text_table(*table(row), indent="  ", left=1))
         if "store_throughput_ratio" in row:
             print(f"  store throughput, ours / peer: {row['store_throughput_ratio']:.1f}x")
     harness.write_json(args.json, results)

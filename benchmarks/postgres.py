@@ -510,6 +510,23 @@ def measure(
 # -- output -----------------------------------------------------------------------------
 
 
+def size_table(r: dict[str, Any]) -> harness.Table:
+    """One size's p50 per call, start-up to the first answered tag query and resident
+    memory, with PostgreSQL's over plain SQL's and over SQLite's."""
+    s, m = r["startup_seconds"], r["rss_mib"]
+    figures = [
+        *((kind, row, harness.fmt_ms) for kind, row in r["p50_seconds"].items()),
+        ("start-up to the first answered tag query", s, harness.fmt_ms),
+        ("resident memory after it (MiB)", m, lambda v: f"{v:,.0f}"),
+    ]
+    rows = [
+        [what, *(shown(row[name]) for name in SYSTEMS)]
+        + [harness.times(row["postgres"], row[other]) for other in ("plain sql", "sqlite")]
+        for what, row, shown in figures
+    ]
+    return ["per call (p50)", *SYSTEMS, "pg/sql", "pg/sqlite"], rows
+
+
 def print_size(r: dict[str, Any]) -> None:
     n = r["records"]
     print(f"\n{n:,} records ({r['counts']['postgres']:,} stored in each)")
@@ -522,12 +539,7 @@ def print_size(r: dict[str, Any]) -> None:
     )
     if not harness.check(r.get("problems", []), ok, most=10):
         return
-    rows = [
-        [kind, *(harness.fmt_ms(row[name]) for name in SYSTEMS)]
-        + [harness.times(row["postgres"], row[other]) for other in ("plain sql", "sqlite")]
-        for kind, row in r["p50_seconds"].items()
-    ]
-    print(harness.text_table(["p50", *SYSTEMS, "pg/sql", "pg/sqlite"], rows, indent="  "))
+    print(harness.text_table(*size_table(r), indent="  "))
     folds = []
     for name in ("sqlite", "postgres"):
         f = r["fold"][name]
@@ -538,15 +550,10 @@ def print_size(r: dict[str, Any]) -> None:
         else:
             folds.append(f"{name} {f['seconds']:.2f} s")
     print("  fold, dry run: " + "; ".join(folds) + " (plain SQL has no fold)")
-    s, m = r["startup_seconds"], r["rss_mib"]
+    s, m, base = r["startup_seconds"], r["rss_mib"], r["base_system"]
     print(
-        "  start-up to the first answered tag query: "
-        + ", ".join(f"{k} {harness.fmt_ms(v)}" for k, v in s.items())
-    )
-    print("  resident memory after it: " + ", ".join(f"{k} {v:,.0f} MiB" for k, v in m.items()))
-    base = r["base_system"]
-    print(
-        f"  postgres over {base} (side by side): start-up "
+        f"  a server on {base}, started in the same turns: start-up {harness.fmt_ms(s[base])}, "
+        f"memory {m[base]:,.0f} MiB; postgres over it: start-up "
         f"{harness.times(s['postgres'], s[base])}, memory {harness.times(m['postgres'], m[base])}"
     )
 

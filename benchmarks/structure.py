@@ -354,7 +354,7 @@ def summarise(
     }
 
 
-def print_table(summary: dict[str, dict[str, Any]], base: str, digits: int) -> None:
+def kind_table(summary: dict[str, dict[str, Any]], base: str, digits: int) -> harness.Table:
     """Each kind's mean hits and each system's median, with its ratio to ``base``'s."""
     first = next(iter(summary.values()))
     hits = first["mean_hits"]
@@ -362,18 +362,16 @@ def print_table(summary: dict[str, dict[str, Any]], base: str, digits: int) -> N
     rows = []
     for kind, row in summary.items():
         hits = row["mean_hits"]
+        ratios = row[f"ratio_vs_{base}"]
         rows.append(
-            [kind, row["queries"]]
+            [kind, str(row["queries"])]
             + [f"{h:,.0f}" for h in (hits.values() if isinstance(hits, dict) else [hits])]
             + [
-                harness.fmt_ms_ratio(
-                    t, None if name == base else row[f"ratio_vs_{base}"][name], digits
-                )
+                harness.fmt_ms_ratio(t, None if name == base else ratios[name], digits)
                 for name, t in row["median_seconds"].items()
             ]
         )
-    header = ["query kind", "queries", *hit_columns, *first["median_seconds"]]
-    print(harness.text_table(header, rows))
+    return ["query kind", "queries", *hit_columns, *first["median_seconds"]], rows
 
 
 def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict[str, Any]]:
@@ -398,19 +396,23 @@ def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict
     return results
 
 
-def print_parts(summary: dict[str, dict[str, float]]) -> None:
+def parts_table(parts: dict[str, dict[str, float]]) -> harness.Table:
+    """Each kind's median of the engine, its parts and SQLite SQL; SQL's over each part's."""
+    rows = [
+        [kind, *(harness.fmt_ms(row[name]) for name in (*PARTS, SQL))]
+        + [harness.times(row[SQL], row[part], 1) for part in (INDEX_ALONE, CHECK)]
+        for kind, row in parts.items()
+    ]
+    return ["query kind", *PARTS, SQL, f"{SQL} / {INDEX_ALONE}", f"{SQL} / check"], rows
+
+
+def print_parts(parts: dict[str, dict[str, float]]) -> None:
     print()
     print(
         "where the engine's time goes: a second pass, each call timed right after "
         "a scan of every record"
     )
-    rows = [
-        [kind, *(harness.fmt_ms(row[name]) for name in (*PARTS, SQL))]
-        + [harness.times(row[SQL], row[part], 1) for part in (INDEX_ALONE, CHECK)]
-        for kind, row in summary.items()
-    ]
-    header = ["query kind", *PARTS, SQL, f"{SQL} / {INDEX_ALONE}", f"{SQL} / check"]
-    print(harness.text_table(header, rows))
+    print(harness.text_table(*parts_table(parts)))
     print(
         f"{INDEX_ALONE}: the in-memory index's answer without the lock, the check for other "
         "processes' commits or argument checks"
@@ -534,7 +536,7 @@ def print_scope_case(case: dict[str, Any]) -> None:
         f"agreement: OK - every answer equals a set computation over (scope, domain, tags) "
         f"for all {case['queries']} queries"
     )
-    print_table(case["kinds"], UNGATED, 2)
+    print(harness.text_table(*kind_table(case["kinds"], UNGATED, 2)))
     print(
         "median time per query; (Nx) = gated median / ungated median, the same queries "
         "timed side by side in this run"
@@ -652,7 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(queries, medians, ENGINE)
     for kind, row in per_kind(queries, {"hits": hits}, statistics.mean).items():
         summary[kind]["mean_hits"] = row["hits"]
-    print_table(summary, ENGINE, 1)
+    print(harness.text_table(*kind_table(summary, ENGINE, 1)))
     print("median time per query; (Nx) = that system's median / the engine's median")
     targets = check_targets(summary, args.records)
     if parts is not None:

@@ -45,6 +45,8 @@ K = 10
 TARGET_RECORDS = 100_000
 TARGET_RATIO = 1.5
 ENGINE, FLOOR, SQLITE_VEC = "engine", "numpy floor", "sqlite-vec"
+SYSTEMS = (FLOOR, ENGINE, SQLITE_VEC)
+STEPS = ("cosine", "top_k", "rank_by_vector", "hits")
 #: Scores closer than this count as a tie when checking agreement.
 TIE = 1e-5
 EXIT_MISMATCH = 1
@@ -248,6 +250,21 @@ def target(results: dict[str, Any]) -> dict[str, Any] | None:
     return {"records": chosen["records"], "ratio": ratio, "pass": ratio <= TARGET_RATIO}
 
 
+def tables(sizes: Sequence[dict[str, Any]]) -> tuple[harness.Table, harness.Table]:
+    """The sizes whose systems agreed: each system's median (and its ratio to the floor's),
+    and the engine's steps timed alone."""
+    times, steps = [], []
+    for r in (r for r in sizes if r["agreement"]):
+        t, ratio = r["median_seconds"], r["ratio_vs_floor"]
+        cells = [
+            harness.fmt_ms_ratio(t[n], ratio[n], 2) if n in t else "unavailable" for n in SYSTEMS
+        ]
+        times.append([f"{r['records']:,}", *cells])
+        steps.append([f"{r['records']:,}", *map(harness.fmt_ms, r["engine_steps"].values())])
+    header = ["vectors", *SYSTEMS[:2], f"{SQLITE_VEC} (vec0, exact)"]
+    return (header, times), (["vectors", *STEPS], steps)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # --inject-mismatch: the engine's answers in the wrong order
     parser = harness.parser(__doc__, inject=True, queries=20, rounds=5, seed=3)
@@ -256,20 +273,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = harness.options(args, "queries", "rounds", "seed", "inject_mismatch")
     results = run(args.sizes, **chosen, log=harness.Log(args.quiet))
     for r in results["sizes"]:
-        ok = f"{r['records']:>9,} vectors: agreement OK"
-        if not harness.check(
-            r["problems"], ok, failed=f"{r['records']:>9,} vectors: agreement FAILED"
-        ):
-            continue
-        cells = "  ".join(
-            f"{name} {harness.fmt_ms_ratio(t, r['ratio_vs_floor'][name], 2)}"
-            for name, t in r["median_seconds"].items()
-        )
-        print(f"  {cells}")
+        where = f"{r['records']:,} vectors"
+        harness.check(r["problems"], f"{where}: agreement OK", failed=f"{where}: agreement FAILED")
         if r["sqlite_vec_unavailable"]:
             print(f"  sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
-        steps = "  ".join(f"{k} {harness.fmt_ms(v)}" for k, v in r["engine_steps"].items())
-        print(f"  engine steps: {steps}")
+    times, steps = tables(results["sizes"])
+    if times[1]:
+        print(harness.text_table(*times))
+        print("median per query; (Nx) = that median / the numpy floor's")
+        print("the engine's steps, each timed alone:")
+        print(harness.text_table(*steps))
     verdict = target(results)
     if verdict:
         print(

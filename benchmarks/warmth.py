@@ -159,6 +159,16 @@ def time_calls(calls: dict[str, Call], rounds: int) -> dict[str, dict[str, list[
     return samples
 
 
+def table(summary: dict[str, dict[str, float]]) -> harness.Table:
+    """Each call's median warm, and after each pause with its ratio to warm."""
+    rows = [
+        [name, harness.fmt_ms(medians["warm"])]
+        + [harness.fmt_ms_ratio(medians[m], medians[m] / medians["warm"]) for m in MODES[1:]]
+        for name, medians in summary.items()
+    ]
+    return ["call", *MODES], rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # --inject-mismatch: SQL's answers lose an id
     parser = harness.parser(
@@ -193,13 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         name: {mode: statistics.median(times) for mode, times in by_mode.items()}
         for name, by_mode in samples.items()
     }
-    rows = [
-        [name, harness.fmt_ms(medians["warm"])]
-        + [harness.fmt_ms_ratio(medians[m], medians[m] / medians["warm"]) for m in MODES[1:]]
-        for name, medians in summary.items()
-    ]
     print()
-    print(harness.text_table(["call", *MODES], rows))
+    print(harness.text_table(*table(summary)))
     print("median per call; (Nx) = that median / the warm median")
     harness.write_json(
         args.json,
