@@ -580,65 +580,8 @@ def _fold(f: dict[str, Any]) -> str:
 
 
 def _ingest(g: dict[str, Any]) -> str:
-    b, s, v = g["bulk"], g["single"], g["vectors"]
-    return (
-        table(
-            ["phase", "records", "seconds", "records/s"],
-            [
-                [
-                    "store_many, no vectors",
-                    f"{b['records']:,}",
-                    f"{b['seconds']:.2f}",
-                    f"{b['records'] / b['seconds']:,.0f}",
-                ],
-                [
-                    "single store calls",
-                    f"{s['calls']:,}",
-                    f"{s['seconds']:.2f}",
-                    f"{s['per_second']:,.0f}",
-                ],
-                [
-                    f"store_many, {v['dim']}-dim vectors",
-                    f"{v['records']:,}",
-                    f"{v['seconds'] or 0:.2f}",
-                    f"{v['records'] / v['seconds']:,.0f}" if v["seconds"] else "-",
-                ],
-            ],
-        )
-        + f"\nSingle store latency: p50 {ms(s['median_seconds'])}, p99 {ms(s['p99_seconds'])}.\n"
-        + _commit_floor(s, g.get("commit_floor"))
-        + _sql_floor(s, g.get("sql_floor"))
-    )
-
-
-def _sql_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
-    if not f:
-        return ""
-    return (
-        f"\nThe same rows inserted with plain SQL, one `INSERT` per transaction, into a copy "
-        f"of the store (no engine code; {f['pages_per_commit']:.1f} pages each), taking turns "
-        f"too: p50 {ms(f['median_seconds'])}, {f['per_second']:,.0f}/s. Single store over "
-        f"that: {s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
-    )
-
-
-def _commit_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
-    if not f:
-        return ""
-    return (
-        f"\nA single store writes {s['pages_per_store']:.1f} pages"
-        + (
-            f" ({s['pages_per_store_after']:.1f} after the single stores)"
-            if "pages_per_store_after" in s
-            else ""
-        )
-        + f". Bare SQLite commits of "
-        f"{f['pages_per_commit']:.1f} pages, taking turns with the stores: p50 "
-        f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: p50 "
-        f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s. "
-        f"Single store over the commit of as many pages: "
-        f"{s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
-    )
+    ingest = _script("ingest")
+    return table(*ingest.table(g)) + "\n" + "".join(f"- {line}\n" for line in ingest.lines(g))
 
 
 def _soak(s: dict[str, Any]) -> str:

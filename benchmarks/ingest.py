@@ -313,104 +313,110 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         return EXIT_CHECK_FAILED
     print()
-
-    bulk_rate = args.records / bulk_seconds
     single_seconds = sum(latencies)
-    single_rate = args.single / single_seconds
-    p50 = statistics.median(latencies)
-    p99 = harness.percentile(latencies, 0.99)
-    bulk_ok = bulk_rate >= TARGET_BULK_RATE
-    single_ok = single_rate >= TARGET_SINGLE_RATE
-
-    def phase(name: str, seconds: float, count: int, target: str, ok: bool | None) -> list[str]:
-        result = "" if ok is None else harness.verdict(ok)
-        return [name, f"{seconds:.2f}", f"{count / seconds:,.0f}", target, result]
-
-    bulk_target = f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,}"
-    rows = [
-        phase(f"store_many, no vectors ({args.records:,})", bulk_seconds, args.records,
-              f"{bulk_target} (>= {TARGET_BULK_RATE:,.0f}/s)", bulk_ok),
-        phase(f"store, single calls ({args.single:,})", single_seconds, args.single,
-              f">= {TARGET_SINGLE_RATE:,.0f}/s", single_ok),
-    ]  # fmt: skip
-    if args.vector_records:
-        label = f"store_many, {args.dim}-dim vectors ({args.vector_records:,})"
-        rows.append(phase(label, vector_seconds, args.vector_records, "none (context)", None))
-    print(harness.text_table(["phase", "seconds", "records/s", "target", "result"], rows))
-    print(
-        f"single store latency: median {harness.fmt_ms(p50)}, 99th percentile {harness.fmt_ms(p99)}"
-    )
     (floor_p50, floor_rate), (disk_p50, disk_rate), (sql_p50, sql_rate) = (
         (statistics.median(timings), len(timings) / sum(timings)) for timings in floor_latencies
     )
-    print(
-        f"commit floor, taking turns with the single stores: a bare SQLite commit of "
-        f"{floor_frames:.1f} pages (a store writes {store_frames:.1f}; "
-        f"{late_store_frames:.1f} after the single stores): median "
-        f"{harness.fmt_ms(floor_p50)}, {floor_rate:,.0f}/s; of 1 page: median "
-        f"{harness.fmt_ms(disk_p50)}, {disk_rate:,.0f}/s"
-    )
-    print(
-        f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
-        f"{floor_rate / single_rate:.2f}x (rate)"
-    )
-    print(
-        f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
-        f"the store (no engine code; {sql_frames:.1f} pages each), taking turns too: median "
-        f"{harness.fmt_ms(sql_p50)}, {sql_rate:,.0f}/s "
-        f"({harness.verdict(sql_rate >= TARGET_SINGLE_RATE)} against the single-store target); "
-        f"single store / that: {p50 / sql_p50:.2f}x (median)"
-    )
-    print(f"opening the store of {stored:,} records (loads its index): {open_seconds:.2f} s")
-    if vector_stored:
-        print(
-            f"opening the store of {vector_stored:,} records with vectors: "
-            f"{vector_open_seconds:.2f} s"
-        )
+    result = {
+        "benchmark": "ingest",
+        "python": sys.version.split()[0],
+        "bulk": {
+            "records": args.records,
+            "seconds": bulk_seconds,
+            "pass": args.records / bulk_seconds >= TARGET_BULK_RATE,
+        },
+        "single": {
+            "calls": args.single,
+            "seconds": single_seconds,
+            "per_second": args.single / single_seconds,
+            "median_seconds": statistics.median(latencies),
+            "p99_seconds": harness.percentile(latencies, 0.99),
+            "pass": args.single / single_seconds >= TARGET_SINGLE_RATE,
+            "pages_per_store": store_frames,
+            "pages_per_store_after": late_store_frames,
+        },
+        "commit_floor": {
+            "pages_per_commit": floor_frames,
+            "median_seconds": floor_p50,
+            "per_second": floor_rate,
+            "one_page_median_seconds": disk_p50,
+            "one_page_per_second": disk_rate,
+        },
+        "sql_floor": {
+            "pages_per_commit": sql_frames,
+            "median_seconds": sql_p50,
+            "per_second": sql_rate,
+        },
+        "vectors": {
+            "records": args.vector_records,
+            "dim": args.dim,
+            "seconds": vector_seconds,
+            "open_seconds": vector_open_seconds,
+        },
+        "stored": stored,
+        "open_seconds": open_seconds,
+    }
+    print(harness.text_table(*table(result)))
+    for line in lines(result):
+        print(line)
     if args.records != TARGET_RECORDS:
         print(
             f"note: the bulk target is for {TARGET_RECORDS:,} records; "
             f"this run stored {args.records:,}, so it is judged by rate"
         )
-
-    harness.write_json(
-        args.json,
-        {
-            "benchmark": "ingest",
-            "python": sys.version.split()[0],
-            "bulk": {"records": args.records, "seconds": bulk_seconds, "pass": bulk_ok},
-            "single": {
-                "calls": args.single,
-                "seconds": single_seconds,
-                "per_second": single_rate,
-                "median_seconds": p50,
-                "p99_seconds": p99,
-                "pass": single_ok,
-                "pages_per_store": store_frames,
-                "pages_per_store_after": late_store_frames,
-            },
-            "commit_floor": {
-                "pages_per_commit": floor_frames,
-                "median_seconds": floor_p50,
-                "per_second": floor_rate,
-                "one_page_median_seconds": disk_p50,
-                "one_page_per_second": disk_rate,
-            },
-            "sql_floor": {
-                "pages_per_commit": sql_frames,
-                "median_seconds": sql_p50,
-                "per_second": sql_rate,
-            },
-            "vectors": {
-                "records": args.vector_records,
-                "dim": args.dim,
-                "seconds": vector_seconds,
-                "open_seconds": vector_open_seconds,
-            },
-            "open_seconds": open_seconds,
-        },
-    )
+    harness.write_json(args.json, result)
     return 0
+
+
+def table(result: dict[str, Any]) -> harness.Table:
+    """Each phase's seconds and rate, against its target."""
+    b, s, v = result["bulk"], result["single"], result["vectors"]
+    verdict = harness.verdict
+    bulk_target = f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,}"
+    phases = [
+        (f"store_many, no vectors ({b['records']:,})", b["seconds"], b["records"],
+         f"{bulk_target} (>= {TARGET_BULK_RATE:,.0f}/s)", b["pass"]),
+        (f"store, single calls ({s['calls']:,})", s["seconds"], s["calls"],
+         f">= {TARGET_SINGLE_RATE:,.0f}/s", s["pass"]),
+    ]  # fmt: skip
+    if v["records"]:
+        label = f"store_many, {v['dim']}-dim vectors ({v['records']:,})"
+        phases.append((label, v["seconds"], v["records"], "none (context)", None))
+    rows = [
+        [name, f"{seconds:.2f}", f"{n / seconds:,.0f}", target, "" if ok is None else verdict(ok)]
+        for name, seconds, n, target, ok in phases
+    ]
+    return ["phase", "seconds", "records/s", "target", "result"], rows
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    """The single stores' latency beside the commit floors', and the stores' opening times."""
+    s, f, q, v = result["single"], result["commit_floor"], result["sql_floor"], result["vectors"]
+    ms = harness.fmt_ms
+    found = [
+        f"single store latency: median {ms(s['median_seconds'])}, "
+        f"99th percentile {ms(s['p99_seconds'])}",
+        f"commit floor, taking turns with the single stores: a bare SQLite commit of "
+        f"{f['pages_per_commit']:.1f} pages (a store writes {s['pages_per_store']:.1f}; "
+        f"{s['pages_per_store_after']:.1f} after the single stores): median "
+        f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: median "
+        f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s",
+        f"single store / bare commit of as many pages: "
+        f"{s['median_seconds'] / f['median_seconds']:.2f}x (median), "
+        f"{f['per_second'] / s['per_second']:.2f}x (rate)",
+        f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
+        f"the store (no engine code; {q['pages_per_commit']:.1f} pages each), taking turns too: "
+        f"median {ms(q['median_seconds'])}, {q['per_second']:,.0f}/s "
+        f"({harness.verdict(q['per_second'] >= TARGET_SINGLE_RATE)} against the single-store "
+        f"target); single store / that: {s['median_seconds'] / q['median_seconds']:.2f}x (median)",
+        f"opening the store of {result['stored']:,} records (loads its index): "
+        f"{result['open_seconds']:.2f} s",
+    ]
+    if v["records"]:
+        found.append(
+            f"opening the store of {v['records']:,} records with vectors: {v['open_seconds']:.2f} s"
+        )
+    return found
 
 
 if __name__ == "__main__":
