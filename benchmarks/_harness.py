@@ -10,7 +10,8 @@ and what it prints); this module holds what they all do alike:
 - the machine: :func:`conditions` reads the load average and times a fixed
   pure-Python loop, whose time shows whether the host ran at the same speed
   during two runs; :func:`conditions_line` says both;
-- timing side by side: :func:`alternate` times several systems on the same
+- timing: :func:`timed` times one call, :func:`timed_calls` a run of them;
+  side by side, :func:`alternate` times several systems on the same
   questions, rotating which goes first for every question and round, with the
   garbage collector paused; :func:`in_turns` runs calls that measure
   themselves (process start-ups, say) in rotating turns; :func:`medians`,
@@ -158,6 +159,29 @@ def conditions_line(found: Mapping[str, Any]) -> str:
 
 
 # -- timing side by side --------------------------------------------------------------
+
+
+def timed(call: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[float, T]:
+    """``call(*args, **kwargs)``: the seconds it took, and what it returned."""
+    started = time.perf_counter()
+    found = call(*args, **kwargs)
+    return time.perf_counter() - started, found
+
+
+def timed_calls(
+    call: Callable[[int], object],
+    count: int,
+    after: Callable[[list[float]], None] = lambda _: None,
+) -> list[float]:
+    """Seconds of each of ``count`` calls ``call(i)``, one after the other; ``after`` sees
+    the times so far after each (to report progress, say)."""
+    seconds: list[float] = []
+    for i in range(count):
+        started = time.perf_counter()
+        call(i)
+        seconds.append(time.perf_counter() - started)
+        after(seconds)
+    return seconds
 
 
 def alternate(

@@ -390,6 +390,20 @@ def run(store: Path, kills: int, seed: int, fold_share: float, mcp_share: float)
     }
 
 
+def summary(report: dict[str, Any]) -> str:
+    modes, folds = report["modes"], report["fold_kills"]
+    return (
+        f"{report['kills']} kills ({modes['store']} of a storing writer, {modes['fold']} of a "
+        f"folding writer, {modes['mcp']} of the MCP server): {folds['mid_fold']} landed "
+        f"mid-fold ({folds['mid_fold_log_written']} after it began writing the log), "
+        f"{folds['after_commit']} after the fold committed, {folds['without_work']} in a fold "
+        f"without work; {report['acknowledged']} acknowledged writes "
+        f"({report['acknowledged_by_mode']['mcp']} answered by the server), "
+        f"{report['live_and_archived']} records live or archived, "
+        f"{len(report['problems'])} problems, {report['seconds']:.1f} s"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["writer"]:
@@ -407,17 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="prime-memory-crash-") as folder:
         store = args.store or Path(folder) / "crash.db"
         report = run(store, args.kills, args.seed, args.fold_share, args.mcp_share)
-    modes, folds = report["modes"], report["fold_kills"]
-    print(
-        f"{report['kills']} kills ({modes['store']} of a storing writer, {modes['fold']} of a "
-        f"folding writer, {modes['mcp']} of the MCP server): {folds['mid_fold']} landed "
-        f"mid-fold ({folds['mid_fold_log_written']} after it began writing the log), "
-        f"{folds['after_commit']} after the fold committed, {folds['without_work']} in a fold "
-        f"without work; {report['acknowledged']} acknowledged writes "
-        f"({report['acknowledged_by_mode']['mcp']} answered by the server), "
-        f"{report['live_and_archived']} records live or archived, "
-        f"{len(report['problems'])} problems, {report['seconds']:.1f} s"
-    )
+    print(summary(report))
     return harness.conclude(report, args.json, report["problems"])
 
 

@@ -65,9 +65,7 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
     if not quiet and len(items) >= 20_000:
         print(f"storing {len(items):,} records in one store_many call...", file=sys.stderr)
     with MemoryEngine(path, embedder="none") as engine:
-        started = time.perf_counter()
-        engine.store_many(items)
-        return time.perf_counter() - started
+        return harness.timed(engine.store_many, items)[0]
 
 
 def connect_like_store(path: Path) -> sqlite3.Connection:
@@ -218,9 +216,8 @@ def singles(
 
 def count(path: Path) -> tuple[int, float]:
     """Records in the store at ``path``, and seconds to open it (reading its whole index)."""
-    started = time.perf_counter()
-    with MemoryEngine(path, embedder="none") as engine:
-        opened = time.perf_counter() - started
+    opened, engine = harness.timed(MemoryEngine, path, embedder="none")
+    with engine:
         return engine.stats().records, opened
 
 

@@ -28,7 +28,6 @@ import random
 import re
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,9 +68,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "memory.db"
-        started = time.perf_counter()
-        build(path, args.records, args.seed, args.quiet)
-        build_s = time.perf_counter() - started
+        build_s = harness.timed(build, path, args.records, args.seed, args.quiet)[0]
         engine = MemoryEngine(path, embedder="none", scope="global")
         keys = Secrets(token="benchmark-token-0123456789", cookie="pmi")
         client = TestClient(create_app(engine, keys, ["testserver"]))

@@ -116,50 +116,43 @@ class RunningP50:
             self.log(f"  {len(latencies):>7} records: p50 {recent}")
 
 
-def lean_round_trips(
+def round_trips(
     command: list[str],
     tool: str,
     arguments: Arguments,
     calls: int,
     progress: Callable[[list[float]], None] = lambda _: None,
+    *,
+    sdk: bool = False,
 ) -> list[float]:
-    """Seconds of each of ``calls`` calls of ``tool`` through the lean client."""
+    """Seconds of each of ``calls`` calls of ``tool`` on the server ``command`` starts,
+    through the lean client or, with ``sdk``, the Python SDK's ``Client``."""
+    opens_a_store = tool == "prime_memory_store"
+    if sdk:
+
+        async def through_sdk() -> list[float]:
+            params = StdioServerParameters(command=command[0], args=command[1:])
+            latencies: list[float] = []
+            async with Client(params, mode="legacy") as client:
+                if opens_a_store:
+                    await client.call_tool("prime_memory_stats", {})
+                for i in range(calls):
+                    started = time.perf_counter()
+                    result = await client.call_tool(tool, arguments(i))
+                    latencies.append(time.perf_counter() - started)
+                    if result.is_error:
+                        raise SystemExit(f"{tool} call {i} failed: {result.content}")
+                    progress(latencies)
+            return latencies
+
+        return anyio.run(through_sdk)
     client = LineClient(command)
-    latencies: list[float] = []
     try:
-        if tool == "prime_memory_store":
-            client.call_tool("prime_memory_stats", {})  # opens the store
-        for i in range(calls):
-            started = time.perf_counter()
-            client.call_tool(tool, arguments(i))
-            latencies.append(time.perf_counter() - started)
-            progress(latencies)
+        if opens_a_store:
+            client.call_tool("prime_memory_stats", {})
+        return harness.timed_calls(lambda i: client.call_tool(tool, arguments(i)), calls, progress)
     finally:
         client.close()
-    return latencies
-
-
-async def sdk_round_trips(
-    command: list[str],
-    tool: str,
-    arguments: Arguments,
-    calls: int,
-    progress: Callable[[list[float]], None] = lambda _: None,
-) -> list[float]:
-    """Seconds of each of ``calls`` calls of ``tool`` through the Python SDK's ``Client``."""
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    latencies: list[float] = []
-    async with Client(params, mode="legacy") as client:
-        if tool == "prime_memory_store":
-            await client.call_tool("prime_memory_stats", {})  # opens the store
-        for i in range(calls):
-            started = time.perf_counter()
-            result = await client.call_tool(tool, arguments(i))
-            latencies.append(time.perf_counter() - started)
-            if result.is_error:
-                raise SystemExit(f"{tool} call {i} failed: {result.content}")
-            progress(latencies)
-    return latencies
 
 
 def time_to_initialize(command: list[str]) -> float:
@@ -215,25 +208,25 @@ def main() -> None:
         print(f"(b) prime_memory_store round trips, {args.records:,} records, lean client")
         progress = RunningP50(max(1, args.records // 10), log)
         store_server = [*SERVER, "--store", str(Path(tmp) / "bench.db")]
-        store = lean_round_trips(
+        store = round_trips(
             store_server, "prime_memory_store", store_arguments, args.records, progress
         )
-        trivial = lean_round_trips(FLOOR_SERVER, "echo", echo_arguments, args.floor_calls)
+        trivial = round_trips(FLOOR_SERVER, "echo", echo_arguments, args.floor_calls)
         sdk_records = min(args.sdk_records, args.records)
         if sdk_records:
             print(f"(c) the same with the SDK's Client, {sdk_records:,} records")
             sdk_server = [*SERVER, "--store", str(Path(tmp) / "sdk.db")]
             sdk_progress = RunningP50(max(1, sdk_records // 5), log)
-            sdk_store = anyio.run(
-                sdk_round_trips,
+            sdk_store = round_trips(
                 sdk_server,
                 "prime_memory_store",
                 store_arguments,
                 sdk_records,
                 sdk_progress,
+                sdk=True,
             )
-            sdk_trivial = anyio.run(
-                sdk_round_trips, FLOOR_SERVER, "echo", echo_arguments, args.floor_calls
+            sdk_trivial = round_trips(
+                FLOOR_SERVER, "echo", echo_arguments, args.floor_calls, sdk=True
             )
 
     lean = summarise("lean client (targets)", store, trivial, flatness=True)

@@ -463,9 +463,8 @@ def measure(
             fold[name] = {"skipped": f"above --fold-max {args.fold_max:,}"}
             continue
         try:
-            started = time.perf_counter()
-            report = engine.fold(dry_run=True)
-            fold[name] = {"seconds": time.perf_counter() - started, "after": report.records_after}
+            seconds, report = harness.timed(engine.fold, dry_run=True)
+            fold[name] = {"seconds": seconds, "after": report.records_after}
         except NotAvailable as exc:
             fold[name] = {"unavailable": str(exc)}
 

@@ -157,7 +157,6 @@ def mcp(
     skip_peer: bool = False,
     peer_command: list[str] | None = None,
 ) -> dict[str, Any]:
-    import anyio
     import mcp_latency
     import mcp_peer
 
@@ -171,12 +170,8 @@ def mcp(
         inject_mismatch=bool(p["inject"]),
     )
     log(f"mcp: SDK floor, {p['mcp_floor_calls']:,} trivial calls")
-    floor = anyio.run(
-        mcp_latency.sdk_round_trips,
-        mcp_latency.FLOOR_SERVER,
-        "echo",
-        mcp_latency.echo_arguments,
-        p["mcp_floor_calls"],
+    floor = mcp_latency.round_trips(
+        mcp_latency.FLOOR_SERVER, "echo", mcp_latency.echo_arguments, p["mcp_floor_calls"], sdk=True
     )
     result["sdk_floor"] = {
         "calls": len(floor),

@@ -62,7 +62,6 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -593,9 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pmf-bench-") as tmp:
         path = args.store or Path(tmp) / "structure.db"
         with MemoryEngine(path, embedder="none") as engine:
-            started = time.perf_counter()
-            stored = ingest(engine, records, args.quiet)
-            ingest_seconds = time.perf_counter() - started
+            ingest_seconds, stored = harness.timed(ingest, engine, records, args.quiet)
             print(
                 f"ingest: store_many of {len(stored):,} records in {ingest_seconds:.1f} s "
                 f"({len(stored) / ingest_seconds:,.0f} records/s, batches of {INGEST_BATCH:,})"

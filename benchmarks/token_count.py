@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,21 +45,15 @@ def longmemeval_turns(path: Path) -> list[str]:
     ]
 
 
-def timed(count: Callable[[str], int], texts: Sequence[str]) -> tuple[list[int], float]:
-    start = time.perf_counter()
-    counts = [count(text) for text in texts]
-    return counts, time.perf_counter() - start
-
-
 def compare(texts: Sequence[str], references: dict[str, Callable[[str], int]]) -> dict[str, Any]:
-    ours, seconds = timed(count_tokens, texts)
+    seconds, ours = harness.timed(list, map(count_tokens, texts))
     row: dict[str, Any] = {
         "texts": len(texts),
         "estimate_tokens": sum(ours),
         "estimate_texts_per_second": len(texts) / seconds,
     }
     for name, encode in references.items():
-        theirs, their_seconds = timed(encode, texts)
+        their_seconds, theirs = harness.timed(list, map(encode, texts))
         if len(theirs) != len(ours):
             raise SystemExit(f"{name} counted {len(theirs)} texts, the estimate {len(ours)}")
         row[name] = {

@@ -138,22 +138,16 @@ def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict
     from prime_memory_folding.query import rank_by_vector, top_k
 
     index = engine._index  # a benchmark may look inside
-    steps: dict[str, list[float]] = {"cosine": [], "top_k": [], "rank_by_vector": [], "hits": []}
+    steps: dict[str, list[float]] = {name: [] for name in STEPS}
     for _ in range(rounds):
         for query in queries:
             unit = (query / np.linalg.norm(query)).astype(np.float32)
-            started = time.perf_counter()
-            scores = index.cosine(None, unit)
-            steps["cosine"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            top_k(scores, K)
-            steps["top_k"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            ranked = rank_by_vector(index, None, unit, K, now=time.time())
-            steps["rank_by_vector"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            engine._hits(ranked)
-            steps["hits"].append(time.perf_counter() - started)
+            seconds, scores = harness.timed(index.cosine, None, unit)
+            steps["cosine"].append(seconds)
+            steps["top_k"].append(harness.timed(top_k, scores, K)[0])
+            seconds, ranked = harness.timed(rank_by_vector, index, None, unit, K, now=time.time())
+            steps["rank_by_vector"].append(seconds)
+            steps["hits"].append(harness.timed(engine._hits, ranked)[0])
     return {name: statistics.median(values) for name, values in steps.items()}
 
 
