@@ -129,6 +129,20 @@ class Progress:
         self.stream.flush()
 
 
+def memory_kib(pid: int | str = "self") -> dict[str, int | None]:
+    """A process's resident memory and its peak (``VmRSS``, ``VmHWM``) in KiB, from
+    Linux's ``/proc``; None where unknown. The peak starts afresh when a program is
+    executed (``ru_maxrss`` keeps the peak of the process that forked it)."""
+    keys = {"VmRSS": "rss_kib", "VmHWM": "peak_rss_kib"}
+    out: dict[str, int | None] = dict.fromkeys(keys.values())
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in keys:
+                out[keys[name]] = int(value.split()[0])
+    return out
+
+
 # -- a lean MCP client -----------------------------------------------------------------
 
 #: This package's stdio MCP server.

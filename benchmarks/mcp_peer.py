@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import REPO_ROOT
+from _shared import REPO_ROOT, memory_kib
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 DEFAULT_CACHE = REPO_ROOT / "benchmarks" / ".cache" / "npm"
@@ -164,22 +164,6 @@ def children() -> set[int]:
     return found
 
 
-def memory_kib(pid: int | None) -> dict[str, int | None]:
-    """VmRSS and VmHWM of ``pid`` in KiB (None where unknown)."""
-    out: dict[str, int | None] = {"rss_kib": None, "peak_rss_kib": None}
-    if pid is None:
-        return out
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                out["rss_kib"] = int(line.split()[1])
-            elif line.startswith("VmHWM:"):
-                out["peak_rss_kib"] = int(line.split()[1])
-    except OSError:
-        pass
-    return out
-
-
 def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any]:
     if not latencies:
         return {"calls": 0}
@@ -210,30 +194,36 @@ async def drive(
 
     params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
     before = children()
-    result: dict[str, Any] = {"system": server.name, "target_stores": count, "capped": None}
+    result: dict[str, Any] = {"system": server.name, "target_stores": count}
     with open(os.devnull, "w") as quiet:
         async with (
             stdio_client(params, errlog=quiet) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            pid = next(iter(children() - before), None)
+            pid = next(iter(children() - before), -1)
             result["startup_rss"] = memory_kib(pid)
-            latencies: list[float] = []
-            started = time.perf_counter()
-            for i in range(count):
-                tool, arguments = server.store(i)
-                t0 = time.perf_counter()
-                reply = await session.call_tool(tool, arguments)
-                latencies.append(time.perf_counter() - t0)
-                if reply.is_error:
-                    raise RuntimeError(f"{server.name} store {i} failed: {reply.content}")
-                if (i + 1) % max(1, count // 10) == 0:
-                    log(f"  {server.name}: {i + 1:,}/{count:,} stores")
-                if time.perf_counter() - started > cap:
-                    result["capped"] = f"stores stopped after {cap:.0f} s at {i + 1:,}"
-                    break
-            result["stores"] = latency_summary(latencies, time.perf_counter() - started)
+            capped: list[str] = []
+
+            async def timed(phase: str, calls: list[tuple[str, dict[str, Any]]]) -> list[float]:
+                """Each call's seconds, one after the other; stopped after ``cap`` seconds."""
+                latencies: list[float] = []
+                started = time.perf_counter()
+                for n, (tool, arguments) in enumerate(calls, 1):
+                    t0 = time.perf_counter()
+                    reply = await session.call_tool(tool, arguments)
+                    latencies.append(time.perf_counter() - t0)
+                    if phase == "stores" and reply.is_error:
+                        raise RuntimeError(f"{server.name} store {n - 1} failed: {reply.content}")
+                    if phase == "stores" and n % max(1, count // 10) == 0:
+                        log(f"  {server.name}: {n:,}/{count:,} stores")
+                    if time.perf_counter() - started > cap:
+                        capped.append(f"{phase} stopped after {cap:.0f} s at {n:,}")
+                        break
+                result[phase] = latency_summary(latencies, time.perf_counter() - started)
+                return latencies
+
+            latencies = await timed("stores", [server.store(i) for i in range(count)])
             result["store_curve"] = curve(latencies)
             result["memory"] = memory_kib(pid)
             stored = len(latencies)
@@ -247,19 +237,8 @@ async def drive(
                     missed.append(item_name(i))
             result["agreement"] = {"probed": [item_name(i) for i in probes], "missed": missed}
             rng = random.Random(seed)
-            latencies = []
-            started = time.perf_counter()
-            for _ in range(searches):
-                tool, arguments = server.search(rng.randrange(stored))
-                t0 = time.perf_counter()
-                await session.call_tool(tool, arguments)
-                latencies.append(time.perf_counter() - t0)
-                if time.perf_counter() - started > cap:
-                    result["capped"] = (result["capped"] or "") + (
-                        f"; searches stopped after {cap:.0f} s at {len(latencies):,}"
-                    )
-                    break
-            result["searches"] = latency_summary(latencies, time.perf_counter() - started)
+            await timed("searches", [server.search(rng.randrange(stored)) for _ in range(searches)])
+            result["capped"] = "; ".join(capped) or None
     return result
 
 

@@ -78,7 +78,7 @@ from urllib.parse import quote
 
 import _harness as harness
 import numpy as np
-from _shared import SERVER, LineClient, Progress, generate, scratch_database
+from _shared import SERVER, LineClient, Progress, generate, memory_kib, scratch_database
 from text_query import sentences
 
 from prime_memory_folding import MemoryEngine
@@ -274,13 +274,6 @@ def vector_agrees(got: list[tuple[str, float]], floor: list[tuple[str, float]]) 
 # -- processes --------------------------------------------------------------------------
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 FLOOR_PROCESS = """
 import json, sys, time
 import psycopg
@@ -306,7 +299,7 @@ def server_start(store: str, pair: list[str], question: str) -> dict[str, Any]:
         )
         seconds = time.perf_counter() - started
         client.call_tool("prime_memory_query", {"text": question, "limit": LIMIT})
-        memory = rss_kib(client.proc.pid)
+        memory = memory_kib(client.proc.pid)["rss_kib"]
     finally:
         client.close()
     hits = reply["structuredContent"]["hits"]

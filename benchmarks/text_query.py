@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import DOMAINS, Progress, batches
+from _shared import DOMAINS, Progress, batches, memory_kib
 
 from prime_memory_folding import Hit, MemoryEngine, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
@@ -104,20 +104,11 @@ def sentences(count: int, seed: int, low: int, high: int) -> list[str]:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB.
-
-    Linux's ``VmHWM`` starts afresh when a program is executed, while
+    """This process's peak resident memory in MB: ``VmHWM`` where Linux has it, since
     ``ru_maxrss`` keeps the peak of the process that forked this one (as when
-    ``run_all.py`` runs this script), so prefer it where it exists.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ``run_all.py`` runs this script)."""
+    peak = memory_kib()["peak_rss_kib"]
+    return (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 
 
 @contextlib.contextmanager
