@@ -270,14 +270,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 def _target(
     name: str, measured: str | None, at: str, ok: bool | None, note: str, comparable: bool = True
 ) -> dict[str, Any]:
-    return {
-        "target": name,
-        "measured": measured,
-        "at": at,
-        "pass": ok,
-        "comparable": comparable,
-        "note": note,
-    }
+    fields = ("target", "measured", "at", "pass", "note", "comparable")
+    return dict(zip(fields, (name, measured, at, ok, note, comparable)))
 
 
 def _script(name: str) -> Any:
@@ -324,35 +318,23 @@ def markdown(results: dict[str, Any]) -> str:
             verdict = "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
         rows.append([t["target"], t["at"], t["measured"] or "-", f"**{verdict}**", t["note"]])
     parts.append(table(["target", "at", "measured", "verdict", "note"], rows))
-    titles = {
-        "structure": "1. Structural queries",
-        "vector": "2. Exact vector top-10",
-        "mcp": "3. Through MCP, against the reference memory server",
-        "recall": "4. Recall quality and text query latency",
-        "fold": "5. Folding and start-up",
-        "ingest": "6. Writes",
-        "soak": "7. Soaks (checks, not timings)",
-        "warmth": "8. Warm and cold calls",
-        "inspector": "9. The inspector's pages",
-        "tools": "10. The size of `tools/list`",
-        "postgres": "11. PostgreSQL beside SQLite and plain SQL",
-    }
-    render = {
-        "structure": _structure,
-        "vector": _vector,
-        "mcp": _mcp,
-        "recall": _recall,
-        "fold": _fold,
-        "ingest": _ingest,
-        "soak": _soak,
-        "warmth": _warmth,
-        "inspector": _inspector,
-        "tools": _tools,
-        "postgres": _postgres,
+    sections: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+        "structure": ("1. Structural queries", _structure),
+        "vector": ("2. Exact vector top-10", _vector),
+        "mcp": ("3. Through MCP, against the reference memory server", _mcp),
+        "recall": ("4. Recall quality and text query latency", _recall),
+        "fold": ("5. Folding and start-up", _fold),
+        "ingest": ("6. Writes", _ingest),
+        "soak": ("7. Soaks (checks, not timings)", _soak),
+        "warmth": ("8. Warm and cold calls", _warmth),
+        "inspector": ("9. The inspector's pages", _inspector),
+        "tools": ("10. The size of `tools/list`", _tools),
+        "postgres": ("11. PostgreSQL beside SQLite and plain SQL", _postgres),
     }
     for name, section in results["sections"].items():
-        parts.append(f"\n## {titles[name]}\n")
-        parts.append(failure(section) if section_failed(section) else render[name](section))
+        title, render = sections[name]
+        parts.append(f"\n## {title}\n")
+        parts.append(failure(section) if section_failed(section) else render(section))
     if results.get("charts"):
         parts.append("\n## Charts\n")
         parts += [f"![{Path(c).stem}]({Path(c).name})" for c in results["charts"]]
@@ -554,6 +536,12 @@ def _fold_scale(scale: dict[str, Any]) -> str:
 def _fold(f: dict[str, Any]) -> str:
     rows = [[f"{x['records']:,}", f"{x['seconds']:.2f} s", f"{x['after']:,}"] for x in f["fold"]]
     q, s, i = f["merge_quality"], f["startup"], f["import"]
+    startups = [
+        (f"prime-memory-mcp: spawn to `initialize` reply ({s['runs']} runs)", s["ours"]),
+        ("bare SDK server, one trivial tool", s["bare_sdk"]),
+        (f"`import prime_memory_folding` in a fresh interpreter ({i['runs']} runs)", i["package"]),
+        ("a fresh interpreter doing nothing", i["bare_python"]),
+    ]
     return (
         "Fold time (256-dimensional vectors in families of near-duplicates, default policy, "
         "three days after storing):\n\n"
@@ -561,21 +549,7 @@ def _fold(f: dict[str, Any]) -> str:
         + f"\nMerge quality: pair precision {q['precision']:.3f} ({q['pairs']} pairs), "
         f"pair recall {q['recall']:.3f} ({q['true_pairs']} true pairs).\n\n"
         + _fold_scale(f.get("fold_scale", {}))
-        + table(
-            ["start-up", "median"],
-            [
-                [
-                    f"prime-memory-mcp: spawn to `initialize` reply ({s['runs']} runs)",
-                    ms(s["ours"]),
-                ],
-                ["bare SDK server, one trivial tool", ms(s["bare_sdk"])],
-                [
-                    f"`import prime_memory_folding` in a fresh interpreter ({i['runs']} runs)",
-                    ms(i["package"]),
-                ],
-                ["a fresh interpreter doing nothing", ms(i["bare_python"])],
-            ],
-        )
+        + table(["start-up", "median"], [[what, ms(seconds)] for what, seconds in startups])
     )
 
 
