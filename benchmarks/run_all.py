@@ -96,6 +96,7 @@ SETTINGS: dict[str, tuple[Any, Any, Any]] = {
                   "--records 300 --rounds 2"),
     "postgres": ("--sizes 10000 100000 1000000", "--sizes 1000 10000 --queries 10 --stores 50",
                  "--quick"),
+    "tools": ("", "", ""),
 }  # fmt: skip
 PROFILES: dict[str, dict[str, Any]] = {
     name: {key: value.split() if isinstance(value, str) else value for key, value in (
@@ -123,18 +124,9 @@ def structure(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     for n in p["structure"]:
         log(f"structure: {n:,} records")
         queries = p["structure_queries"] if n < 1_000_000 else max(1, p["structure_queries"] // 2)
-        args = [
-            "--records",
-            str(n),
-            "--queries",
-            str(queries),
-            "--rounds",
-            str(p["structure_rounds"]),
-            *p["inject"],
-        ]
-        runs.append(
-            {"records": n, **script("structure.py", args, tmp / f"structure-{n}.json", env)}
-        )
+        args = f"--records {n} --queries {queries} --rounds {p['structure_rounds']}".split()
+        found = script("structure.py", [*args, *p["inject"]], tmp / f"structure-{n}.json", env)
+        runs.append({"records": n, **found})
     return {"runs": runs}
 
 
@@ -185,7 +177,7 @@ def text_latency(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     """``text_query.py``: hybrid text query latency, embedding rate and peak memory."""
     n = p["text_records"]
     log(f"text query: {n:,} records (built-in embedder)")
-    args = ["--records", str(n), "--queries", str(p["text_queries"]), "--embedder", "builtin"]
+    args = f"--records {n} --queries {p['text_queries']} --embedder builtin".split()
     found = script("text_query.py", [*args, *p["inject"]], tmp / "text_query.json")
     if "failed" in found:
         return found
@@ -242,16 +234,12 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
     )
 
-    def timed(code: str) -> Callable[[], float]:
-        def run() -> float:
-            began = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], check=True, env=env)
-            return time.perf_counter() - began
-
-        return run
+    def python(code: str) -> Callable[[], float]:
+        command = [sys.executable, "-c", code]
+        return lambda: harness.timed(subprocess.run, command, check=True, env=env)[0]
 
     imports = harness.in_turns(
-        {"package": timed("import prime_memory_folding"), "bare_python": timed("pass")},
+        {"package": python("import prime_memory_folding"), "bare_python": python("pass")},
         p["imports"],
     )
     return {
@@ -275,11 +263,6 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     }
 
 
-def ingest(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log("ingest: store_many, single stores, vectors")
-    return script("ingest.py", [*p["ingest"], "--dir", str(tmp)], tmp / "ingest.json")
-
-
 def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     out = {}
     runs = (
@@ -289,26 +272,24 @@ def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     )
     for name, args in runs:
         log(f"soak: {name} {' '.join(args)}")
-        started = time.perf_counter()
-        out[name] = script(name, args, tmp / f"{name}.json")
-        out[name]["args"] = " ".join(args)
-        out[name]["wall_seconds"] = time.perf_counter() - started
+        seconds, out[name] = harness.timed(script, name, args, tmp / f"{name}.json")
+        out[name].update(args=" ".join(args), wall_seconds=seconds)
     return out
 
 
-def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log(f"warmth: {' '.join(p['warmth'])}")
-    return script("warmth.py", [*p["warmth"], *p["inject"]], tmp / "warmth.json")
+Section = Callable[[dict[str, Any], Path, Log], dict[str, Any]]
 
 
-def inspector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log(f"inspector: {' '.join(p['inspector'])}")
-    return script("inspector.py", p["inspector"], tmp / "inspector.json")
+def scripted(section: str, name: str, *, inject: bool = False, folder: bool = False) -> Section:
+    """A section that runs one script with its profile's arguments (and ``--inject-mismatch``
+    when the run has it, and ``--dir`` for its stores, when asked)."""
 
+    def run(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+        args = [*p[section], *(p["inject"] if inject else []), *(["--dir", str(tmp)] * folder)]
+        log(f"{section}: {name} {' '.join(args)}")
+        return script(name, args, tmp / f"{section}.json")
 
-def tools_list(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log("tools: the size of tools/list")
-    return script("tools_list.py", [], tmp / "tools_list.json")
+    return run
 
 
 def postgres(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
@@ -379,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": _report.machine(),
         "sections": {},
     }
-    runners: dict[str, Callable[[dict[str, Any], Path, Log], dict[str, Any]]] = {
+    runners: dict[str, Section] = {
         "structure": structure,
         "vector": vector,
         "mcp": lambda p, tmp, log: mcp(
@@ -387,11 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "recall": lambda p, tmp, log: recall(p, tmp, log, with_locomo=not args.smoke),
         "fold": fold_and_startup,
-        "ingest": ingest,
+        "ingest": scripted("ingest", "ingest.py", folder=True),
         "soak": soak,
-        "warmth": warmth,
-        "inspector": inspector,
-        "tools": tools_list,
+        "warmth": scripted("warmth", "warmth.py", inject=True),
+        "inspector": scripted("inspector", "inspector.py"),
+        "tools": scripted("tools", "tools_list.py"),
         "postgres": postgres,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
