@@ -615,13 +615,6 @@ def _postgres(section: dict[str, Any]) -> str:
             continue
         sizes.append((f"{r['records']:,}", postgres.size_table(r)))
         s, m = r["startup_seconds"], r["rss_mib"]
-        fold = r["fold"]
-        shown = [
-            f"{k} {ms(v['seconds'])}"
-            if "seconds" in v
-            else f"{k} {'skipped' if 'skipped' in v else 'not available'}"
-            for k, v in fold.items()
-        ]
         base = r.get("base_system")
         if base:
             notes.append(
@@ -634,7 +627,7 @@ def _postgres(section: dict[str, Any]) -> str:
             f"- {r['records']:,} records: agreement OK (same count; same tag-query top-10 from "
             f"both engines, plain SQL and both servers; exact vector top-10); text top-10 "
             f"overlap between the engines {100 * r['text_top10_overlap']:.0f} %; fold (dry "
-            f"run): " + ", ".join(shown)
+            f"run): {postgres.fold_text(r['fold'])}"
         )
     if not sizes:
         return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"

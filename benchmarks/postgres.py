@@ -519,6 +519,17 @@ def size_table(r: dict[str, Any]) -> harness.Table:
     return ["per call (p50)", *SYSTEMS, "pg/sql", "pg/sqlite"], rows
 
 
+def fold_text(fold: dict[str, dict[str, Any]]) -> str:
+    """Each engine's dry-run fold: its time, or why there is none."""
+    return "; ".join(
+        f"{name} {f['seconds']:.2f} s"
+        if "seconds" in f
+        else f"{name} {'skipped' if 'skipped' in f else 'not available'} "
+        f"({f.get('skipped') or f.get('unavailable')})"
+        for name, f in fold.items()
+    )
+
+
 def print_size(r: dict[str, Any]) -> None:
     n = r["records"]
     print(f"\n{n:,} records ({r['counts']['postgres']:,} stored in each)")
@@ -532,16 +543,7 @@ def print_size(r: dict[str, Any]) -> None:
     if not harness.check(r.get("problems", []), ok, most=10):
         return
     print(harness.text_table(*size_table(r), indent="  "))
-    folds = []
-    for name in ("sqlite", "postgres"):
-        f = r["fold"][name]
-        if "skipped" in f:
-            folds.append(f"{name} skipped ({f['skipped']})")
-        elif "unavailable" in f:
-            folds.append(f"{name} not available ({f['unavailable']})")
-        else:
-            folds.append(f"{name} {f['seconds']:.2f} s")
-    print("  fold, dry run: " + "; ".join(folds) + " (plain SQL has no fold)")
+    print(f"  fold, dry run: {fold_text(r['fold'])} (plain SQL has no fold)")
     s, m, base = r["startup_seconds"], r["rss_mib"], r["base_system"]
     print(
         f"  a server on {base}, started in the same turns: start-up {harness.fmt_ms(s[base])}, "
