@@ -21,13 +21,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
+if TYPE_CHECKING:
+    from prime_memory_folding import MemoryEngine, Record
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 if importlib.util.find_spec("prime_memory_folding") is None:
     sys.path.insert(0, str(REPO_ROOT))
@@ -92,11 +96,6 @@ def generate(count: int, seed: int) -> list[Synthetic]:
     return records
 
 
-def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 class Clock:
     """A clock that stands where it is set: ``MemoryEngine(..., clock=Clock(t))``."""
 
@@ -141,6 +140,29 @@ def memory_kib(pid: int | str = "self") -> dict[str, int | None]:
             if name in keys:
                 out[keys[name]] = int(value.split()[0])
     return out
+
+
+def _as_is(thing: Any) -> Any:
+    return thing
+
+
+def store_in_batches(
+    engine: MemoryEngine,
+    things: Sequence[T],
+    item: Callable[[T], dict[str, Any]] = _as_is,
+    *,
+    label: str = "storing",
+    show: bool = True,
+    size: int = 10_000,
+) -> list[Record]:
+    """``engine.store_many`` over ``things``, each made an item by ``item``, in batches of
+    ``size``, with a progress line on stderr when ``show``; the records, in order."""
+    progress = Progress(label, len(things), enabled=show)
+    stored: list[Record] = []
+    for start in range(0, len(things), size):
+        stored.extend(engine.store_many(item(thing) for thing in things[start : start + size]))
+        progress.update(len(stored))
+    return stored
 
 
 # -- a lean MCP client -----------------------------------------------------------------

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import Progress, batches, generate
+from _shared import generate, store_in_batches
 from text_query import _VOCABULARY, sentences
 
 from prime_memory_folding import MemoryEngine
@@ -48,13 +48,8 @@ def build(path: Path, count: int, seed: int, quiet: bool) -> None:
     labels = generate(count, seed)
     contents = sentences(count, seed, 8, 20)
     items = [{**label.as_item(), "content": text} for label, text in zip(labels, contents)]
-    progress = Progress("storing", count, enabled=not quiet and count >= 10_000)
-    done = 0
     with MemoryEngine(path, embedder="none", scope="global") as engine:
-        for batch in batches(items, 10_000):
-            engine.store_many(batch)
-            done += len(batch)
-            progress.update(done)
+        store_in_batches(engine, items, show=not quiet and count >= 10_000)
 
 
 def listed(page: str) -> list[str]:

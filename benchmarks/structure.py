@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import Progress, Synthetic, batches, generate
+from _shared import Synthetic, generate, store_in_batches
 
 from prime_memory_folding import MemoryEngine, Record
 from prime_memory_folding.scopes import GLOBAL, ScopeResolution
@@ -317,15 +317,6 @@ def same_ids(against: str) -> Callable[[int, Query, Sequence[str], Sequence[str]
     return differs
 
 
-def ingest(engine: MemoryEngine, records: Sequence[Synthetic], quiet: bool) -> list[Record]:
-    progress = Progress("storing", len(records), enabled=not quiet and len(records) >= 20_000)
-    stored: list[Record] = []
-    for batch in batches(list(records), INGEST_BATCH):
-        stored.extend(engine.store_many(rec.as_item() for rec in batch))
-        progress.update(len(stored))
-    return stored
-
-
 def per_kind(
     queries: Sequence[Query], values: Mapping[str, Sequence[float]], average: Average
 ) -> dict[str, dict[str, float]]:
@@ -472,11 +463,14 @@ def scope_case(args: argparse.Namespace, folder: Path) -> dict[str, Any] | list[
         current=current, user="user:bench", source="argument", reason="the benchmark's choice"
     )
     with MemoryEngine(folder / "scopes.db", scope=who, embedder="none") as engine:
-        progress = Progress("storing in scopes", count, enabled=not args.quiet and count >= 20_000)
-        stored: list[Record] = []
-        for batch in batches(list(zip(records, placed)), INGEST_BATCH):
-            stored.extend(engine.store_many({**rec.as_item(), "scope": s} for rec, s in batch))
-            progress.update(len(stored))
+        stored = store_in_batches(
+            engine,
+            list(zip(records, placed)),
+            lambda pair: {**pair[0].as_item(), "scope": pair[1]},
+            label="storing in scopes",
+            show=not args.quiet and count >= 20_000,
+            size=INGEST_BATCH,
+        )
         rows = [(r.record_id, r.scope, r.domain, frozenset(r.tags)) for r in stored]
         mine = [rec for rec, scope in zip(records, placed) if scope == current]
         queries = [
@@ -592,7 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pmf-bench-") as tmp:
         path = args.store or Path(tmp) / "structure.db"
         with MemoryEngine(path, embedder="none") as engine:
-            ingest_seconds, stored = harness.timed(ingest, engine, records, args.quiet)
+            show = not args.quiet and len(records) >= 20_000
+            ingest_seconds, stored = harness.timed(
+                store_in_batches, engine, records, Synthetic.as_item, show=show, size=INGEST_BATCH
+            )
             print(
                 f"ingest: store_many of {len(stored):,} records in {ingest_seconds:.1f} s "
                 f"({len(stored) / ingest_seconds:,.0f} records/s, batches of {INGEST_BATCH:,})"

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import DOMAINS, Progress, batches, memory_kib
+from _shared import DOMAINS, memory_kib, store_in_batches
 
 from prime_memory_folding import Hit, MemoryEngine, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
@@ -216,14 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         MemoryEngine(Path(folder) / "t.db", embedder=embedder) as engine,
     ):
         engine.store("warm up the embedder")  # loading the model is not storing
-        progress = Progress("store_many", len(items), enabled=not args.quiet)
-        started = time.perf_counter()
-        done = 0
-        for batch in batches(items[1:] if args.inject_mismatch else items, 10_000):
-            engine.store_many(batch)
-            done += len(batch)
-            progress.update(done)
-        store_s = time.perf_counter() - started
+        stored = items[1:] if args.inject_mismatch else items
+        store_s = harness.timed(
+            store_in_batches, engine, stored, label="store_many", show=not args.quiet
+        )[0]
         results["store_rate"] = args.records / store_s
 
         problems = check_store(engine, embedder, len(items))

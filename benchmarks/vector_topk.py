@@ -37,6 +37,7 @@ from typing import Any
 
 import _harness as harness
 import numpy as np
+from _shared import store_in_batches
 
 from prime_memory_folding import MemoryEngine
 
@@ -170,15 +171,14 @@ def run_size(
     query_vectors = make_vectors(queries, seed + 1)
     log(f"vector top-{K}: storing {count:,} vectors")
     with MemoryEngine(folder / f"vectors-{count}.db", embedder="none") as engine:
-        started = time.perf_counter()
-        row_of: dict[str, int] = {}
-        for start in range(0, count, 10_000):
-            stored = engine.store_many(
-                {"content": f"vector {i}", "vector": matrix[i]}
-                for i in range(start, min(count, start + 10_000))
-            )
-            row_of.update((rec.record_id, start + j) for j, rec in enumerate(stored))
-        store_seconds = time.perf_counter() - started
+        store_seconds, stored = harness.timed(
+            store_in_batches,
+            engine,
+            range(count),
+            lambda i: {"content": f"vector {i}", "vector": matrix[i]},
+            show=False,
+        )
+        row_of = {rec.record_id: row for row, rec in enumerate(stored)}
         systems: dict[str, System] = {
             FLOOR: floor_system(unit),
             ENGINE: engine_system(engine, row_of),
