@@ -158,7 +158,7 @@ def conditions_line(found: Mapping[str, Any]) -> str:
     )
 
 
-# -- timing side by side --------------------------------------------------------------
+# -- timing ---------------------------------------------------------------------------
 
 
 def timed(call: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[float, T]:
