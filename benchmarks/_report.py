@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import sqlite3
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import _harness as harness
+from _harness import fmt_ms as ms
+from _harness import markdown_table as table
 
 #: Published DRAGON retrieval on LoCoMo (dialog-turn evidence), for comparison. It was
 #: measured on all ten conversations, while ``locomo_recall.py`` runs on the data it is
@@ -21,29 +26,6 @@ _NO_TIMINGS = "No timings: no size passed its check.\n"
 
 
 # -- machine --------------------------------------------------------------------------
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def cpu_reference_ms() -> float:
-    """Milliseconds for a fixed pure-Python loop (best of 3): how fast the host runs now.
-
-    Shared machines change speed with their neighbours; the same loop before and
-    after a run shows whether a run's absolute times are comparable with another's.
-    """
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        total = 0
-        for i in range(2_000_000):
-            total += i
-        best = min(best, time.perf_counter() - started)
-    return round(best * 1e3, 1)
 
 
 def machine() -> dict[str, Any]:
@@ -69,8 +51,7 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "numpy": numpy.__version__,
         "sqlite": sqlite3.sqlite_version,
-        "load_before": load_average(),
-        "cpu_reference_ms_before": cpu_reference_ms(),
+        **{f"{key}_before": value for key, value in harness.conditions().items()},
     }
 
 
@@ -130,25 +111,6 @@ def disagreements(results: dict[str, Any]) -> list[str]:
     return found
 
 
-def ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    value = seconds * 1000
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 10:
-        return f"{value:.1f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value:.3f} ms"
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def failure(section: dict[str, Any]) -> str:
     out = f"**FAILED**: {section['failed']}\n"
     if section.get("output"):
@@ -167,192 +129,154 @@ def at_size(runs: list[dict[str, Any]], size: int) -> tuple[dict[str, Any] | Non
 # -- targets ----------------------------------------------------------------------------
 
 
+#: What a target's judge finds in its part of the results: the figure measured, where,
+#: whether it passed (None: it could not be judged) and a note; None: nothing to judge.
+Judged = tuple[str | None, str, bool | None, str] | None
+
+
+def _at(count: int, unit: str, exact: bool) -> str:
+    return f"{count:,} {unit}" + ("" if exact else " (indicative)")
+
+
+def _structure_target(s: dict[str, Any]) -> Judged:
+    run, exact = at_size([r for r in s["runs"] if "kinds" in r], TARGET_RECORDS)
+    if not run:
+        return None
+    ratios = {k: run["kinds"][k]["ratio_vs_engine"]["sqlite sql"] for k in ("tags (2)", "tags (3)")}
+    shown = ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items())
+    return shown, _at(run["records"], "records", exact), all(v >= 10 for v in ratios.values()), ""
+
+
+def _vector_target(v: dict[str, Any]) -> Judged:
+    run, exact = at_size(v["sizes"], TARGET_RECORDS)
+    if not run:
+        return None
+    ratio = run["ratio_vs_floor"]["engine"]
+    return f"{ratio:.2f}x", _at(run["records"], "vectors", exact), ratio <= 1.5, ""
+
+
+def _mcp_store_target(m: dict[str, Any]) -> Judged:
+    if not m["sizes"]:
+        return None
+    ours = m["sizes"][-1]["systems"]["prime-memory-mcp"]["stores"]
+    floor = m.get("sdk_floor", {}).get("p50")
+    note = f"the SDK's trivial-tool floor on this machine is {ms(floor)}" if floor else ""
+    return ms(ours["p50"]), f"{ours['calls']:,} stores over stdio", ours["p50"] <= 0.002, note
+
+
+def _peer_target(m: dict[str, Any]) -> Judged:
+    if not m["sizes"]:
+        return None
+    rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
+    if not rows:
+        return None, "-", None, f"reference server unavailable: {m.get('peer_unavailable')}"
+    row = next((x for x in rows if x["records"] == 20_000), rows[-1])
+    capped = row["systems"]["server-memory (reference)"]["capped"]
+    ratio = row["store_throughput_ratio"]
+    at = f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)")
+    return f"{ratio:.1f}x", at, ratio >= 10, f"reference server capped: {capped}" if capped else ""
+
+
+def _text_target(t: dict[str, Any]) -> Judged:
+    at = _at(t["records"], "records", t["records"] == TARGET_RECORDS)
+    return ms(t["p50"]), at, t["p50"] <= 0.015, ""
+
+
+def _memory_target(t: dict[str, Any]) -> Judged:
+    at = _at(t["records"], "records", t["records"] == TARGET_RECORDS)
+    rss = t["max_rss_mb"]
+    return f"{rss:,.0f} MB", at + ", peak of the text query run", rss <= 400, ""
+
+
+def _tools_target(tl: dict[str, Any]) -> Judged:
+    total, counters = tl["total"], list(tl["pass"])
+    note = "" if "o200k_base" in counters else "bpe-openai not installed: the estimate alone"
+    shown = ", ".join(f"{total[c]:,} by {c}" for c in counters)
+    at = f"{len(tl['tools'])} tools, {total['bytes']:,} bytes"
+    return shown, at, all(tl["pass"].values()), note
+
+
+def _inspector_target(i: dict[str, Any]) -> Judged:
+    worst = max(p50["page"] for p50 in i["p50_seconds"].values())
+    at = _at(i["records"], "records", i["records"] == TARGET_RECORDS)
+    return ms(worst) + " (slowest page)", at, worst <= 0.100, ""
+
+
+def _postgres_target(words: str) -> Callable[[dict[str, Any]], Judged]:
+    """The target of ``postgres.py`` whose name holds ``words``, as it judged it."""
+
+    def judge(pg: dict[str, Any]) -> Judged:
+        for t in pg.get("targets", []):
+            if words in t["target"]:
+                at = f"{t['records']:,} records" + (
+                    f" over {t['base_records']:,}" if "base_records" in t else ""
+                )
+                indicative = " (indicative)" if t["indicative"] else ""
+                return f"{t['measured']:.2f}x", at + indicative, bool(t["pass"]), ""
+        return None
+
+    return judge
+
+
+#: The headline targets: each with the part of the results it is judged on (a
+#: section, or a part of one) and its judge.
+TARGETS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Judged]], ...] = (
+    ("tag intersection >= 10x faster than SQLite SQL", ("structure",), _structure_target),
+    ("exact vector top-10 <= 1.5x the numpy floor", ("vector",), _vector_target),
+    ("MCP store p50 <= 2 ms", ("mcp",), _mcp_store_target),
+    ("text query p50 <= 15 ms", ("recall", "text_latency"), _text_target),
+    ("resident memory <= 400 MB", ("recall", "text_latency"), _memory_target),
+    (">= 10x the reference memory server's store throughput", ("mcp",), _peer_target),
+    ("MCP tools/list < 2,000 tokens", ("tools",), _tools_target),
+    ("inspector page p50 <= 100 ms", ("inspector",), _inspector_target),
+    ("PostgreSQL tag query <= 1.5x plain SQL", ("postgres",), _postgres_target("tag query")),
+    (
+        "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
+        ("postgres",),
+        _postgres_target("server start-up"),
+    ),
+    (
+        "PostgreSQL server memory at 1,000,000 <= 1.5x at 10,000",
+        ("postgres",),
+        _postgres_target("server memory"),
+    ),
+)
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each headline target with what was measured, where, and PASS or MISS.
 
-    A target whose comparison failed a check anywhere in its section (any size,
-    any system) is not comparable: no figure, no PASS or MISS, only the reason.
+    A target whose comparison failed a check anywhere in its part of the results
+    (any size, any system) is not comparable: no figure, no PASS or MISS, only
+    the reason. A section not run, or whose data was unavailable, judges nothing.
     """
-    sections = results["sections"]
     out: list[dict[str, Any]] = []
-
-    def add(name: str, measured: str | None, at: str, ok: bool | None, note: str = "") -> None:
-        out.append(
-            {
-                "target": name,
-                "measured": measured,
-                "at": at,
-                "pass": ok,
-                "comparable": True,
-                "note": note,
-            }
-        )
-
-    def not_comparable(name: str, section: str) -> None:
-        found = problems(sections[section])
-        note = f"{section}: {found[0]}" + (
-            f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        )
-        out.append(
-            {
-                "target": name,
-                "measured": None,
-                "at": "-",
-                "pass": None,
-                "comparable": False,
-                "note": note,
-            }
-        )
-
-    structure_target = "tag intersection >= 10x faster than SQLite SQL"
-    s = sections.get("structure")
-    if s is not None and problems(s):
-        not_comparable(structure_target, "structure")
-    elif s:
-        runs = [r for r in s["runs"] if "kinds" in r]
-        run, exact = at_size(runs, TARGET_RECORDS)
-        if run:
-            ratios = {
-                k: run["kinds"][k]["ratio_vs_engine"]["sqlite sql"]
-                for k in ("tags (2)", "tags (3)")
-            }
-            add(
-                structure_target,
-                ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()),
-                f"{run['records']:,} records" + ("" if exact else " (indicative)"),
-                all(v >= 10 for v in ratios.values()),
-            )
-    vector_target = "exact vector top-10 <= 1.5x the numpy floor"
-    v = sections.get("vector")
-    if v is not None and problems(v):
-        not_comparable(vector_target, "vector")
-    elif v:
-        run, exact = at_size(v["sizes"], TARGET_RECORDS)
-        if run:
-            ratio = run["ratio_vs_floor"]["engine"]
-            add(
-                vector_target,
-                f"{ratio:.2f}x",
-                f"{run['records']:,} vectors" + ("" if exact else " (indicative)"),
-                ratio <= 1.5,
-            )
-    store_target = "MCP store p50 <= 2 ms"
-    peer_target = ">= 10x the reference memory server's store throughput"
-    m = sections.get("mcp")
-    mcp_ok = m is not None and not problems(m)
-    if m is not None and not mcp_ok:
-        not_comparable(store_target, "mcp")
-    elif m and m["sizes"]:
-        largest = m["sizes"][-1]
-        ours = largest["systems"]["prime-memory-mcp"]["stores"]
-        floor = m.get("sdk_floor", {}).get("p50")
-        add(
-            store_target,
-            ms(ours["p50"]),
-            f"{ours['calls']:,} stores over stdio",
-            ours["p50"] <= 0.002,
-            f"the SDK's trivial-tool floor on this machine is {ms(floor)}" if floor else "",
-        )
-    r = sections.get("recall")
-    t = r.get("text_latency") if r and not section_failed(r) else None
-    if t and "failed" in t:
-        for name in ("text query p50 <= 15 ms", "resident memory <= 400 MB"):
-            out.append(
-                {
-                    "target": name,
-                    "measured": None,
-                    "at": "-",
-                    "pass": None,
-                    "comparable": False,
-                    "note": f"recall: text_latency: {t['failed']}",
-                }
-            )
-    elif t:
-        scale = f"{t['records']:,} records" + (
-            "" if t["records"] == TARGET_RECORDS else " (indicative)"
-        )
-        add("text query p50 <= 15 ms", ms(t["p50"]), scale, t["p50"] <= 0.015)
-        add(
-            "resident memory <= 400 MB",
-            f"{t['max_rss_mb']:,.0f} MB",
-            scale + ", peak of the text query run",
-            t["max_rss_mb"] <= 400,
-        )
-    if m is not None and not mcp_ok:
-        not_comparable(peer_target, "mcp")
-    elif m and m["sizes"]:
-        rows = [row for row in m["sizes"] if "store_throughput_ratio" in row]
-        if rows:
-            row = next((x for x in rows if x["records"] == 20_000), rows[-1])
-            peer = row["systems"]["server-memory (reference)"]
-            note = f"reference server capped: {peer['capped']}" if peer["capped"] else ""
-            add(
-                peer_target,
-                f"{row['store_throughput_ratio']:.1f}x",
-                f"N = {row['records']:,}" + ("" if row["records"] == 20_000 else " (indicative)"),
-                row["store_throughput_ratio"] >= 10,
-                note,
-            )
-        else:
-            add(
-                peer_target,
-                None,
-                "-",
-                None,
-                f"reference server unavailable: {m.get('peer_unavailable')}",
-            )
-    tools_target = "MCP tools/list < 2,000 tokens"
-    tl = sections.get("tools")
-    if tl is not None and problems(tl):
-        not_comparable(tools_target, "tools")
-    elif tl:
-        total = tl["total"]
-        counters = list(tl["pass"])
-        add(
-            tools_target,
-            ", ".join(f"{total[c]:,} by {c}" for c in counters),
-            f"{len(tl['tools'])} tools, {total['bytes']:,} bytes",
-            all(tl["pass"].values()),
-            "" if "o200k_base" in counters else "bpe-openai not installed: the estimate alone",
-        )
-    i = sections.get("inspector")
-    if i and not section_failed(i) and i.get("agreement"):
-        worst = max(p50["page"] for p50 in i["p50_seconds"].values())
-        add(
-            "inspector page p50 <= 100 ms",
-            ms(worst) + " (slowest page)",
-            f"{i['records']:,} records"
-            + ("" if i["records"] == TARGET_RECORDS else " (indicative)"),
-            worst <= 0.100,
-        )
-    pg = sections.get("postgres")
-    pg_targets = {
-        "tag": "PostgreSQL tag query <= 1.5x plain SQL",
-        "start": "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
-        "memory": "PostgreSQL server memory at 1,000,000 <= 1.5x at 10,000",
-    }
-    if pg is not None and problems(pg):
-        for name in pg_targets.values():
-            not_comparable(name, "postgres")
-    elif pg and "unavailable" not in pg:
-        names = {"start-up": pg_targets["start"], "memory": pg_targets["memory"]}
-        for t in pg.get("targets", []):
-            name = pg_targets["tag"] if "tag query" in t["target"] else None
-            for word, full in names.items():
-                if f"server {word}" in t["target"]:
-                    name = full
-            if name is None:
-                continue
-            at = f"{t['records']:,} records" + (
-                f" over {t['base_records']:,}" if "base_records" in t else ""
-            )
-            add(
-                name,
-                f"{t['measured']:.2f}x",
-                at + (" (indicative)" if t["indicative"] else ""),
-                bool(t["pass"]),
-            )
+    for name, path, judge in TARGETS:
+        part: Any = results["sections"]
+        for key in path:
+            part = part.get(key) if isinstance(part, dict) else None
+        if not isinstance(part, dict) or "unavailable" in part:
+            continue
+        found = problems(part)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            note = f"{': '.join(path)}: {found[0]}{more}"
+            out.append(_target(name, None, "-", None, note, comparable=False))
+        elif (judged := judge(part)) is not None:
+            out.append(_target(name, *judged))
     return out
+
+
+def _target(
+    name: str, measured: str | None, at: str, ok: bool | None, note: str, comparable: bool = True
+) -> dict[str, Any]:
+    fields = ("target", "measured", "at", "pass", "note", "comparable")
+    return dict(zip(fields, (name, measured, at, ok, note, comparable)))
+
+
+def _script(name: str) -> Any:
+    """A benchmark script's module, whose tables a section shows as its script prints them."""
+    return importlib.import_module(name)
 
 
 # -- Markdown ---------------------------------------------------------------------------
@@ -394,35 +318,23 @@ def markdown(results: dict[str, Any]) -> str:
             verdict = "n/a" if t["pass"] is None else "PASS" if t["pass"] else "MISS"
         rows.append([t["target"], t["at"], t["measured"] or "-", f"**{verdict}**", t["note"]])
     parts.append(table(["target", "at", "measured", "verdict", "note"], rows))
-    titles = {
-        "structure": "1. Structural queries",
-        "vector": "2. Exact vector top-10",
-        "mcp": "3. Through MCP, against the reference memory server",
-        "recall": "4. Recall quality and text query latency",
-        "fold": "5. Folding and start-up",
-        "ingest": "6. Writes",
-        "soak": "7. Soaks (checks, not timings)",
-        "warmth": "8. Warm and cold calls",
-        "inspector": "9. The inspector's pages",
-        "tools": "10. The size of `tools/list`",
-        "postgres": "11. PostgreSQL beside SQLite and plain SQL",
-    }
-    render = {
-        "structure": _structure,
-        "vector": _vector,
-        "mcp": _mcp,
-        "recall": _recall,
-        "fold": _fold,
-        "ingest": _ingest,
-        "soak": _soak,
-        "warmth": _warmth,
-        "inspector": _inspector,
-        "tools": _tools,
-        "postgres": _postgres,
+    sections: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+        "structure": ("1. Structural queries", _structure),
+        "vector": ("2. Exact vector top-10", _vector),
+        "mcp": ("3. Through MCP, against the reference memory server", _mcp),
+        "recall": ("4. Recall quality and text query latency", _recall),
+        "fold": ("5. Folding and start-up", _fold),
+        "ingest": ("6. Writes", _ingest),
+        "soak": ("7. Soaks (checks, not timings)", _soak),
+        "warmth": ("8. Warm and cold calls", _warmth),
+        "inspector": ("9. The inspector's pages", _inspector),
+        "tools": ("10. The size of `tools/list`", _tools),
+        "postgres": ("11. PostgreSQL beside SQLite and plain SQL", _postgres),
     }
     for name, section in results["sections"].items():
-        parts.append(f"\n## {titles[name]}\n")
-        parts.append(failure(section) if section_failed(section) else render[name](section))
+        title, render = sections[name]
+        parts.append(f"\n## {title}\n")
+        parts.append(failure(section) if section_failed(section) else render(section))
     if results.get("charts"):
         parts.append("\n## Charts\n")
         parts += [f"![{Path(c).stem}]({Path(c).name})" for c in results["charts"]]
@@ -432,95 +344,49 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def _structure(s: dict[str, Any]) -> str:
-    systems = ("engine", "naive scan", "modulo scan", "sqlite sql")
-    parts = ("engine", "index alone", "coherence check", "sqlite sql")
-    rows, notes, part_rows = [], [], []
-    for run in s["runs"]:
-        if "failed" in run:
-            notes.append(
-                f"- {run['records']:,} records: **FAILED** ({run['failed']}): "
-                + " / ".join(run["output"][-3:])
-            )
-            continue
-        for kind, k in run["kinds"].items():
-            cells = [ms(k["median_seconds"]["engine"])]
-            cells += [
-                f"{ms(k['median_seconds'][n])} ({k['ratio_vs_engine'][n]:.1f}x)"
-                for n in systems[1:]
-            ]
-            rows.append([f"{run['records']:,}", kind, f"{k['mean_hits']:,.0f}", *cells])
-        notes.append(
-            f"- {run['records']:,} records: agreement OK on all {len(run['queries'])} queries"
-        )
-        for kind, p in (run.get("parts_median_seconds") or {}).items():
-            part_rows.append(
-                [
-                    f"{run['records']:,}",
-                    kind,
-                    *(ms(p[n]) for n in parts),
-                    *(f"{p['sqlite sql'] / p[n]:.1f}x" for n in parts[1:3]),
-                ]
-            )
+    structure = _script("structure")
+    runs = [run for run in s["runs"] if "failed" not in run]
+    notes = [
+        f"- {run['records']:,} records: **FAILED** ({run['failed']}): "
+        + " / ".join(run["output"][-3:])
+        for run in s["runs"]
+        if "failed" in run
+    ] + [
+        f"- {r['records']:,} records: agreement OK on all {len(r['queries'])} queries" for r in runs
+    ]
+    kinds = [(f"{r['records']:,}", structure.kind_table(r["kinds"], "engine", 1)) for r in runs]
+    parts = [
+        (f"{r['records']:,}", structure.parts_table(r["parts_median_seconds"]))
+        for r in runs
+        if r.get("parts_median_seconds")
+    ]
     text = (
         "Median time per query (each query's median over rounds, interleaved single calls); "
         "(Nx) = that system's time / the engine's. Text embedding is off for these stores.\n\n"
-        + (table(["records", "kind", "mean hits", *systems], rows) if rows else _NO_TIMINGS)
+        + (table(*harness.stacked("records", kinds)) if kinds else _NO_TIMINGS)
         + "\n"
         + "\n".join(notes)
         + "\n"
     )
-    if part_rows:
+    if parts:
         text += (
             "\nWhere the engine's time goes (a second pass, each call timed right after a scan "
             "of every record): the index alone answers without the lock, the check for other "
             "processes' commits or argument checks; the coherence check is the `PRAGMA "
             "data_version` statement every query runs first.\n\n"
-            + table(
-                [
-                    "records",
-                    "kind",
-                    *parts,
-                    "sqlite sql / index alone",
-                    "sqlite sql / check",
-                ],
-                part_rows,
-            )
+            + table(*harness.stacked("records", parts))
         )
     return text
 
 
 def _vector(v: dict[str, Any]) -> str:
-    rows, steps, notes = [], [], []
+    vector_topk = _script("vector_topk")
+    notes = []
     for r in v["sizes"]:
         if not r["agreement"]:
-            notes.append(
-                f"- {r['records']:,} vectors: agreement **FAILED**: " + "; ".join(r["problems"][:3])
-            )
+            problems = "; ".join(r["problems"][:3])
+            notes.append(f"- {r['records']:,} vectors: agreement **FAILED**: {problems}")
             continue
-        t, ratio = r["median_seconds"], r["ratio_vs_floor"]
-        vec = (
-            f"{ms(t['sqlite-vec'])} ({ratio['sqlite-vec']:.2f}x)"
-            if "sqlite-vec" in t
-            else "unavailable"
-        )
-        rows.append(
-            [
-                f"{r['records']:,}",
-                ms(t["numpy floor"]),
-                f"{ms(t['engine'])} ({ratio['engine']:.2f}x)",
-                vec,
-            ]
-        )
-        e = r["engine_steps"]
-        steps.append(
-            [
-                f"{r['records']:,}",
-                ms(e["cosine"]),
-                ms(e["top_k"]),
-                ms(e["rank_by_vector"]),
-                ms(e["hits"]),
-            ]
-        )
         notes.append(
             f"- {r['records']:,} vectors: agreement OK (same top-10 ids in the same order, "
             f"ties aside) on {r['queries']} queries"
@@ -529,16 +395,16 @@ def _vector(v: dict[str, Any]) -> str:
             notes.append(f"- sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
         elif r["records"] == v["sizes"][0]["records"]:
             notes.append(f"- {r['sqlite_vec']}")
-    if not rows:
+    times, steps = vector_topk.tables(v["sizes"])
+    if not times[1]:
         return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
     return (
         "Top-10 by cosine over 256-dimensional vectors, median per query; "
         "(Nx) = time / the numpy floor.\n\n"
-        + table(["vectors", "numpy floor", "engine", "sqlite-vec (vec0, exact)"], rows)
+        + table(*times)
         + "\nWhere the engine's time goes (each step timed alone; `rank_by_vector` "
-        "includes cosine and top-k, "
-        "`hits` reads the 10 records from SQLite):\n\n"
-        + table(["vectors", "cosine", "top_k", "rank_by_vector", "hits"], steps)
+        "includes cosine and top-k, `hits` reads the 10 records from SQLite):\n\n"
+        + table(*steps)
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -546,27 +412,10 @@ def _vector(v: dict[str, Any]) -> str:
 
 
 def _mcp(m: dict[str, Any]) -> str:
-    rows, notes = [], []
+    sizes, notes = [], []
     for row in m["sizes"]:
-        for name, s in row["systems"].items():
-            if not row["agreement"]:
-                break
-            st, se, mem = s["stores"], s["searches"], s["memory"]
-            rows.append(
-                [
-                    f"{row['records']:,}",
-                    name,
-                    f"{st['calls']:,}",
-                    f"{st['per_second']:,.0f}",
-                    ms(st["p50"]),
-                    ms(st["p99"]),
-                    ms(se.get("p50")),
-                    ms(se.get("p99")),
-                    f"{(mem['rss_kib'] or 0) / 1024:,.0f} / "
-                    f"{(mem['peak_rss_kib'] or 0) / 1024:,.0f}",
-                    s["capped"] or "",
-                ]
-            )
+        if row["agreement"]:
+            sizes.append((f"{row['records']:,}", _script("mcp_peer").table(row)))
         ratio = row.get("store_throughput_ratio")
         agreement = "OK" if row["agreement"] else "**FAILED**"
         notes.append(
@@ -587,27 +436,13 @@ def _mcp(m: dict[str, Any]) -> str:
             f"- SDK floor (a bare SDK server's trivial tool, same client): p50 {ms(floor['p50'])}, "
             f"p99 {ms(floor['p99'])} over {floor['calls']:,} calls"
         )
-    if not rows:
+    if not sizes:
         return f"Reference server: {peer}.\n\n{_NO_TIMINGS}\n" + "\n".join(notes) + "\n"
     return (
         f"Reference server: {peer}. Each system gets a fresh store per N; this server runs its "
         "default configuration (text embedded with the built-in model on every store). "
         f"A system past {m['cap_seconds']:.0f} s in a phase is stopped and marked capped.\n\n"
-        + table(
-            [
-                "N",
-                "system",
-                "stores",
-                "stores/s",
-                "store p50",
-                "store p99",
-                "search p50",
-                "search p99",
-                "RSS / peak MiB",
-                "capped",
-            ],
-            rows,
-        )
+        + table(*harness.stacked("N", sizes))
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -701,6 +536,12 @@ def _fold_scale(scale: dict[str, Any]) -> str:
 def _fold(f: dict[str, Any]) -> str:
     rows = [[f"{x['records']:,}", f"{x['seconds']:.2f} s", f"{x['after']:,}"] for x in f["fold"]]
     q, s, i = f["merge_quality"], f["startup"], f["import"]
+    startups = [
+        (f"prime-memory-mcp: spawn to `initialize` reply ({s['runs']} runs)", s["ours"]),
+        ("bare SDK server, one trivial tool", s["bare_sdk"]),
+        (f"`import prime_memory_folding` in a fresh interpreter ({i['runs']} runs)", i["package"]),
+        ("a fresh interpreter doing nothing", i["bare_python"]),
+    ]
     return (
         "Fold time (256-dimensional vectors in families of near-duplicates, default policy, "
         "three days after storing):\n\n"
@@ -708,84 +549,13 @@ def _fold(f: dict[str, Any]) -> str:
         + f"\nMerge quality: pair precision {q['precision']:.3f} ({q['pairs']} pairs), "
         f"pair recall {q['recall']:.3f} ({q['true_pairs']} true pairs).\n\n"
         + _fold_scale(f.get("fold_scale", {}))
-        + table(
-            ["start-up", "median"],
-            [
-                [
-                    f"prime-memory-mcp: spawn to `initialize` reply ({s['runs']} runs)",
-                    ms(s["ours"]),
-                ],
-                ["bare SDK server, one trivial tool", ms(s["bare_sdk"])],
-                [
-                    f"`import prime_memory_folding` in a fresh interpreter ({i['runs']} runs)",
-                    ms(i["package"]),
-                ],
-                ["a fresh interpreter doing nothing", ms(i["bare_python"])],
-            ],
-        )
+        + table(["start-up", "median"], [[what, ms(seconds)] for what, seconds in startups])
     )
 
 
 def _ingest(g: dict[str, Any]) -> str:
-    b, s, v = g["bulk"], g["single"], g["vectors"]
-    return (
-        table(
-            ["phase", "records", "seconds", "records/s"],
-            [
-                [
-                    "store_many, no vectors",
-                    f"{b['records']:,}",
-                    f"{b['seconds']:.2f}",
-                    f"{b['records'] / b['seconds']:,.0f}",
-                ],
-                [
-                    "single store calls",
-                    f"{s['calls']:,}",
-                    f"{s['seconds']:.2f}",
-                    f"{s['per_second']:,.0f}",
-                ],
-                [
-                    f"store_many, {v['dim']}-dim vectors",
-                    f"{v['records']:,}",
-                    f"{v['seconds'] or 0:.2f}",
-                    f"{v['records'] / v['seconds']:,.0f}" if v["seconds"] else "-",
-                ],
-            ],
-        )
-        + f"\nSingle store latency: p50 {ms(s['median_seconds'])}, p99 {ms(s['p99_seconds'])}.\n"
-        + _commit_floor(s, g.get("commit_floor"))
-        + _sql_floor(s, g.get("sql_floor"))
-    )
-
-
-def _sql_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
-    if not f:
-        return ""
-    return (
-        f"\nThe same rows inserted with plain SQL, one `INSERT` per transaction, into a copy "
-        f"of the store (no engine code; {f['pages_per_commit']:.1f} pages each), taking turns "
-        f"too: p50 {ms(f['median_seconds'])}, {f['per_second']:,.0f}/s. Single store over "
-        f"that: {s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
-    )
-
-
-def _commit_floor(s: dict[str, Any], f: dict[str, Any] | None) -> str:
-    if not f:
-        return ""
-    return (
-        f"\nA single store writes {s['pages_per_store']:.1f} pages"
-        + (
-            f" ({s['pages_per_store_after']:.1f} after the single stores)"
-            if "pages_per_store_after" in s
-            else ""
-        )
-        + f". Bare SQLite commits of "
-        f"{f['pages_per_commit']:.1f} pages, taking turns with the stores: p50 "
-        f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: p50 "
-        f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s. "
-        f"Single store over the commit of as many pages: "
-        f"{s['median_seconds'] / f['median_seconds']:.2f}x (p50).\n"
-    )
+    ingest = _script("ingest")
+    return table(*ingest.table(g)) + "\n" + "".join(f"- {line}\n" for line in ingest.lines(g))
 
 
 def _soak(s: dict[str, Any]) -> str:
@@ -797,16 +567,8 @@ def _soak(s: dict[str, Any]) -> str:
 
 
 def _warmth(w: dict[str, Any]) -> str:
-    medians: dict[str, dict[str, float]] = w["median_seconds"]
-    modes = list(next(iter(medians.values())))
-    rows = []
-    for call, by_mode in medians.items():
-        warm = by_mode[modes[0]]
-        rows.append(
-            [call, ms(warm)] + [f"{ms(by_mode[m])} ({by_mode[m] / warm:.1f}x)" for m in modes[1:]]
-        )
     return (
-        table(["call", *modes], rows)
+        table(*_script("warmth").table(w["median_seconds"]))
         + f"\n{w['rounds']} rounds over {w['records']:,} records; (Nx) = that median over "
         "the warm one.\n"
     )
@@ -815,12 +577,8 @@ def _warmth(w: dict[str, Any]) -> str:
 def _inspector(section: dict[str, Any]) -> str:
     if not section.get("agreement"):
         return "Agreement FAILED: " + "; ".join(section.get("problems", [])) + "\n"
-    rows = [
-        [page, ms(p50["page"]), section["engine_calls"][page], ms(p50["engine"])]
-        for page, p50 in section["p50_seconds"].items()
-    ]
     return (
-        table(["page", "page p50", "engine calls", "engine p50"], rows)
+        table(*_script("inspector").table(section))
         + f"\n{section['rounds']} requests per page over {section['records']:,} records, "
         "in process through Starlette's test client.\n"
     )
@@ -846,7 +604,8 @@ def _tools(section: dict[str, Any]) -> str:
 def _postgres(section: dict[str, Any]) -> str:
     if "unavailable" in section:
         return f"Not run: {section['unavailable']}.\n"
-    rows, notes = [], []
+    postgres = _script("postgres")
+    sizes, notes = [], []
     for r in section["sizes"]:
         if not r.get("agreement"):
             notes.append(
@@ -854,41 +613,8 @@ def _postgres(section: dict[str, Any]) -> str:
                 + "; ".join(r.get("problems", [])[:3])
             )
             continue
-        for kind, t in r["p50_seconds"].items():
-            rows.append(
-                [
-                    f"{r['records']:,}",
-                    kind,
-                    ms(t["sqlite"]),
-                    ms(t["postgres"]),
-                    ms(t["plain sql"]),
-                    f"{t['postgres'] / t['plain sql']:.2f}x",
-                ]
-            )
+        sizes.append((f"{r['records']:,}", postgres.size_table(r)))
         s, m = r["startup_seconds"], r["rss_mib"]
-        rows.append(
-            [
-                f"{r['records']:,}",
-                "start-up to the first answer",
-                *(ms(s[k]) for k in ("sqlite", "postgres", "plain sql")),
-                f"{s['postgres'] / s['plain sql']:.2f}x",
-            ]
-        )
-        rows.append(
-            [
-                f"{r['records']:,}",
-                "resident memory (MiB)",
-                *(f"{m[k]:,.0f}" for k in ("sqlite", "postgres", "plain sql")),
-                f"{m['postgres'] / m['plain sql']:.2f}x",
-            ]
-        )
-        fold = r["fold"]
-        shown = [
-            f"{k} {ms(v['seconds'])}"
-            if "seconds" in v
-            else f"{k} {'skipped' if 'skipped' in v else 'not available'}"
-            for k, v in fold.items()
-        ]
         base = r.get("base_system")
         if base:
             notes.append(
@@ -901,15 +627,15 @@ def _postgres(section: dict[str, Any]) -> str:
             f"- {r['records']:,} records: agreement OK (same count; same tag-query top-10 from "
             f"both engines, plain SQL and both servers; exact vector top-10); text top-10 "
             f"overlap between the engines {100 * r['text_top10_overlap']:.0f} %; fold (dry "
-            f"run): " + ", ".join(shown)
+            f"run): {postgres.fold_text(r['fold'])}"
         )
-    if not rows:
+    if not sizes:
         return _NO_TIMINGS + "\n" + "\n".join(notes) + "\n"
     return (
         "p50 per call, the systems taking turns; start-up is spawn to the first tag "
         "query's answer through `prime_memory_query` (plain SQL: a fresh process that "
         "connects with psycopg and asks), memory that process's RSS after its first queries.\n\n"
-        + table(["records", "what", "sqlite", "postgres", "plain sql", "postgres / sql"], rows)
+        + table(*harness.stacked("records", sizes))
         + "\n"
         + "\n".join(notes)
         + "\n"
@@ -960,6 +686,15 @@ def _ok(sections: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None if s is None or problems(s) else s
 
 
+def _finish(ax: Any, title: str, *, legend: bool = True, which: str = "both") -> Any:
+    """Title, grid and legend of one chart's axes; its figure."""
+    ax.set_title(title)
+    ax.grid(True, which=which, alpha=0.3)
+    if legend:
+        ax.legend()
+    return ax.figure
+
+
 def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
     s = _ok(sections, "structure")
     runs = [r for r in s["runs"] if "kinds" in r] if s else []
@@ -976,14 +711,8 @@ def _chart_structure(plt: Any, sections: dict[str, Any]) -> Any:
                 if kind in r["kinds"]
             ]
             ax.plot(xs, ys, marker="o", label=system)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            title=kind,
-            xlabel="records",
-            ylabel="median query time (ms)",
-        )
-        ax.grid(True, which="both", alpha=0.3)
+        ax.set(xscale="log", yscale="log", xlabel="records", ylabel="median query time (ms)")
+        _finish(ax, kind, legend=False)
     axes.flat[0].legend()
     fig.suptitle("Structural queries: time vs records (lower is better)")
     return fig
@@ -994,7 +723,7 @@ def _chart_vector(plt: Any, sections: dict[str, Any]) -> Any:
     runs = [r for r in v["sizes"] if r.get("agreement")] if v else []
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for system in ("engine", "numpy floor", "sqlite-vec"):
         pts = [
             (r["records"], r["median_seconds"][system] * 1000)
@@ -1004,17 +733,14 @@ def _chart_vector(plt: Any, sections: dict[str, Any]) -> Any:
         if pts:
             ax.plot(*zip(*pts), marker="o", label=system)
     ax.set(xscale="log", yscale="log", xlabel="vectors (dim 256)", ylabel="median top-10 time (ms)")
-    ax.set_title("Exact cosine top-10: time vs vectors (lower is better)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "Exact cosine top-10: time vs vectors (lower is better)")
 
 
 def _chart_mcp(plt: Any, sections: dict[str, Any]) -> Any:
     m = _ok(sections, "mcp")
     if not m or not m["sizes"]:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for name in m["sizes"][-1]["systems"]:
         row = max((r for r in m["sizes"] if name in r["systems"]), key=lambda r: r["records"])
         pts = row["systems"][name]["store_curve"]
@@ -1024,10 +750,7 @@ def _chart_mcp(plt: Any, sections: dict[str, Any]) -> Any:
         ylabel="store round trip, p50 of stretch (ms)",
         yscale="log",
     )
-    ax.set_title("MCP store latency vs store size (stdio, same client)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "MCP store latency vs store size (stdio, same client)")
 
 
 def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
@@ -1036,7 +759,7 @@ def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
     if not loco or section_failed(loco):
         return None
     ks = [int(k[2:]) for k in KS]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     for name, t in loco["systems"].items():
         ax.plot(ks, [t["overall"][k] for k in KS], marker="o", label=name)
     ax.plot(
@@ -1050,19 +773,14 @@ def _chart_locomo(plt: Any, sections: dict[str, Any]) -> Any:
     ax.set(
         xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="k", ylabel="recall@k (%)"
     )
-    ax.set_title("LoCoMo evidence recall@k")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    return fig
+    return _finish(ax, "LoCoMo evidence recall@k", which="major")
 
 
 def _chart_fold(plt: Any, sections: dict[str, Any]) -> Any:
     f = _ok(sections, "fold")
     if not f:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax = plt.subplots(figsize=(7, 4.5))[1]
     ax.plot([x["records"] for x in f["fold"]], [x["seconds"] for x in f["fold"]], marker="o")
     ax.set(xscale="log", yscale="log", xlabel="records", ylabel="fold time (s)")
-    ax.set_title("Fold time vs records")
-    ax.grid(True, which="both", alpha=0.3)
-    return fig
+    return _finish(ax, "Fold time vs records", legend=False)

@@ -1,9 +1,10 @@
-"""Helpers shared by the benchmark scripts.
+"""What the benchmark scripts share besides their harness (``_harness``).
 
 Importing this module makes ``prime_memory_folding`` importable from a plain
 checkout: when the package is not installed, the repository root is put first
-on ``sys.path``. It also holds the seeded synthetic data generator and small
-formatting helpers.
+on ``sys.path``. It also holds the seeded synthetic data generator, a clock
+the scripts set by hand, a progress line, a lean stdio MCP client and scratch
+PostgreSQL databases.
 """
 
 from __future__ import annotations
@@ -12,17 +13,25 @@ import bisect
 import contextlib
 import importlib.util
 import itertools
+import json
+import queue
 import random
 import secrets
+import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
+if TYPE_CHECKING:
+    from prime_memory_folding import MemoryEngine, Record
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 if importlib.util.find_spec("prime_memory_folding") is None:
     sys.path.insert(0, str(REPO_ROOT))
@@ -87,9 +96,14 @@ def generate(count: int, seed: int) -> list[Synthetic]:
     return records
 
 
-def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+class Clock:
+    """A clock that stands where it is set: ``MemoryEngine(..., clock=Clock(t))``."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @dataclass
@@ -114,20 +128,155 @@ class Progress:
         self.stream.flush()
 
 
-def fmt_ms(seconds: float) -> str:
-    """A duration in milliseconds with three significant-ish digits."""
-    ms = seconds * 1000
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    if ms >= 1:
-        return f"{ms:.2f} ms"
-    return f"{ms:.3f} ms"
+def memory_kib(pid: int | str = "self") -> dict[str, int | None]:
+    """A process's resident memory and its peak (``VmRSS``, ``VmHWM``) in KiB, from
+    Linux's ``/proc``; None where unknown. The peak starts afresh when a program is
+    executed (``ru_maxrss`` keeps the peak of the process that forked it)."""
+    keys = {"VmRSS": "rss_kib", "VmHWM": "peak_rss_kib"}
+    out: dict[str, int | None] = dict.fromkeys(keys.values())
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in keys:
+                out[keys[name]] = int(value.split()[0])
+    return out
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+def _as_is(thing: Any) -> Any:
+    return thing
+
+
+def store_in_batches(
+    engine: MemoryEngine,
+    things: Sequence[T],
+    item: Callable[[T], dict[str, Any]] = _as_is,
+    *,
+    label: str = "storing",
+    show: bool = True,
+    size: int = 10_000,
+) -> list[Record]:
+    """``engine.store_many`` over ``things``, each made an item by ``item``, in batches of
+    ``size``, with a progress line on stderr when ``show``; the records, in order."""
+    progress = Progress(label, len(things), enabled=show)
+    stored: list[Record] = []
+    for start in range(0, len(things), size):
+        stored.extend(engine.store_many(item(thing) for thing in things[start : start + size]))
+        progress.update(len(stored))
+    return stored
+
+
+# -- a lean MCP client -----------------------------------------------------------------
+
+#: This package's stdio MCP server.
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+#: The ``initialize`` request's parameters.
+HELLO = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "bench", "version": "1"},
+}
+
+
+class LineClient:
+    """A lean MCP client: JSON-RPC lines over a server's stdin and stdout.
+
+    It writes and reads the lines itself, as a Node or Rust IDE client does, so
+    it costs next to nothing beside the server's own time: it reads each reply
+    in the calling thread. With ``timeout``, threads read the replies and the
+    server's stderr instead, and a reply that takes longer than ``timeout``
+    seconds, or a server that exits, raises :class:`RuntimeError` (with the end
+    of its stderr). Starting it spawns the server and, unless told otherwise,
+    completes the handshake.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        handshake: bool = True,
+    ) -> None:
+        self.proc = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if timeout is None else subprocess.PIPE,
+            env=None if env is None else dict(env),
+        )
+        self.timeout = timeout
+        self.stderr = b""
+        self._next_id = 1
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        if timeout is not None:
+            threading.Thread(target=self._pump, daemon=True).start()
+            threading.Thread(target=self._drain, daemon=True).start()
+        if handshake:
+            self.handshake()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(b"")
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def _readline(self) -> bytes:
+        if self.timeout is None:
+            assert self.proc.stdout is not None
+            return self.proc.stdout.readline()
+        try:
+            return self._lines.get(timeout=self.timeout)
+        except queue.Empty:
+            raise RuntimeError(f"no reply in {self.timeout:.0f} s") from None
+
+    def _write(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def handshake(self) -> None:
+        _, reply = self.exchange("initialize", HELLO)
+        assert "protocolVersion" in reply["result"], reply
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def exchange(self, method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        """Send one request; its reply line as it arrived, and parsed."""
+        self._next_id += 1
+        self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        while True:
+            line = self._readline()
+            if not line:
+                said = self.stderr.decode(errors="replace")[-500:]
+                raise RuntimeError(f"the server exited: {said or 'it closed its stdout'}")
+            reply = json.loads(line)
+            if reply.get("id") == self._next_id:
+                return line, dict(reply)
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's result; :class:`RuntimeError` when the call fails."""
+        _, reply = self.exchange("tools/call", {"name": name, "arguments": arguments})
+        result = reply.get("result")
+        if result is None:
+            raise RuntimeError(f"{name}: protocol error {reply.get('error')}")
+        if result.get("isError"):
+            raise RuntimeError(f"{name}: {result['content'][0]['text']}")
+        return dict(result)
+
+    def close(self) -> int:
+        """Close the server's stdin and wait for it to exit (killed after a minute); its status."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
 
 
 # -- PostgreSQL -------------------------------------------------------------------------

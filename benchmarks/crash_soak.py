@@ -36,7 +36,6 @@ Exits 1 when a check fails.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
@@ -55,11 +54,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
+from _shared import HELLO, SERVER
+
 TIMEOUT = 120
 DIM = 8
 GROUPS = 6
 THIRTY_DAYS = 30 * 86_400.0
-PROTOCOL_VERSION = "2025-11-25"
 #: The kill delay in fold rounds before any fold transaction has been measured.
 FIRST_FOLD_ESTIMATE_S = 0.2
 
@@ -239,7 +240,7 @@ def mcp_round(
     result = Round()
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": "none"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store)],
+        [*SERVER, "--store", str(store)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
@@ -269,9 +270,7 @@ def mcp_round(
         in_flight.add(request_id)
 
     try:
-        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": "crash-soak", "version": "1"}}})  # fmt: skip
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO})
         line = lines.get(timeout=TIMEOUT)
         if line is None or json.loads(line).get("id") != 0:
             result.problems.append(f"no answer to initialize: {line!r}")
@@ -391,27 +390,9 @@ def run(store: Path, kills: int, seed: int, fold_share: float, mcp_share: float)
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["writer"]:
-        writer(argv[1], int(argv[2]), argv[3] == "1")
-        return 0
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=2_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--fold-share", type=float, default=0.3, help="share of fold rounds")
-    parser.add_argument(
-        "--mcp-share", type=float, default=0.2, help="share of rounds killing the MCP server"
-    )
-    parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="prime-memory-crash-") as folder:
-        store = args.store or Path(folder) / "crash.db"
-        report = run(store, args.kills, args.seed, args.fold_share, args.mcp_share)
+def summary(report: dict[str, Any]) -> str:
     modes, folds = report["modes"], report["fold_kills"]
-    print(
+    return (
         f"{report['kills']} kills ({modes['store']} of a storing writer, {modes['fold']} of a "
         f"folding writer, {modes['mcp']} of the MCP server): {folds['mid_fold']} landed "
         f"mid-fold ({folds['mid_fold_log_written']} after it began writing the log), "
@@ -421,12 +402,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{report['live_and_archived']} records live or archived, "
         f"{len(report['problems'])} problems, {report['seconds']:.1f} s"
     )
-    for line in report["problems"][:20]:
-        print(f"  problem: {line}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["writer"]:
+        writer(argv[1], int(argv[2]), argv[3] == "1")
+        return 0
+    parser = harness.parser(
+        __doc__,
+        kills=2_000,
+        seed=1,
+        fold_share=(0.3, "share of fold rounds"),
+        mcp_share=(0.2, "share of rounds killing the MCP server"),
+    )
+    parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="prime-memory-crash-") as folder:
+        store = args.store or Path(folder) / "crash.db"
+        report = run(store, args.kills, args.seed, args.fold_share, args.mcp_share)
+    print(summary(report))
+    return harness.conclude(report, args.json, report["problems"])
 
 
 if __name__ == "__main__":

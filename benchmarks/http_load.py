@@ -15,7 +15,6 @@ Exits 1 on any error or lost write, or when the time limit stops the clients.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import itertools
 import json
@@ -209,9 +208,9 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=2_000, help="calls per client")
+    import _harness as harness  # here, so that tests can import this module's client alone
+
+    parser = harness.parser(__doc__, clients=4, calls=(2_000, "calls per client"))
     parser.add_argument("--embedder", default="none", help="PRIME_MEMORY_EMBEDDER (default none)")
     parser.add_argument(
         "--time-limit",
@@ -220,8 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="stop the clients after this long and fail (default: no limit)",
     )
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
     args = parser.parse_args(argv)
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": args.embedder}
     env.pop("PRIME_MEMORY_TOKEN", None)
@@ -233,12 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{report['errors']} errors, {report['calls_per_s']:.0f} calls/s, "
         f"p50 {report['p50_ms']:.2f} ms, p99 {report['p99_ms']:.2f} ms"
     )
-    for line in report["first_errors"]:
-        print(f"  problem: {line}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json, report["first_errors"])
 
 
 if __name__ == "__main__":

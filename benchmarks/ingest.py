@@ -32,7 +32,6 @@ Records are generated before the clock starts. Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import statistics
 import sys
@@ -42,7 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _shared import Progress, fmt_ms, generate, verdict
+import _harness as harness
+from _shared import Progress, generate
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.storage.sqlite import WAL_AUTOCHECKPOINT_PAGES
@@ -65,9 +65,7 @@ def bulk(path: Path, items: list[dict[str, Any]], quiet: bool) -> float:
     if not quiet and len(items) >= 20_000:
         print(f"storing {len(items):,} records in one store_many call...", file=sys.stderr)
     with MemoryEngine(path, embedder="none") as engine:
-        started = time.perf_counter()
-        engine.store_many(items)
-        return time.perf_counter() - started
+        return harness.timed(engine.store_many, items)[0]
 
 
 def connect_like_store(path: Path) -> sqlite3.Connection:
@@ -218,9 +216,8 @@ def singles(
 
 def count(path: Path) -> tuple[int, float]:
     """Records in the store at ``path``, and seconds to open it (reading its whole index)."""
-    started = time.perf_counter()
-    with MemoryEngine(path, embedder="none") as engine:
-        opened = time.perf_counter() - started
+    opened, engine = harness.timed(MemoryEngine, path, embedder="none")
+    with engine:
         return engine.stats().records, opened
 
 
@@ -236,29 +233,22 @@ def with_vectors(count_: int, dim: int, seed: int) -> list[dict[str, Any]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Measure store_many and single store throughput into a file store."
+    parser = harness.parser(
+        __doc__,
+        records=(TARGET_RECORDS, "records for the bulk store_many"),
+        single=(5_000, "single store calls"),
+        vector_records=(
+            20_000,
+            "records for the store_many with vectors (0 to skip; default 20,000)",
+        ),
+        dim=(256, "vector dimension (default 256)"),
+        seed=(1, "seed for the generated records"),
     )
-    parser.add_argument(
-        "--records", type=int, default=TARGET_RECORDS, help="records for the bulk store_many"
-    )
-    parser.add_argument("--single", type=int, default=5_000, help="single store calls")
-    parser.add_argument(
-        "--vector-records",
-        type=int,
-        default=20_000,
-        help="records for the store_many with vectors (0 to skip; default 20,000)",
-    )
-    parser.add_argument("--dim", type=int, default=256, help="vector dimension (default 256)")
-    parser.add_argument("--seed", type=int, default=1, help="seed for the generated records")
     parser.add_argument(
         "--dir", type=Path, help="folder for the temporary stores (default: the system temp)"
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
-    if args.records < 1 or args.single < 1 or args.vector_records < 0 or args.dim < 1:
-        parser.error("--records and --single must be at least 1, --vector-records at least 0")
+    harness.at_least(parser, args, records=1, single=1, vector_records=0, dim=1)
     return args
 
 
@@ -304,127 +294,126 @@ def main(argv: Sequence[str] | None = None) -> int:
             vector_stored, vector_open_seconds = count(vector_store)
 
     expected = args.records + len(probe_items) + args.single + len(late_probe_items)
-    if stored != expected or vector_stored != args.vector_records:
-        print(
-            f"check: FAILED - expected {expected:,} and {args.vector_records:,} records, "
-            f"found {stored:,} and {vector_stored:,}"
-        )
-        return EXIT_CHECK_FAILED
-    print(
-        f"check: OK - all {expected:,} records stored without vectors and "
-        f"{vector_stored:,} with vectors are in the stores"
-    )
-    print()
-
-    bulk_rate = args.records / bulk_seconds
-    single_seconds = sum(latencies)
-    single_rate = args.single / single_seconds
-    vector_rate = args.vector_records / vector_seconds if vector_seconds else 0.0
-    p50 = statistics.median(latencies)
-    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else latencies[0]
-    bulk_ok = bulk_rate >= TARGET_BULK_RATE
-    single_ok = single_rate >= TARGET_SINGLE_RATE
-
-    rows = [
-        (
-            f"store_many, no vectors ({args.records:,})",
-            bulk_seconds,
-            bulk_rate,
-            f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,} (>= {TARGET_BULK_RATE:,.0f}/s)",
-            verdict(bulk_ok),
-        ),
-        (
-            f"store, single calls ({args.single:,})",
-            single_seconds,
-            single_rate,
-            f">= {TARGET_SINGLE_RATE:,.0f}/s",
-            verdict(single_ok),
-        ),
-    ]
-    if args.vector_records:
-        rows.append(
-            (
-                f"store_many, {args.dim}-dim vectors ({args.vector_records:,})",
-                vector_seconds,
-                vector_rate,
-                "none (context)",
-                "",
+    if not harness.check(
+        [
+            f"expected {want:,} records {kind}, found {found:,}"
+            for want, found, kind in (
+                (expected, stored, "without vectors"),
+                (args.vector_records, vector_stored, "with vectors"),
             )
-        )
-    print(f"{'phase':<40}{'seconds':>9}{'records/s':>12}  {'target':<34}result")
-    print("-" * 101)
-    for name, seconds, rate, target, result in rows:
-        print(f"{name:<40}{seconds:>9.2f}{rate:>12,.0f}  {target:<34}{result}".rstrip())
-    print(f"single store latency: median {fmt_ms(p50)}, 99th percentile {fmt_ms(p99)}")
+            if want != found
+        ],
+        f"check: OK - all {expected:,} records stored without vectors and "
+        f"{vector_stored:,} with vectors are in the stores",
+        failed="check: FAILED",
+        then="",
+    ):
+        return EXIT_CHECK_FAILED
+    print()
+    single_seconds = sum(latencies)
     (floor_p50, floor_rate), (disk_p50, disk_rate), (sql_p50, sql_rate) = (
         (statistics.median(timings), len(timings) / sum(timings)) for timings in floor_latencies
     )
-    print(
-        f"commit floor, taking turns with the single stores: a bare SQLite commit of "
-        f"{floor_frames:.1f} pages (a store writes {store_frames:.1f}; "
-        f"{late_store_frames:.1f} after the single stores): median "
-        f"{fmt_ms(floor_p50)}, {floor_rate:,.0f}/s; of 1 page: median {fmt_ms(disk_p50)}, "
-        f"{disk_rate:,.0f}/s"
-    )
-    print(
-        f"single store / bare commit of as many pages: {p50 / floor_p50:.2f}x (median), "
-        f"{floor_rate / single_rate:.2f}x (rate)"
-    )
-    print(
-        f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
-        f"the store (no engine code; {sql_frames:.1f} pages each), taking turns too: median "
-        f"{fmt_ms(sql_p50)}, {sql_rate:,.0f}/s ({verdict(sql_rate >= TARGET_SINGLE_RATE)} "
-        f"against the single-store target); single store / that: {p50 / sql_p50:.2f}x (median)"
-    )
-    print(f"opening the store of {stored:,} records (loads its index): {open_seconds:.2f} s")
-    if vector_stored:
-        print(
-            f"opening the store of {vector_stored:,} records with vectors: "
-            f"{vector_open_seconds:.2f} s"
-        )
+    result = {
+        "benchmark": "ingest",
+        "python": sys.version.split()[0],
+        "bulk": {
+            "records": args.records,
+            "seconds": bulk_seconds,
+            "pass": args.records / bulk_seconds >= TARGET_BULK_RATE,
+        },
+        "single": {
+            "calls": args.single,
+            "seconds": single_seconds,
+            "per_second": args.single / single_seconds,
+            "median_seconds": statistics.median(latencies),
+            "p99_seconds": harness.percentile(latencies, 0.99),
+            "pass": args.single / single_seconds >= TARGET_SINGLE_RATE,
+            "pages_per_store": store_frames,
+            "pages_per_store_after": late_store_frames,
+        },
+        "commit_floor": {
+            "pages_per_commit": floor_frames,
+            "median_seconds": floor_p50,
+            "per_second": floor_rate,
+            "one_page_median_seconds": disk_p50,
+            "one_page_per_second": disk_rate,
+        },
+        "sql_floor": {
+            "pages_per_commit": sql_frames,
+            "median_seconds": sql_p50,
+            "per_second": sql_rate,
+        },
+        "vectors": {
+            "records": args.vector_records,
+            "dim": args.dim,
+            "seconds": vector_seconds,
+            "open_seconds": vector_open_seconds,
+        },
+        "stored": stored,
+        "open_seconds": open_seconds,
+    }
+    print(harness.text_table(*table(result)))
+    for line in lines(result):
+        print(line)
     if args.records != TARGET_RECORDS:
         print(
             f"note: the bulk target is for {TARGET_RECORDS:,} records; "
             f"this run stored {args.records:,}, so it is judged by rate"
         )
-
-    if args.json:
-        result = {
-            "benchmark": "ingest",
-            "python": sys.version.split()[0],
-            "bulk": {"records": args.records, "seconds": bulk_seconds, "pass": bulk_ok},
-            "single": {
-                "calls": args.single,
-                "seconds": single_seconds,
-                "per_second": single_rate,
-                "median_seconds": p50,
-                "p99_seconds": p99,
-                "pass": single_ok,
-                "pages_per_store": store_frames,
-                "pages_per_store_after": late_store_frames,
-            },
-            "commit_floor": {
-                "pages_per_commit": floor_frames,
-                "median_seconds": floor_p50,
-                "per_second": floor_rate,
-                "one_page_median_seconds": disk_p50,
-                "one_page_per_second": disk_rate,
-            },
-            "sql_floor": {
-                "pages_per_commit": sql_frames,
-                "median_seconds": sql_p50,
-                "per_second": sql_rate,
-            },
-            "vectors": {
-                "records": args.vector_records,
-                "dim": args.dim,
-                "seconds": vector_seconds,
-                "open_seconds": vector_open_seconds,
-            },
-            "open_seconds": open_seconds,
-        }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    harness.write_json(args.json, result)
     return 0
+
+
+def table(result: dict[str, Any]) -> harness.Table:
+    """Each phase's seconds and rate, against its target."""
+    b, s, v = result["bulk"], result["single"], result["vectors"]
+    verdict = harness.verdict
+    bulk_target = f"< {TARGET_BULK_SECONDS:.0f} s per {TARGET_RECORDS:,}"
+    phases = [
+        (f"store_many, no vectors ({b['records']:,})", b["seconds"], b["records"],
+         f"{bulk_target} (>= {TARGET_BULK_RATE:,.0f}/s)", b["pass"]),
+        (f"store, single calls ({s['calls']:,})", s["seconds"], s["calls"],
+         f">= {TARGET_SINGLE_RATE:,.0f}/s", s["pass"]),
+    ]  # fmt: skip
+    if v["records"]:
+        label = f"store_many, {v['dim']}-dim vectors ({v['records']:,})"
+        phases.append((label, v["seconds"], v["records"], "none (context)", None))
+    rows = [
+        [name, f"{seconds:.2f}", f"{n / seconds:,.0f}", target, "" if ok is None else verdict(ok)]
+        for name, seconds, n, target, ok in phases
+    ]
+    return ["phase", "seconds", "records/s", "target", "result"], rows
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    """The single stores' latency beside the commit floors', and the stores' opening times."""
+    s, f, q, v = result["single"], result["commit_floor"], result["sql_floor"], result["vectors"]
+    ms = harness.fmt_ms
+    found = [
+        f"single store latency: median {ms(s['median_seconds'])}, "
+        f"99th percentile {ms(s['p99_seconds'])}",
+        f"commit floor, taking turns with the single stores: a bare SQLite commit of "
+        f"{f['pages_per_commit']:.1f} pages (a store writes {s['pages_per_store']:.1f}; "
+        f"{s['pages_per_store_after']:.1f} after the single stores): median "
+        f"{ms(f['median_seconds'])}, {f['per_second']:,.0f}/s; of 1 page: median "
+        f"{ms(f['one_page_median_seconds'])}, {f['one_page_per_second']:,.0f}/s",
+        f"single store / bare commit of as many pages: "
+        f"{s['median_seconds'] / f['median_seconds']:.2f}x (median), "
+        f"{f['per_second'] / s['per_second']:.2f}x (rate)",
+        f"the same rows inserted with plain SQL, one INSERT per transaction, into a copy of "
+        f"the store (no engine code; {q['pages_per_commit']:.1f} pages each), taking turns too: "
+        f"median {ms(q['median_seconds'])}, {q['per_second']:,.0f}/s "
+        f"({harness.verdict(q['per_second'] >= TARGET_SINGLE_RATE)} against the single-store "
+        f"target); single store / that: {s['median_seconds'] / q['median_seconds']:.2f}x (median)",
+        f"opening the store of {result['stored']:,} records (loads its index): "
+        f"{result['open_seconds']:.2f} s",
+    ]
+    if v["records"]:
+        found.append(
+            f"opening the store of {v['records']:,} records with vectors: {v['open_seconds']:.2f} s"
+        )
+    return found
 
 
 if __name__ == "__main__":

@@ -24,18 +24,16 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _shared import Progress, batches, fmt_ms, generate, verdict
+import _harness as harness
+from _shared import generate, store_in_batches
 from text_query import _VOCABULARY, sentences
 
 from prime_memory_folding import MemoryEngine
@@ -50,22 +48,13 @@ def build(path: Path, count: int, seed: int, quiet: bool) -> None:
     labels = generate(count, seed)
     contents = sentences(count, seed, 8, 20)
     items = [{**label.as_item(), "content": text} for label, text in zip(labels, contents)]
-    progress = Progress("storing", count, enabled=not quiet and count >= 10_000)
-    done = 0
     with MemoryEngine(path, embedder="none", scope="global") as engine:
-        for batch in batches(items, 10_000):
-            engine.store_many(batch)
-            done += len(batch)
-            progress.update(done)
+        store_in_batches(engine, items, show=not quiet and count >= 10_000)
 
 
 def listed(page: str) -> list[str]:
     body = page[page.index("<tbody>") :]
     return re.findall(r'name="ids" value="([0-9a-f]{32})"', body)
-
-
-def p50(samples: list[float]) -> float:
-    return statistics.median(samples)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -74,9 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "memory.db"
-        started = time.perf_counter()
-        build(path, args.records, args.seed, args.quiet)
-        build_s = time.perf_counter() - started
+        build_s = harness.timed(build, path, args.records, args.seed, args.quiet)[0]
         engine = MemoryEngine(path, embedder="none", scope="global")
         keys = Secrets(token="benchmark-token-0123456789", cookie="pmi")
         client = TestClient(create_app(engine, keys, ["testserver"]))
@@ -127,7 +114,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "get + decay + archive + stats",
             ),
         }
-        agree = True
         problems = []
         for name, (fetch, call, _) in cases.items():
             for i in range(min(3, args.rounds)):
@@ -139,84 +125,62 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if name.startswith("a memory") and picks[i] not in html:
                     got = []
                 if got != want:
-                    agree = False
                     problems.append(f"{name}: the page lists {got[:3]}, the engine {want[:3]}")
-        timings: dict[str, dict[str, list[float]]] = {
-            name: {"page": [], "engine": []} for name in cases
+        # Each page and its engine calls take turns, request by request.
+        p50s = {
+            name: harness.pooled_medians(
+                harness.alternate({"page": fetch, "engine": call}, range(args.rounds))
+            )
+            for name, (fetch, call, _) in cases.items()
+            if not problems
         }
-        if agree:
-            for i in range(args.rounds):
-                for name, (fetch, call, _) in cases.items():
-                    for side, fn in (("page", fetch), ("engine", call)):
-                        t = time.perf_counter()
-                        fn(i)
-                        timings[name][side].append(time.perf_counter() - t)
         client.close()
         engine.close()
     return {
         "records": args.records,
         "rounds": args.rounds,
         "build_seconds": build_s,
-        "agreement": agree,
+        "agreement": not problems,
         "problems": problems,
         "engine_calls": {name: case[2] for name, case in cases.items()},
-        "p50_seconds": {
-            name: {side: p50(values) for side, values in sides.items() if values}
-            for name, sides in timings.items()
-        },
+        "p50_seconds": p50s,
     }
 
 
+def table(result: dict[str, Any]) -> harness.Table:
+    """Each page's p50, its engine calls' p50, what the page adds, and its verdict."""
+    rows = [
+        [name, result["engine_calls"][name]]
+        + [harness.fmt_ms(t) for t in (p50["page"], p50["engine"], p50["page"] - p50["engine"])]
+        + [harness.verdict(p50["page"] <= TARGET_P50_S)]
+        for name, p50 in result["p50_seconds"].items()
+    ]
+    return ["page", "engine calls", "page p50", "engine p50", "page adds", "target"], rows
+
+
 def report(result: dict[str, Any]) -> bool:
+    """Print the check and, if it passed, the table; whether every page met its target."""
     print(f"inspector pages at {result['records']:,} records, {result['rounds']} rounds each")
-    if not result["agreement"]:
-        print("agreement: FAILED")
-        for problem in result["problems"]:
-            print(f"  {problem}")
+    ok_line = "agreement: OK - every page lists the records its engine calls return"
+    if not harness.check(result["problems"], ok_line):
         return False
-    print("agreement: OK - every page lists the records its engine calls return")
     print()
-    header = f"{'page':<28}{'page p50':>11}  {'engine call':<32}{'engine p50':>11}{'page adds':>11}"
-    print(header)
-    print("-" * len(header))
-    ok = True
-    for name, sides in result["p50_seconds"].items():
-        page, engine = sides["page"], sides["engine"]
-        good = page <= TARGET_P50_S
-        ok &= good
-        print(
-            f"{name:<28}{fmt_ms(page):>11}  {result['engine_calls'][name]:<32}"
-            f"{fmt_ms(engine):>11}{fmt_ms(page - engine):>11}  {verdict(good)}"
-        )
+    print(harness.text_table(*table(result), left=2))
     print()
     print(f"target: p50 <= {TARGET_P50_S * 1000:.0f} ms per page at 100,000 records")
-    return ok
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=30, help="requests per page")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--quiet", action="store_true", help="no progress line")
-    parser.add_argument(
-        "--inject-mismatch",
-        action="store_true",
-        help="alter the engine's answers, to show that a disagreement fails the run",
-    )
-    args = parser.parse_args(argv)
-    if args.records < 1 or args.rounds < 1:
-        parser.error("--records and --rounds must be at least 1")
-    return args
+    return all(sides["page"] <= TARGET_P50_S for sides in result["p50_seconds"].values())
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    # --inject-mismatch: the engine's answers altered
+    parser = harness.parser(
+        __doc__, inject=True, records=100_000, rounds=(30, "requests per page"), seed=7
+    )
+    args = parser.parse_args(argv)
+    harness.at_least(parser, args, records=1, rounds=1)
     result = run(args)
     ok = report(result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    harness.write_json(args.json, result)
     if not result["agreement"]:
         return 1
     return 0 if ok or args.records < 100_000 else 1

@@ -30,7 +30,6 @@ The last line printed is the default hybrid's overall recall (on SQLite).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -42,7 +41,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _shared import REPO_ROOT, new_schema, scratch_database
+import _harness as harness
+from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
 from prime_memory_folding import MemoryEngine, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
@@ -116,14 +116,6 @@ def load(path: Path) -> list[Conversation]:
     return conversations
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 #: Makes a new, empty store and returns its path or URL.
 NewStore = Callable[[], str]
 
@@ -195,6 +187,25 @@ def summarise(results: list[tuple[int, dict[int, float]]]) -> dict[str, dict[str
             table[name] = {f"R@{k}": 100 * sum(r[k] for r in rows) / len(rows) for k in KS}
             table[name]["n"] = len(rows)
     return table
+
+
+System = tuple[str, "str | Embedder", Ranker]
+
+
+def systems(
+    by_text: Ranker, by_vector: Callable[[Embedder], Ranker], minilm: Embedder | None
+) -> list[System]:
+    """The systems compared: BM25 alone, the default embedder alone, the default hybrid,
+    and with ``minilm``, MiniLM alone and in the hybrid; each (name, embedder, ranking)."""
+    builtin = load_embedder("builtin")
+    found: list[System] = [
+        ("bm25", "none", by_text),
+        ("builtin", "builtin", by_vector(builtin)),
+        ("hybrid (default)", "builtin", by_text),
+    ]
+    if minilm is not None:
+        found += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
+    return found
 
 
 def sentence_transformer(model: str | None) -> Embedder | None:
@@ -285,13 +296,11 @@ def leave_one_out(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--st-model", help="a sentence-transformers folder or cached name")
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
         "--store",
         metavar="URL",
@@ -309,15 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
         f"{questions} questions ({skipped} without usable evidence skipped)"
     )
-    builtin = load_embedder("builtin")
-    systems: list[tuple[str, str | Embedder, Ranker]] = [
-        ("bm25", "none", by_text),
-        ("builtin", "builtin", by_vector(builtin)),
-        ("hybrid (default)", "builtin", by_text),
-    ]
     minilm = None if args.no_st else sentence_transformer(args.st_model)
-    if minilm is not None:
-        systems += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
+    log = harness.Log(args.quiet)
 
     results: dict[str, Any] = {
         "data": str(args.data),
@@ -332,13 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend, new_store in backends:
             target = results if backend == "sqlite" else results.setdefault(backend, {})
             target.setdefault("systems", {})
-            for name, embedder, rank in systems:
+            for name, embedder, rank in systems(by_text, by_vector, minilm):
                 started = time.perf_counter()
                 rows, _ = run_system(convs, embedder, rank, new_store)
                 target["systems"][name] = summarise(rows)
-                if not args.quiet:
-                    took = time.perf_counter() - started
-                    print(f"  {backend}: {name}: {took:.1f} s", file=sys.stderr)
+                log(f"  {backend}: {name}: {time.perf_counter() - started:.1f} s")
             if args.loo:
                 target["leave_one_out"] = leave_one_out(convs, args.quiet, new_store)
 
@@ -353,22 +353,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.store:
         compare_backends(results)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    harness.write_json(args.json, results)
     overall = results["systems"]["hybrid (default)"]["overall"]
     print("overall " + " ".join(f"R@{k}={overall[f'R@{k}']:.1f}" for k in KS))
     return 0
 
 
 def print_table(systems: dict[str, dict[str, dict[str, float]]]) -> None:
-    header = f"{'system':<18} {'group':<14} {'n':>4} " + " ".join(f"{'R@' + str(k):>6}" for k in KS)
-    print(header)
-    print("-" * len(header))
+    rows: list[list[object]] = []
     for name, table in systems.items():
-        for group, row in table.items():
-            cells = " ".join(f"{row[f'R@{k}']:6.1f}" for k in KS)
-            print(f"{name:<18} {group:<14} {int(row['n']):>4} {cells}")
-        print()
+        rows += [
+            [name, group, int(row["n"]), *(f"{row[f'R@{k}']:.1f}" for k in KS)]
+            for group, row in table.items()
+        ]
+        rows.append([])  # an empty line after each system
+    print(harness.text_table(["system", "group", "n", *(f"R@{k}" for k in KS)], rows, left=2))
 
 
 def print_loo(loo: dict[str, Any]) -> None:
@@ -405,13 +404,10 @@ def compare_backends(results: dict[str, Any]) -> None:
     for name, lite, post in rows:
         gap = post - lite
         comparison[name] = {"sqlite": lite, "postgres": post, "difference": gap}
-        print(f"  {name:<18} sqlite {lite:5.1f}  postgres {post:5.1f}  ({gap:+.1f}) {verdict(gap)}")
+        ok = harness.verdict(abs(gap) <= 1.0)
+        print(f"  {name:<18} sqlite {lite:5.1f}  postgres {post:5.1f}  ({gap:+.1f}) {ok}")
     results["backend_r10"] = comparison
     print()
-
-
-def verdict(gap: float) -> str:
-    return "PASS" if abs(gap) <= 1.0 else "MISS"
 
 
 @contextlib.contextmanager

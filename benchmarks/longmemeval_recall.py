@@ -33,7 +33,6 @@ The last line printed is the default hybrid's overall turn and session recall.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import random
@@ -45,10 +44,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _shared import REPO_ROOT
+import _harness as harness
+import locomo_recall
+from _shared import REPO_ROOT, Clock
 
 from prime_memory_folding import MemoryEngine, recall
-from prime_memory_folding.embeddings import Embedder, load_embedder
+from prime_memory_folding.embeddings import Embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "longmemeval" / "longmemeval-s-dev.json"
 KS = (5, 10)
@@ -146,14 +147,6 @@ def tiny(seed: int = 7) -> list[dict[str, Any]]:
             }
         )
     return items
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CachedEmbedder:
@@ -309,12 +302,6 @@ def paired(ours: list[Scores], theirs: list[Scores], metric: str) -> tuple[int, 
     return wins, losses
 
 
-def sentence_transformer(model: str | None) -> Embedder | None:
-    import locomo_recall
-
-    return locomo_recall.sentence_transformer(model)
-
-
 def run_system(questions: list[Question], embedder: str | Embedder, rank: Ranker) -> list[Scores]:
     rows = []
     for q in questions:
@@ -360,16 +347,14 @@ def leave_one_out(questions: list[Question], quiet: bool) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LongMemEval JSON file")
     parser.add_argument("--tiny", action="store_true", help="a few generated questions instead")
     parser.add_argument("--questions", type=int, help="only the first N questions")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--st-model", help="a sentence-transformers folder or cached name")
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--cache", type=Path, help="keep MiniLM's vectors in this folder")
     parser.add_argument("--loo", action="store_true", help="leave-one-question-out tuning")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
 
     if args.tiny:
@@ -388,40 +373,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({empty} questions whose gold holds no user turn count as recall 1)"
     )
 
-    builtin = load_embedder("builtin")
-    systems: list[tuple[str, str | Embedder, Ranker]] = [
-        ("bm25", "none", by_text),
-        ("builtin", "builtin", by_vector(builtin)),
-        ("hybrid (default)", "builtin", by_text),
-    ]
-    minilm = None if args.no_st else sentence_transformer(args.st_model)
+    minilm = None if args.no_st else locomo_recall.sentence_transformer(args.st_model)
     if minilm is not None:
         if args.cache:
             minilm = CachedEmbedder(minilm, args.cache)
         warm(minilm, questions, args.quiet)
-        systems += [("minilm", minilm, by_vector(minilm)), ("hybrid minilm", minilm, by_text)]
+    log = harness.Log(args.quiet)
 
     results: dict[str, Any] = {"data": source, "questions": len(questions), "systems": {}}
     per_question: dict[str, list[Scores]] = {}
-    for name, embedder, rank in systems:
+    for name, embedder, rank in locomo_recall.systems(by_text, by_vector, minilm):
         started = time.perf_counter()
         rows = run_system(questions, embedder, rank)
         per_question[name] = rows
         results["systems"][name] = summarise(list(zip(questions, rows)))
-        if not args.quiet:
-            print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        log(f"  {name}: {time.perf_counter() - started:.1f} s")
 
     shown = metrics()
-    header = f"{'system':<18} {'group':<27} {'n':>4} " + " ".join(
-        f"{m.replace('session', 'sess'):>11}" for m in shown
-    )
-    print(header)
-    print("-" * len(header))
+    table_rows: list[list[object]] = []
     for name, table in results["systems"].items():
-        for group, row in table.items():
-            cells = " ".join(f"{row[m]:11.1f}" for m in shown)
-            print(f"{name:<18} {group:<27} {int(row['n']):>4} {cells}")
-        print()
+        table_rows += [
+            [name, group, int(row["n"]), *(f"{row[m]:.1f}" for m in shown)]
+            for group, row in table.items()
+        ]
+        table_rows.append([])  # an empty line after each system
+    header = ["system", "group", "n", *(m.replace("session", "sess") for m in shown)]
+    print(harness.text_table(header, table_rows, left=2))
 
     default = results["systems"]["hybrid (default)"]["overall"]
     if minilm is not None:
@@ -452,8 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("  held-out " + " ".join(f"{m}={held[m]:.1f}" for m in shown))
         print()
 
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    harness.write_json(args.json, results)
     print(
         "overall " + " ".join(f"{level} {kind}@{k}={default[f'{level} {kind}@{k}']:.1f}"
                               for level, kind, k in HEADLINE)

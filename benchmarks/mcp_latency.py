@@ -20,20 +20,22 @@
 
 from __future__ import annotations
 
-import argparse
+import itertools
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
 import anyio
+from _shared import HELLO, SERVER, LineClient
 from mcp import Client, StdioServerParameters
 
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
 FLOOR_SERVER = [
     sys.executable,
     "-c",
@@ -55,67 +57,14 @@ server.run()
 """,
 ]
 INITIALIZE = (
-    json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "1"},
-            },
-        }
-    ).encode()
+    json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO}).encode()
     + b"\n"
 )
 TAGS = ["architecture", "bug", "decision", "api", "storage", "ui", "test", "perf"]
 DOMAINS = ["memory", "project", "decision", "file"]
+OURS, BARE = "prime-memory-mcp", "bare SDK server"
 
-
-class LineClient:
-    """A lean MCP client: JSON-RPC lines over the server's stdin and stdout."""
-
-    def __init__(self, command: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        self._next_id = 1
-        reply = self._send({"method": "initialize", "params": json.loads(INITIALIZE)["params"]})
-        assert "protocolVersion" in reply["result"], reply
-        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _write(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        self._next_id += 1
-        self._write({"jsonrpc": "2.0", "id": self._next_id, **request})
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise SystemExit("the server closed its stdout")
-            reply = json.loads(line)
-            if reply.get("id") == self._next_id:
-                return dict(reply)
-
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        reply = self._send(
-            {"method": "tools/call", "params": {"name": name, "arguments": arguments}}
-        )
-        result = reply.get("result")
-        if result is None or result.get("isError"):
-            raise SystemExit(f"{name} failed: {reply}")
-        return dict(result)
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        self.proc.stdout.close()
+Arguments = Callable[[int], dict[str, Any]]
 
 
 def store_arguments(i: int) -> dict[str, Any]:
@@ -126,61 +75,84 @@ def store_arguments(i: int) -> dict[str, Any]:
     }
 
 
-def report_progress(latencies: list[float], every: int) -> None:
-    """Print the p50 of the last ``every`` round trips, once every ``every``."""
-    if every and len(latencies) % every == 0:
-        recent = statistics.median(latencies[-every:])
-        print(f"  {len(latencies):>7} records: p50 {ms(recent)}", flush=True)
+def echo_arguments(i: int) -> dict[str, Any]:
+    return {"text": f"note {i}"}
 
 
 def summarise(
     label: str, store: list[float], trivial: list[float], *, flatness: bool
-) -> tuple[float, float]:
-    """Print one client's store and floor figures; its store p50 and last/first ratio."""
-    p50 = statistics.median(store)
-    floor_p50 = statistics.median(trivial)
+) -> dict[str, float]:
+    """Print one client's store and floor figures; return them."""
+    ms = harness.fmt_ms
+    found = {
+        "store_p50": statistics.median(store),
+        "store_p99": harness.percentile(store, 0.99),
+        "floor_p50": statistics.median(trivial),
+        "floor_p99": harness.percentile(trivial, 0.99),
+    }
     print(f"{label}:")
-    print(f"  store p50 {ms(p50)}  p99 {ms(percentile(store, 0.99))}")
-    ratio = 1.0
+    print(f"  store p50 {ms(found['store_p50'])}  p99 {ms(found['store_p99'])}")
     if flatness:
         window = min(1_000, len(store) // 2) or 1
         first = statistics.median(store[:window])
         last = statistics.median(store[-window:])
-        ratio = last / first
+        found["last_over_first"] = last / first
         print(f"  first {window:,} p50 {ms(first)}  last {window:,} p50 {ms(last)}")
-        print(f"  last/first ratio {ratio:.2f}")
-    print(f"  SDK floor (trivial tool) p50 {ms(floor_p50)}  p99 {ms(percentile(trivial, 0.99))}")
-    print(f"  store / floor {p50 / floor_p50:.2f}x")
-    return p50, ratio
+        print(f"  last/first ratio {last / first:.2f}")
+    print(f"  SDK floor (trivial tool) p50 {ms(found['floor_p50'])}  p99 {ms(found['floor_p99'])}")
+    print(f"  store / floor {found['store_p50'] / found['floor_p50']:.2f}x")
+    return found
 
 
-def lean_store_round_trips(store: Path, records: int, report_every: int) -> list[float]:
-    client = LineClient([*SERVER, "--store", str(store)])
-    latencies: list[float] = []
+class RunningP50:
+    """The p50 of the last ``every`` round trips, once every ``every``, to ``log``."""
+
+    def __init__(self, every: int, log: Callable[[str], None]) -> None:
+        self.every, self.log = every, log
+
+    def __call__(self, latencies: list[float]) -> None:
+        if self.every and len(latencies) % self.every == 0:
+            recent = harness.fmt_ms(statistics.median(latencies[-self.every :]))
+            self.log(f"  {len(latencies):>7} records: p50 {recent}")
+
+
+def round_trips(
+    command: list[str],
+    tool: str,
+    arguments: Arguments,
+    calls: int,
+    progress: Callable[[list[float]], None] = lambda _: None,
+    *,
+    sdk: bool = False,
+) -> list[float]:
+    """Seconds of each of ``calls`` calls of ``tool`` on the server ``command`` starts,
+    through the lean client or, with ``sdk``, the Python SDK's ``Client``."""
+    opens_a_store = tool == "prime_memory_store"
+    if sdk:
+
+        async def through_sdk() -> list[float]:
+            params = StdioServerParameters(command=command[0], args=command[1:])
+            latencies: list[float] = []
+            async with Client(params, mode="legacy") as client:
+                if opens_a_store:
+                    await client.call_tool("prime_memory_stats", {})
+                for i in range(calls):
+                    started = time.perf_counter()
+                    result = await client.call_tool(tool, arguments(i))
+                    latencies.append(time.perf_counter() - started)
+                    if result.is_error:
+                        raise SystemExit(f"{tool} call {i} failed: {result.content}")
+                    progress(latencies)
+            return latencies
+
+        return anyio.run(through_sdk)
+    client = LineClient(command)
     try:
-        client.call_tool("prime_memory_stats", {})  # opens the store
-        for i in range(records):
-            arguments = store_arguments(i)
-            started = time.perf_counter()
-            client.call_tool("prime_memory_store", arguments)
-            latencies.append(time.perf_counter() - started)
-            report_progress(latencies, report_every)
+        if opens_a_store:
+            client.call_tool("prime_memory_stats", {})
+        return harness.timed_calls(lambda i: client.call_tool(tool, arguments(i)), calls, progress)
     finally:
         client.close()
-    return latencies
-
-
-def lean_floor_round_trips(calls: int) -> list[float]:
-    client = LineClient(FLOOR_SERVER)
-    latencies: list[float] = []
-    try:
-        for i in range(calls):
-            started = time.perf_counter()
-            client.call_tool("echo", {"text": f"note {i}"})
-            latencies.append(time.perf_counter() - started)
-    finally:
-        client.close()
-    return latencies
 
 
 def time_to_initialize(command: list[str]) -> float:
@@ -198,86 +170,74 @@ def time_to_initialize(command: list[str]) -> float:
     return elapsed
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3f} ms"
-
-
-async def store_round_trips(store: Path, records: int, report_every: int) -> list[float]:
-    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--store", str(store)])
-    latencies: list[float] = []
-    async with Client(params, mode="legacy") as client:
-        await client.call_tool("prime_memory_stats", {})  # opens the store
-        for i in range(records):
-            arguments = store_arguments(i)
-            started = time.perf_counter()
-            result = await client.call_tool("prime_memory_store", arguments)
-            latencies.append(time.perf_counter() - started)
-            if result.is_error:
-                raise SystemExit(f"store {i} failed: {result.content}")
-            report_progress(latencies, report_every)
-    return latencies
-
-
-async def floor_round_trips(calls: int) -> list[float]:
-    params = StdioServerParameters(command=FLOOR_SERVER[0], args=FLOOR_SERVER[1:])
-    latencies: list[float] = []
-    async with Client(params, mode="legacy") as client:
-        for i in range(calls):
-            started = time.perf_counter()
-            await client.call_tool("echo", {"text": f"note {i}"})
-            latencies.append(time.perf_counter() - started)
-    return latencies
+def startups(folder: Path, turns: int) -> dict[str, list[float]]:
+    """Seconds from spawn to the ``initialize`` reply: this server, each time on a new store
+    in ``folder``, and the bare SDK server, taking turns."""
+    stores = (folder / f"s{i}.db" for i in itertools.count())
+    return harness.in_turns(
+        {
+            OURS: lambda: time_to_initialize([*SERVER, "--store", str(next(stores))]),
+            BARE: lambda: time_to_initialize(FLOOR_SERVER),
+        },
+        turns,
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000, help="stores to time (100,000)")
-    parser.add_argument("--starts", type=int, default=5, help="start-ups to time (5)")
-    parser.add_argument("--floor-calls", type=int, default=2_000, help="trivial calls (2,000)")
-    parser.add_argument(
-        "--sdk-records", type=int, default=10_000, help="stores through the SDK's client (10,000)"
+    parser = harness.parser(
+        __doc__,
+        records=(100_000, "stores to time (100,000)"),
+        starts=(5, "start-ups to time (5)"),
+        floor_calls=(2_000, "trivial calls (2,000)"),
+        sdk_records=(10_000, "stores through the SDK's client (10,000)"),
     )
     args = parser.parse_args()
-    if args.records < 1 or args.starts < 1 or args.floor_calls < 1:
-        parser.error("--records, --starts and --floor-calls must be at least 1")
+    harness.at_least(parser, args, records=1, starts=1, floor_calls=1)
+    log = harness.Log(args.quiet)
+    ms = harness.fmt_ms
 
     with tempfile.TemporaryDirectory() as tmp:
         print("(a) start-up: spawn -> initialize reply")
-        # The two servers take turns, so a host that drifts in speed slows both alike.
-        ours: list[float] = []
-        floor: list[float] = []
-        for i in range(args.starts):
-            ours.append(time_to_initialize([*SERVER, "--store", str(Path(tmp) / f"s{i}.db")]))
-            floor.append(time_to_initialize(FLOOR_SERVER))
-        print(f"  prime-memory-mcp  median {ms(statistics.median(ours))}  min {ms(min(ours))}")
-        print(f"  bare SDK server   median {ms(statistics.median(floor))}  min {ms(min(floor))}")
-        print(f"  ratio             {statistics.median(ours) / statistics.median(floor):.2f}x")
-        verdict = "ok" if statistics.median(ours) <= 1.0 else "over"
-        print(f"  target <= 1.0 s: {verdict}")
+        started = startups(Path(tmp), args.starts)
+        ours, floor = (statistics.median(started[name]) for name in (OURS, BARE))
+        print(f"  prime-memory-mcp  median {ms(ours)}  min {ms(min(started[OURS]))}")
+        print(f"  bare SDK server   median {ms(floor)}  min {ms(min(started[BARE]))}")
+        print(f"  ratio             {ours / floor:.2f}x")
+        print(f"  target <= 1.0 s: {'ok' if ours <= 1.0 else 'over'}")
 
         print(f"(b) prime_memory_store round trips, {args.records:,} records, lean client")
-        every = max(1, args.records // 10)
-        store = lean_store_round_trips(Path(tmp) / "bench.db", args.records, every)
-        trivial = lean_floor_round_trips(args.floor_calls)
+        progress = RunningP50(max(1, args.records // 10), log)
+        store_server = [*SERVER, "--store", str(Path(tmp) / "bench.db")]
+        store = round_trips(
+            store_server, "prime_memory_store", store_arguments, args.records, progress
+        )
+        trivial = round_trips(FLOOR_SERVER, "echo", echo_arguments, args.floor_calls)
         sdk_records = min(args.sdk_records, args.records)
         if sdk_records:
             print(f"(c) the same with the SDK's Client, {sdk_records:,} records")
-            sdk_every = max(1, sdk_records // 5)
-            sdk_store = anyio.run(store_round_trips, Path(tmp) / "sdk.db", sdk_records, sdk_every)
-            sdk_trivial = anyio.run(floor_round_trips, args.floor_calls)
+            sdk_server = [*SERVER, "--store", str(Path(tmp) / "sdk.db")]
+            sdk_progress = RunningP50(max(1, sdk_records // 5), log)
+            sdk_store = round_trips(
+                sdk_server,
+                "prime_memory_store",
+                store_arguments,
+                sdk_records,
+                sdk_progress,
+                sdk=True,
+            )
+            sdk_trivial = round_trips(
+                FLOOR_SERVER, "echo", echo_arguments, args.floor_calls, sdk=True
+            )
 
-    p50, ratio = summarise("lean client (targets)", store, trivial, flatness=True)
-    if sdk_records:
-        summarise("SDK client", sdk_store, sdk_trivial, flatness=False)
+    lean = summarise("lean client (targets)", store, trivial, flatness=True)
+    sdk = summarise("SDK client", sdk_store, sdk_trivial, flatness=False) if sdk_records else None
+    p50, ratio = lean["store_p50"], lean["last_over_first"]
     print(
         f"  targets (lean client): p50 <= 2 ms: {'ok' if p50 <= 0.002 else 'over'}; "
         f"ratio <= 1.3: {'ok' if ratio <= 1.3 else 'over'}"
     )
+    startup = {name: statistics.median(seconds) for name, seconds in started.items()}
+    harness.write_json(args.json, {"startup_median_seconds": startup, "lean": lean, "sdk": sdk})
 
 
 if __name__ == "__main__":

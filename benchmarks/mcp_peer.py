@@ -31,7 +31,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -46,7 +45,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from _shared import REPO_ROOT
+import _harness as harness
+from _shared import REPO_ROOT, memory_kib
 
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 DEFAULT_CACHE = REPO_ROOT / "benchmarks" / ".cache" / "npm"
@@ -164,27 +164,6 @@ def children() -> set[int]:
     return found
 
 
-def memory_kib(pid: int | None) -> dict[str, int | None]:
-    """VmRSS and VmHWM of ``pid`` in KiB (None where unknown)."""
-    out: dict[str, int | None] = {"rss_kib": None, "peak_rss_kib": None}
-    if pid is None:
-        return out
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                out["rss_kib"] = int(line.split()[1])
-            elif line.startswith("VmHWM:"):
-                out["peak_rss_kib"] = int(line.split()[1])
-    except OSError:
-        pass
-    return out
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any]:
     if not latencies:
         return {"calls": 0}
@@ -193,7 +172,7 @@ def latency_summary(latencies: Sequence[float], seconds: float) -> dict[str, Any
         "seconds": seconds,
         "per_second": len(latencies) / seconds if seconds > 0 else None,
         "p50": statistics.median(latencies),
-        "p99": percentile(latencies, 0.99),
+        "p99": harness.percentile(latencies, 0.99),
     }
 
 
@@ -215,30 +194,36 @@ async def drive(
 
     params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
     before = children()
-    result: dict[str, Any] = {"system": server.name, "target_stores": count, "capped": None}
+    result: dict[str, Any] = {"system": server.name, "target_stores": count}
     with open(os.devnull, "w") as quiet:
         async with (
             stdio_client(params, errlog=quiet) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            pid = next(iter(children() - before), None)
+            pid = next(iter(children() - before), -1)
             result["startup_rss"] = memory_kib(pid)
-            latencies: list[float] = []
-            started = time.perf_counter()
-            for i in range(count):
-                tool, arguments = server.store(i)
-                t0 = time.perf_counter()
-                reply = await session.call_tool(tool, arguments)
-                latencies.append(time.perf_counter() - t0)
-                if reply.is_error:
-                    raise RuntimeError(f"{server.name} store {i} failed: {reply.content}")
-                if (i + 1) % max(1, count // 10) == 0:
-                    log(f"  {server.name}: {i + 1:,}/{count:,} stores")
-                if time.perf_counter() - started > cap:
-                    result["capped"] = f"stores stopped after {cap:.0f} s at {i + 1:,}"
-                    break
-            result["stores"] = latency_summary(latencies, time.perf_counter() - started)
+            capped: list[str] = []
+
+            async def timed(phase: str, calls: list[tuple[str, dict[str, Any]]]) -> list[float]:
+                """Each call's seconds, one after the other; stopped after ``cap`` seconds."""
+                latencies: list[float] = []
+                started = time.perf_counter()
+                for n, (tool, arguments) in enumerate(calls, 1):
+                    t0 = time.perf_counter()
+                    reply = await session.call_tool(tool, arguments)
+                    latencies.append(time.perf_counter() - t0)
+                    if phase == "stores" and reply.is_error:
+                        raise RuntimeError(f"{server.name} store {n - 1} failed: {reply.content}")
+                    if phase == "stores" and n % max(1, count // 10) == 0:
+                        log(f"  {server.name}: {n:,}/{count:,} stores")
+                    if time.perf_counter() - started > cap:
+                        capped.append(f"{phase} stopped after {cap:.0f} s at {n:,}")
+                        break
+                result[phase] = latency_summary(latencies, time.perf_counter() - started)
+                return latencies
+
+            latencies = await timed("stores", [server.store(i) for i in range(count)])
             result["store_curve"] = curve(latencies)
             result["memory"] = memory_kib(pid)
             stored = len(latencies)
@@ -252,19 +237,8 @@ async def drive(
                     missed.append(item_name(i))
             result["agreement"] = {"probed": [item_name(i) for i in probes], "missed": missed}
             rng = random.Random(seed)
-            latencies = []
-            started = time.perf_counter()
-            for _ in range(searches):
-                tool, arguments = server.search(rng.randrange(stored))
-                t0 = time.perf_counter()
-                await session.call_tool(tool, arguments)
-                latencies.append(time.perf_counter() - t0)
-                if time.perf_counter() - started > cap:
-                    result["capped"] = (result["capped"] or "") + (
-                        f"; searches stopped after {cap:.0f} s at {len(latencies):,}"
-                    )
-                    break
-            result["searches"] = latency_summary(latencies, time.perf_counter() - started)
+            await timed("searches", [server.search(rng.randrange(stored)) for _ in range(searches)])
+            result["capped"] = "; ".join(capped) or None
     return result
 
 
@@ -327,11 +301,31 @@ def run(
     return out
 
 
+def table(row: dict[str, Any]) -> harness.Table:
+    """One size's figures per system: stores, their rate and latency, searches, memory."""
+    rows = []
+    for name, s in row["systems"].items():
+        st, se, mem = s["stores"], s["searches"], s["memory"]
+        rss = f"{(mem['rss_kib'] or 0) / 1024:,.0f} / {(mem['peak_rss_kib'] or 0) / 1024:,.0f}"
+        latencies = [st["p50"], st["p99"], se.get("p50"), se.get("p99")]
+        rows.append(
+            [name, f"{st['calls']:,}", f"{st['per_second']:,.0f}"]
+            + [harness.fmt_ms(t) for t in latencies]
+            + [rss, s["capped"] or ""]
+        )
+    header = ["system", "stores", "stores/s", "store p50", "store p99", "search p50"]
+    return [*header, "search p99", "RSS / peak MiB", "capped"], rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --inject-mismatch: every probe of this server misses
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        searches=(200, "timed searches per size"),
+        cap=(600.0, "seconds per system and phase"),
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
-    parser.add_argument("--searches", type=int, default=200, help="timed searches per size")
-    parser.add_argument("--cap", type=float, default=600.0, help="seconds per system and phase")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="npm install prefix")
     parser.add_argument("--no-peer", action="store_true", help="this server only")
     parser.add_argument(
@@ -340,49 +334,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="ARG",
         help="start the peer with this command instead of installing it from npm",
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # For the test suite: every probe of this server misses, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
-    results = run(
-        args.sizes,
-        searches=args.searches,
-        cap=args.cap,
-        cache=args.cache,
-        with_peer=not args.no_peer,
-        peer_command=args.peer_command,
-        log=log,
-        inject_mismatch=args.inject_mismatch,
-    )
+    chosen = harness.options(args, "searches", "cap", "cache", "peer_command", "inject_mismatch")
+    results = run(args.sizes, **chosen, with_peer=not args.no_peer, log=harness.Log(args.quiet))
     if results["peer_unavailable"]:
         print(f"peer unavailable: {results['peer_unavailable']}")
     for row in results["sizes"]:
-        if not row["agreement"]:
-            for name, s in row["systems"].items():
-                if s["agreement"]["missed"]:
-                    missed = ", ".join(s["agreement"]["missed"])
-                    print(f"N={row['records']:>6,} {name}: did not find {missed}")
-            print("  agreement: FAILED - not comparable; no timings reported for this size")
+        missed = [
+            f"{name} did not find {', '.join(s['agreement']['missed'])}"
+            for name, s in row["systems"].items()
+            if s["agreement"]["missed"]
+        ]
+        n = f"N={row['records']:>6,}"
+        if not harness.check(missed, f"{n}: agreement: OK", failed=f"{n}: agreement: FAILED"):
             continue
-        for name, s in row["systems"].items():
-            st, se, mem = s["stores"], s["searches"], s["memory"]
-            print(
-                f"N={row['records']:>6,} {name:<26} stores {st['per_second']:8,.0f}/s "
-                f"p50 {st['p50'] * 1e3:7.2f} ms p99 {st['p99'] * 1e3:7.2f} ms  "
-                f"search p50 {se['p50'] * 1e3:7.2f} ms  RSS {(mem['rss_kib'] or 0) / 1024:6.1f} MiB"
-                + (f"  CAPPED: {s['capped']}" if s["capped"] else "")
-            )
+        print(harness.text_table(*table(row), indent="  ", left=1))
         if "store_throughput_ratio" in row:
             print(f"  store throughput, ours / peer: {row['store_throughput_ratio']:.1f}x")
-        print("  agreement: OK")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    harness.write_json(args.json, results)
     return 0 if all(row["agreement"] for row in results["sizes"]) else 1
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import json
 import os
 import secrets
 import shutil
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import _harness as harness
 from _shared import scratch_database
 from http_load import HttpClient, start_server
 
@@ -315,11 +315,18 @@ def _measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", type=int, default=2)
-    parser.add_argument("--clients", type=int, default=2, help="clients per server")
-    parser.add_argument("--before", type=float, default=3.0, help="seconds of writes first")
-    parser.add_argument("--after", type=float, default=2.0, help="seconds of writes after recovery")
+    parser = harness.parser(
+        __doc__,
+        servers=2,
+        clients=(2, "clients per server"),
+        before=(3.0, "seconds of writes first"),
+        after=(2.0, "seconds of writes after recovery"),
+        connect_timeout=(2, "connect_timeout in the store URL: how long a call waits (s)"),
+        recovery_limit=(
+            60.0,
+            "fail when a client has not written again this long after the restart",
+        ),
+    )
     parser.add_argument(
         "--mode",
         choices=["smart", "fast", "immediate"],
@@ -334,18 +341,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="stop the server, wait this long, start it (default 0: pg_ctl restart)",
     )
     parser.add_argument(
-        "--connect-timeout",
-        type=int,
-        default=2,
-        help="connect_timeout in the store URL: how long a call waits (s)",
-    )
-    parser.add_argument(
-        "--recovery-limit",
-        type=float,
-        default=60.0,
-        help="fail when a client has not written again this long after the restart",
-    )
-    parser.add_argument(
         "--system",
         action="store_true",
         help="restart the machine's PostgreSQL service, not a cluster of our own",
@@ -356,15 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         or "postgresql://postgres@127.0.0.1:5432/postgres",
         help="with --system: the server to store on (a new database is made)",
     )
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="print only the report")
     args = parser.parse_args(argv)
-
-    def log(line: str) -> None:
-        if not args.quiet:
-            print(line, flush=True)
-
-    report = run(args, log)
+    report = run(args, harness.Log(args.quiet))
     where = "the machine's service" if args.system else "a cluster of its own"
     print(
         f"{report['servers']} servers x {args.clients} clients on {where}, restart "
@@ -380,10 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recovered = ", ".join("never" if r is None else f"{r:.2f}" for r in report["recovery_s"])
     print(f"  recovery after the restart ended, per client (s): {recovered}")
     print(f"  servers still running, never restarted: {all(report['servers_alive'])}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json)
 
 
 if __name__ == "__main__":

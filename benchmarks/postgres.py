@@ -76,9 +76,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import _harness as harness
 import numpy as np
-from _shared import Progress, fmt_ms, generate, scratch_database, verdict
-from mcp_latency import SERVER, LineClient
+from _shared import SERVER, LineClient, Progress, generate, memory_kib, scratch_database
 from text_query import sentences
 
 from prime_memory_folding import MemoryEngine
@@ -271,32 +271,7 @@ def vector_agrees(got: list[tuple[str, float]], floor: list[tuple[str, float]]) 
     return all(abs(a[1] - b[1]) <= 1e-5 for a, b in zip(got, floor))
 
 
-# -- timing -----------------------------------------------------------------------------
-
-
-def timed_turns(
-    calls: dict[str, Callable[[int], object]], count: int, rounds: int
-) -> dict[str, list[float]]:
-    """Each call for each of ``count`` questions and rounds, rotating which goes first."""
-    names = list(calls)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    turn = 0
-    for _ in range(rounds):
-        for q in range(count):
-            order = names[turn % len(names) :] + names[: turn % len(names)]
-            turn += 1
-            for name in order:
-                started = time.perf_counter()
-                calls[name](q)
-                times[name].append(time.perf_counter() - started)
-    return times
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+# -- processes --------------------------------------------------------------------------
 
 
 FLOOR_PROCESS = """
@@ -324,7 +299,7 @@ def server_start(store: str, pair: list[str], question: str) -> dict[str, Any]:
         )
         seconds = time.perf_counter() - started
         client.call_tool("prime_memory_query", {"text": question, "limit": LIMIT})
-        memory = rss_kib(client.proc.pid)
+        memory = memory_kib(client.proc.pid)["rss_kib"]
     finally:
         client.close()
     hits = reply["structuredContent"]["hits"]
@@ -410,36 +385,30 @@ def measure(
         return result
 
     # -- timings, side by side
-    log(f"{n:,}: tag queries")
-    tag_times = timed_turns(
-        {
-            "sqlite": lambda q: sq.query(tags=pairs[q], limit=LIMIT),
-            "postgres": lambda q: pg.query(tags=pairs[q], limit=LIMIT),
-            "plain sql": lambda q: sql_tag(conn, pair_primes[q], scopes),
-        },
-        len(pairs),
-        args.rounds,
-    )
-    log(f"{n:,}: text queries")
-    text_times = timed_turns(
-        {
-            "sqlite": lambda q: sq.query(text=questions[q], limit=LIMIT),
-            "postgres": lambda q: pg.query(text=questions[q], limit=LIMIT),
-            "plain sql": lambda q: sql_text(conn, questions[q], scopes),
-        },
-        len(questions),
-        args.rounds,
-    )
-    log(f"{n:,}: vector queries")
-    vector_times = timed_turns(
-        {
-            "sqlite": lambda q: sq.query(vector=vq[q], limit=LIMIT),
-            "postgres": lambda q: pg.query(vector=vq[q], limit=LIMIT),
-            "plain sql": lambda q: sql_vector(conn, vq[q], scopes),
-        },
-        len(vq),
-        1,
-    )
+    def side_by_side(
+        calls: dict[str, Callable[[int], object]], count: int, rounds: int
+    ) -> dict[str, float]:
+        return harness.pooled_medians(harness.alternate(calls, range(count), rounds))
+
+    def asked(
+        key: str, values: list[Any], sql: Callable[..., object], floor: list[Any]
+    ) -> dict[str, Callable[[int], object]]:
+        """The same question to both engines, ``query(KEY=values[q])``, and to plain SQL."""
+        return {
+            "sqlite": lambda q: sq.query(**{key: values[q]}, limit=LIMIT),
+            "postgres": lambda q: pg.query(**{key: values[q]}, limit=LIMIT),
+            "plain sql": lambda q: sql(conn, floor[q], scopes),
+        }
+
+    p50: dict[str, dict[str, float]] = {}
+    for kind, key, values, sql, floor, rounds in (
+        ("tag query", "tags", pairs, sql_tag, pair_primes, args.rounds),
+        ("text query", "text", questions, sql_text, questions, args.rounds),
+        ("vector top-10", "vector", vq, sql_vector, vq, 1),
+    ):
+        log(f"{n:,}: {kind}")
+        p50[kind] = side_by_side(asked(key, values, sql, floor), len(values), rounds)
+
     log(f"{n:,}: single stores")
     rng = random.Random(f"{args.seed}:{n}:stores")
     single = [
@@ -472,15 +441,12 @@ def measure(
         )
         for i, item in enumerate(single)
     ]
-    store_times = timed_turns(
-        {
-            "sqlite": lambda q: sq.store(**single[q], vector=vectors[q]),
-            "postgres": lambda q: pg.store(**single[q], vector=vectors[q]),
-            "plain sql": lambda q: conn.execute(INSERT_SQL, floor_rows[q]),
-        },
-        len(single),
-        1,
-    )
+    single_stores: dict[str, Callable[[int], object]] = {
+        "sqlite": lambda q: sq.store(**single[q], vector=vectors[q]),
+        "postgres": lambda q: pg.store(**single[q], vector=vectors[q]),
+        "plain sql": lambda q: conn.execute(INSERT_SQL, floor_rows[q]),
+    }
+    p50 = {"store": side_by_side(single_stores, len(single), 1), **p50}
     conn.execute("DELETE FROM records WHERE scope = %s", (FLOOR_SCOPE,))
 
     log(f"{n:,}: fold (dry run)")
@@ -490,51 +456,41 @@ def measure(
             fold[name] = {"skipped": f"above --fold-max {args.fold_max:,}"}
             continue
         try:
-            started = time.perf_counter()
-            report = engine.fold(dry_run=True)
-            fold[name] = {"seconds": time.perf_counter() - started, "after": report.records_after}
+            seconds, report = harness.timed(engine.fold, dry_run=True)
+            fold[name] = {"seconds": seconds, "after": report.records_after}
         except NotAvailable as exc:
             fold[name] = {"unavailable": str(exc)}
 
     log(f"{n:,}: start-up to the first answered query, {args.starts} of each")
     base = BASE_SYSTEM.format(stores.base_records)
-    starts: dict[str, list[dict[str, Any]]] = {name: [] for name in (*SYSTEMS, base)}
     want = contents(pg.query(tags=pairs[0], limit=LIMIT))
     base_pair = tag_pairs(data, stores.base_records, 1, args.seed)[0]
     base_primes = [primes_of[t] for t in base_pair]
     base_want = sql_tag(stores.base_conn, base_primes, scopes)
-    for i in range(args.starts):
-        runs = [
-            ("sqlite", lambda: server_start(str(stores.sqlite_path), pairs[0], questions[0])),
-            ("postgres", lambda: server_start(stores.pg_url, pairs[0], questions[0])),
-            ("plain sql", lambda: floor_start(stores.pg_url, pair_primes[0], scopes)),
-            (base, lambda: server_start(stores.base_url, base_pair, questions[0])),
-        ]
-        for name, start in runs[i % 4 :] + runs[: i % 4]:
-            found = start()
-            if found["contents"] != (base_want if name == base else want):
-                problems.append(
-                    f"{name} process answered the first tag query otherwise: "
-                    f"{found['contents'][:3]} against {want[:3]}"
-                )
-            starts[name].append(found)
+    starts = harness.in_turns(
+        {
+            "sqlite": lambda: server_start(str(stores.sqlite_path), pairs[0], questions[0]),
+            "postgres": lambda: server_start(stores.pg_url, pairs[0], questions[0]),
+            "plain sql": lambda: floor_start(stores.pg_url, pair_primes[0], scopes),
+            base: lambda: server_start(stores.base_url, base_pair, questions[0]),
+        },
+        args.starts,
+    )
+    for name, found in ((name, f) for name, runs in starts.items() for f in runs):
+        if found["contents"] != (base_want if name == base else want):
+            problems.append(
+                f"{name} process answered the first tag query otherwise: "
+                f"{found['contents'][:3]} against {want[:3]}"
+            )
     if problems:
         result["agreement"] = False
         result["problems"] = problems
         return result
 
-    def p50(times: dict[str, list[float]]) -> dict[str, float]:
-        return {name: statistics.median(values) for name, values in times.items()}
-
     result.update(
         agreement=True,
         queries={"tag": len(pairs), "text": len(questions), "vector": len(vq)},
-        p50_seconds={
-            "store": p50(store_times),
-            "tag query": p50(tag_times),
-            "text query": p50(text_times),
-            "vector top-10": p50(vector_times),
-        },
+        p50_seconds=p50,
         fold=fold,
         base_system=base,
         startup_seconds={k: statistics.median(r["seconds"] for r in v) for k, v in starts.items()},
@@ -546,54 +502,53 @@ def measure(
 # -- output -----------------------------------------------------------------------------
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b > 0 else "-"
+def size_table(r: dict[str, Any]) -> harness.Table:
+    """One size's p50 per call, start-up to the first answered tag query and resident
+    memory, with PostgreSQL's over plain SQL's and over SQLite's."""
+    s, m = r["startup_seconds"], r["rss_mib"]
+    figures = [
+        *((kind, row, harness.fmt_ms) for kind, row in r["p50_seconds"].items()),
+        ("start-up to the first answered tag query", s, harness.fmt_ms),
+        ("resident memory after it (MiB)", m, lambda v: f"{v:,.0f}"),
+    ]
+    rows = [
+        [what, *(shown(row[name]) for name in SYSTEMS)]
+        + [harness.times(row["postgres"], row[other]) for other in ("plain sql", "sqlite")]
+        for what, row, shown in figures
+    ]
+    return ["per call (p50)", *SYSTEMS, "pg/sql", "pg/sqlite"], rows
+
+
+def fold_text(fold: dict[str, dict[str, Any]]) -> str:
+    """Each engine's dry-run fold: its time, or why there is none."""
+    return "; ".join(
+        f"{name} {f['seconds']:.2f} s"
+        if "seconds" in f
+        else f"{name} {'skipped' if 'skipped' in f else 'not available'} "
+        f"({f.get('skipped') or f.get('unavailable')})"
+        for name, f in fold.items()
+    )
 
 
 def print_size(r: dict[str, Any]) -> None:
     n = r["records"]
     print(f"\n{n:,} records ({r['counts']['postgres']:,} stored in each)")
-    if not r["agreement"]:
-        print(f"agreement: FAILED - {len(r['problems'])} problem(s):")
-        for problem in r["problems"][:10]:
-            print(f"  {problem}")
-        print("no timings: the systems compared disagree")
-        return
-    q = r["queries"]
-    print(
+    q = r.get("queries", {})
+    ok = (
         f"agreement: OK - same record count; the same top-10 from both engines and plain SQL "
-        f"for {q['tag']} tag queries (and from both servers for the first); the exact "
-        f"top-10 from both engines for {q['vector']} vector queries; text top-10 overlap "
+        f"for {q.get('tag')} tag queries (and from both servers for the first); the exact "
+        f"top-10 from both engines for {q.get('vector')} vector queries; text top-10 overlap "
         f"between the engines {100 * r['text_top10_overlap']:.0f} %"
     )
-    header = f"  {'p50':<16} {'sqlite':>10} {'postgres':>10} {'plain sql':>10}  pg/sql  pg/sqlite"
-    print(header)
-    for kind, row in r["p50_seconds"].items():
-        print(
-            f"  {kind:<16} {fmt_ms(row['sqlite']):>10} {fmt_ms(row['postgres']):>10} "
-            f"{fmt_ms(row['plain sql']):>10}  {ratio(row['postgres'], row['plain sql']):>6}  "
-            f"{ratio(row['postgres'], row['sqlite']):>9}"
-        )
-    folds = []
-    for name in ("sqlite", "postgres"):
-        f = r["fold"][name]
-        if "skipped" in f:
-            folds.append(f"{name} skipped ({f['skipped']})")
-        elif "unavailable" in f:
-            folds.append(f"{name} not available ({f['unavailable']})")
-        else:
-            folds.append(f"{name} {f['seconds']:.2f} s")
-    print("  fold, dry run: " + "; ".join(folds) + " (plain SQL has no fold)")
-    s, m = r["startup_seconds"], r["rss_mib"]
+    if not harness.check(r.get("problems", []), ok, most=10):
+        return
+    print(harness.text_table(*size_table(r), indent="  "))
+    print(f"  fold, dry run: {fold_text(r['fold'])} (plain SQL has no fold)")
+    s, m, base = r["startup_seconds"], r["rss_mib"], r["base_system"]
     print(
-        "  start-up to the first answered tag query: "
-        + ", ".join(f"{k} {fmt_ms(v)}" for k, v in s.items())
-    )
-    print("  resident memory after it: " + ", ".join(f"{k} {v:,.0f} MiB" for k, v in m.items()))
-    base = r["base_system"]
-    print(
-        f"  postgres over {base} (side by side): start-up "
-        f"{ratio(s['postgres'], s[base])}, memory {ratio(m['postgres'], m[base])}"
+        f"  a server on {base}, started in the same turns: start-up {harness.fmt_ms(s[base])}, "
+        f"memory {m[base]:,.0f} MiB; postgres over it: start-up "
+        f"{harness.times(s['postgres'], s[base])}, memory {harness.times(m['postgres'], m[base])}"
     )
 
 
@@ -638,30 +593,28 @@ def judge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --inject-mismatch: the plain SQL's tag query drops a hit
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        queries=(20, "tag and text questions"),
+        vector_queries=5,
+        rounds=(3, "rounds of tag and text queries"),
+        stores=(200, "single stores per backend"),
+        starts=(3, "server starts per backend"),
+        fold_max=(
+            100_000,
+            "largest size to fold (dry run); these sentences share many words, so a fold's "
+            "candidate search grows fast past it",
+        ),
+        seed=1,
+    )
     parser.add_argument("--sizes", type=int, nargs="+", help="record counts, ascending")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (300, 600)")
     parser.add_argument(
         "--pg", default=DEFAULT_PG, help=f"a PostgreSQL server (default {DEFAULT_PG})"
     )
-    parser.add_argument("--queries", type=int, default=20, help="tag and text questions")
-    parser.add_argument("--vector-queries", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of tag and text queries")
-    parser.add_argument("--stores", type=int, default=200, help="single stores per backend")
-    parser.add_argument("--starts", type=int, default=3, help="server starts per backend")
-    parser.add_argument(
-        "--fold-max",
-        type=int,
-        default=100_000,
-        help="largest size to fold (dry run); these sentences share many words, so a fold's "
-        "candidate search grows fast past it",
-    )
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--quiet", action="store_true")
-    # For the test suite: the plain SQL's tag query drops a hit, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -670,8 +623,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.stores, args.starts = 10, 1
     if sorted(args.sizes) != args.sizes or args.sizes[0] < 100:
         parser.error("--sizes must be ascending, each at least 100")
-    if min(args.queries, args.vector_queries, args.rounds, args.stores, args.starts) < 1:
-        parser.error("--queries, --vector-queries, --rounds, --stores and --starts must be >= 1")
+    harness.at_least(parser, args, queries=1, vector_queries=1, rounds=1, stores=1, starts=1)
     return args
 
 
@@ -688,16 +640,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unavailable: cannot connect to PostgreSQL at {args.pg}: {exc}".strip())
         return 2
 
-    def log(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
+    log = harness.Log(args.quiet)
     # A terminated run still drops its database (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The servers run their default configuration: text embedded with the built-in model.
     os.environ.pop("PRIME_MEMORY_EMBEDDER", None)
-    load_before = os.getloadavg()
-    print(f"start: load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
+    before = harness.conditions()
+    print(f"start: {harness.conditions_line(before)}")
     embedder = load_embedder("builtin")
     args.embedder_name = embedder.name
 
@@ -754,22 +703,20 @@ def main(argv: list[str] | None = None) -> int:
         note = (
             " (indicative: the targets are set at 1,000,000 over 10,000)" if t["indicative"] else ""
         )
-        print(f"{verdict(t['pass'])} {t['target']}: {t['measured']:.2f}x at {scale}{note}")
-    load_after = os.getloadavg()
-    print(f"end: load average {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "sizes": results,
-                    "targets": targets,
-                    "load_before": list(load_before),
-                    "load_after": list(load_after),
-                },
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
+        print(f"{harness.verdict(t['pass'])} {t['target']}: {t['measured']:.2f}x at {scale}{note}")
+    after = harness.conditions()
+    print(f"end: {harness.conditions_line(after)}")
+    harness.write_json(
+        args.json,
+        {
+            "sizes": results,
+            "targets": targets,
+            "load_before": before["load"],
+            "load_after": after["load"],
+            "cpu_reference_ms_before": before["cpu_reference_ms"],
+            "cpu_reference_ms_after": after["cpu_reference_ms"],
+        },
+    )
     return EXIT_MISMATCH if failed else 0
 
 

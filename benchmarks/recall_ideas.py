@@ -38,7 +38,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import re
@@ -48,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
 import locomo_recall as locomo
 import longmemeval_recall as lme
 import numpy as np
@@ -347,14 +347,12 @@ def leave_one_out(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--lme", type=Path, default=lme.DEFAULT_DATA, help="LongMemEval JSON")
     parser.add_argument("--locomo", type=Path, default=locomo.DEFAULT_DATA, help="LoCoMo JSON")
     parser.add_argument("--tiny", action="store_true", help="generated LongMemEval questions only")
     parser.add_argument("--model", action="append", default=[], help="another static model spec")
     parser.add_argument("--loo", action="store_true", help="tune weights leave-one-out")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
 
     locomo_path: Path | None = None
@@ -367,10 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lme_items = json.loads(args.lme.read_text(encoding="utf-8"))
         locomo_path = args.locomo
 
-    def say(text: str) -> None:
-        if not args.quiet:
-            print(text, file=sys.stderr)
-
+    say = harness.Log(args.quiet)
     results: dict[str, Any] = {"ideas": {}, "models": {}}
     say("the engine's default hybrid")
     engine = engine_baseline(lme_items, locomo_path)
@@ -378,14 +373,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = load(load_embedder("builtin"), lme_items, locomo_path)
     mine = bench.measure(Idea())
     results["agreement"] = {"engine": engine, "re-implementation": mine}
-    gaps = {k: abs(mine[k] - engine[k]) for k in engine}
     print("agreement, default hybrid: " + ", ".join(
         f"{k} engine {engine[k]:.1f} / here {mine[k]:.1f}" for k in engine
     ))  # fmt: skip
-    if max(gaps.values()) > TOLERANCE:
-        print(f"agreement: FAILED (a gap above {TOLERANCE} points); no idea was scored")
+    gaps = [
+        f"{k}: a gap above {TOLERANCE} points"
+        for k in engine
+        if abs(mine[k] - engine[k]) > TOLERANCE
+    ]
+    if not harness.check(gaps, "agreement: OK", then="no idea was scored"):
         return 1
-    print("agreement: OK")
 
     def show(name: str, row: dict[str, float]) -> None:
         cells = "  ".join(f"{k} {v:5.1f}" for k, v in row.items())
@@ -416,8 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = leave_one_out(bench, shares, reaches)
             results.setdefault("leave_one_out", {})[label] = row
             show(f"held out, tuned: {label}", row)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    harness.write_json(args.json, results)
     return 0
 
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import subprocess
@@ -54,6 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
 from _shared import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -63,118 +63,55 @@ SECTIONS = (
     "postgres",
 )  # fmt: skip
 
+#: Each setting in the three profiles: (full, quick, smoke); the smoke profile, for the
+#: test suite, runs everything tiny and times nothing that matters.
+SETTINGS: dict[str, tuple[Any, Any, Any]] = {
+    "structure": ([1_000, 10_000, 100_000, 1_000_000], [1_000, 10_000, 100_000], [300]),
+    "structure_queries": (20, 8, 2),
+    "structure_rounds": (5, 3, 1),
+    "vector": ([10_000, 100_000, 1_000_000], [10_000, 100_000], [300]),
+    "vector_queries": (20, 10, 3),
+    "vector_rounds": (5, 3, 1),
+    "mcp": ([1_000, 5_000, 20_000], [1_000], [20]),
+    "mcp_searches": (200, 100, 5),
+    "mcp_cap": (600.0, 60.0, 30.0),
+    "mcp_floor_calls": (2_000, 300, 10),
+    "text_records": (100_000, 10_000, 200),
+    "text_queries": (200, 50, 5),
+    "fold": ([10_000, 30_000, 100_000], [2_000, 5_000], [100, 200]),
+    "fold_scale": ("--sizes 100000 1000000", "--sizes 2000 20000",
+                   "--sizes 200 2000 --new 50 --skip-locomo"),
+    "starts": (7, 3, 1),
+    "imports": (9, 5, 1),
+    "ingest": ("--records 100000 --single 5000 --vector-records 20000",
+               "--records 5000 --single 300 --vector-records 2000",
+               "--records 300 --single 20 --vector-records 50"),
+    "soak": ("--processes 8 --writes 5000", "--processes 2 --writes 50",
+             "--processes 2 --writes 10"),
+    "crash_soak": ("--kills 1000", "--kills 5", "--kills 2"),
+    "http_load": ("--clients 4 --calls 2000", "--clients 4 --calls 100", "--clients 2 --calls 10"),
+    "warmth": ("--records 20000 --rounds 300", "--records 5000 --rounds 100",
+               "--records 300 --rounds 3"),
+    "inspector": ("--records 100000 --rounds 30", "--records 10000 --rounds 10",
+                  "--records 300 --rounds 2"),
+    "postgres": ("--sizes 10000 100000 1000000", "--sizes 1000 10000 --queries 10 --stores 50",
+                 "--quick"),
+    "tools": ("", "", ""),
+}  # fmt: skip
 PROFILES: dict[str, dict[str, Any]] = {
-    "full": {
-        "structure": [1_000, 10_000, 100_000, 1_000_000],
-        "structure_queries": 20,
-        "structure_rounds": 5,
-        "vector": [10_000, 100_000, 1_000_000],
-        "vector_queries": 20,
-        "vector_rounds": 5,
-        "mcp": [1_000, 5_000, 20_000],
-        "mcp_searches": 200,
-        "mcp_cap": 600.0,
-        "mcp_floor_calls": 2_000,
-        "text_records": 100_000,
-        "text_queries": 200,
-        "fold": [10_000, 30_000, 100_000],
-        "fold_scale": ["--sizes", "100000", "1000000"],
-        "starts": 7,
-        "imports": 9,
-        "ingest": ["--records", "100000", "--single", "5000", "--vector-records", "20000"],
-        "soak": ["--processes", "8", "--writes", "5000"],
-        "crash_soak": ["--kills", "1000"],
-        "http_load": ["--clients", "4", "--calls", "2000"],
-        "warmth": ["--records", "20000", "--rounds", "300"],
-        "inspector": ["--records", "100000", "--rounds", "30"],
-        "postgres": ["--sizes", "10000", "100000", "1000000"],
-    },
-    "quick": {
-        "structure": [1_000, 10_000, 100_000],
-        "structure_queries": 8,
-        "structure_rounds": 3,
-        "vector": [10_000, 100_000],
-        "vector_queries": 10,
-        "vector_rounds": 3,
-        "mcp": [1_000],
-        "mcp_searches": 100,
-        "mcp_cap": 60.0,
-        "mcp_floor_calls": 300,
-        "text_records": 10_000,
-        "text_queries": 50,
-        "fold": [2_000, 5_000],
-        "fold_scale": ["--sizes", "2000", "20000"],
-        "starts": 3,
-        "imports": 5,
-        "ingest": ["--records", "5000", "--single", "300", "--vector-records", "2000"],
-        "soak": ["--processes", "2", "--writes", "50"],
-        "crash_soak": ["--kills", "5"],
-        "http_load": ["--clients", "4", "--calls", "100"],
-        "warmth": ["--records", "5000", "--rounds", "100"],
-        "inspector": ["--records", "10000", "--rounds", "10"],
-        "postgres": ["--sizes", "1000", "10000", "--queries", "10", "--stores", "50"],
-    },
-    # For the test suite: everything tiny, nothing timed that matters.
-    "smoke": {
-        "structure": [300],
-        "structure_queries": 2,
-        "structure_rounds": 1,
-        "vector": [300],
-        "vector_queries": 3,
-        "vector_rounds": 1,
-        "mcp": [20],
-        "mcp_searches": 5,
-        "mcp_cap": 30.0,
-        "mcp_floor_calls": 10,
-        "text_records": 200,
-        "text_queries": 5,
-        "fold": [100, 200],
-        "fold_scale": ["--sizes", "200", "2000", "--new", "50", "--skip-locomo"],
-        "starts": 1,
-        "imports": 1,
-        "ingest": ["--records", "300", "--single", "20", "--vector-records", "50"],
-        "soak": ["--processes", "2", "--writes", "10"],
-        "crash_soak": ["--kills", "2"],
-        "http_load": ["--clients", "2", "--calls", "10"],
-        "warmth": ["--records", "300", "--rounds", "3"],
-        "inspector": ["--records", "300", "--rounds", "2"],
-        "postgres": ["--quick"],
-    },
-}
-
-
-class Log:
-    """Progress on stderr, stamped with the time since the run began."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.started = time.perf_counter()
-
-    def __call__(self, message: str) -> None:
-        if not self.quiet:
-            elapsed = time.perf_counter() - self.started
-            print(
-                f"[{int(elapsed // 60):02d}:{elapsed % 60:04.1f}] {message}",
-                file=sys.stderr,
-                flush=True,
-            )
+    name: {key: value.split() if isinstance(value, str) else value for key, value in (
+        (key, values[i]) for key, values in SETTINGS.items()
+    )}
+    for i, name in enumerate(("full", "quick", "smoke"))
+}  # fmt: skip
+Log = harness.Log
 
 
 def script(
     name: str, args: list[str], out: Path, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Run one benchmark script with ``--json``; its JSON, or why it failed."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / name), *args, "--json", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-    )
-    if done.returncode != 0 or not out.is_file():
-        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-        return {"failed": f"{name} exited with status {done.returncode}", "output": tail}
-    return dict(json.loads(out.read_text()))
+    return harness.run_script(name, args, out, env=env)[0]
 
 
 # -- sections -------------------------------------------------------------------------
@@ -187,18 +124,9 @@ def structure(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     for n in p["structure"]:
         log(f"structure: {n:,} records")
         queries = p["structure_queries"] if n < 1_000_000 else max(1, p["structure_queries"] // 2)
-        args = [
-            "--records",
-            str(n),
-            "--queries",
-            str(queries),
-            "--rounds",
-            str(p["structure_rounds"]),
-            *p["inject"],
-        ]
-        runs.append(
-            {"records": n, **script("structure.py", args, tmp / f"structure-{n}.json", env)}
-        )
+        args = f"--records {n} --queries {queries} --rounds {p['structure_rounds']}".split()
+        found = script("structure.py", [*args, *p["inject"]], tmp / f"structure-{n}.json", env)
+        runs.append({"records": n, **found})
     return {"runs": runs}
 
 
@@ -221,7 +149,6 @@ def mcp(
     skip_peer: bool = False,
     peer_command: list[str] | None = None,
 ) -> dict[str, Any]:
-    import anyio
     import mcp_latency
     import mcp_peer
 
@@ -235,11 +162,13 @@ def mcp(
         inject_mismatch=bool(p["inject"]),
     )
     log(f"mcp: SDK floor, {p['mcp_floor_calls']:,} trivial calls")
-    floor = anyio.run(mcp_latency.floor_round_trips, p["mcp_floor_calls"])
+    floor = mcp_latency.round_trips(
+        mcp_latency.FLOOR_SERVER, "echo", mcp_latency.echo_arguments, p["mcp_floor_calls"], sdk=True
+    )
     result["sdk_floor"] = {
         "calls": len(floor),
         "p50": statistics.median(floor),
-        "p99": mcp_peer.percentile(floor, 0.99),
+        "p99": harness.percentile(floor, 0.99),
     }
     return result
 
@@ -248,7 +177,7 @@ def text_latency(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     """``text_query.py``: hybrid text query latency, embedding rate and peak memory."""
     n = p["text_records"]
     log(f"text query: {n:,} records (built-in embedder)")
-    args = ["--records", str(n), "--queries", str(p["text_queries"]), "--embedder", "builtin"]
+    args = f"--records {n} --queries {p['text_queries']} --embedder builtin".split()
     found = script("text_query.py", [*args, *p["inject"]], tmp / "text_query.json")
     if "failed" in found:
         return found
@@ -293,37 +222,26 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     (tmp / "quality").mkdir()
     precision, recall_, predicted, truth = fold.merge_quality(7, tmp / "quality")
     log("fold: agreement, scale and incremental folds (fold.py)")
-    out = tmp / "fold-scale.json"
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "fold.py"), *p["fold_scale"], "--dir", str(tmp),
-         "--json", str(out), "--quiet"],
-        capture_output=True, text=True, cwd=REPO_ROOT,
-    )  # fmt: skip
-    if out.is_file():
-        # Exit status 1 means a target was missed; the figures still count.
-        scale = {**json.loads(out.read_text()), "targets_met": done.returncode == 0}
-    else:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-        scale = {"failed": f"fold.py exited with status {done.returncode}", "output": tail}
-    log("start-up: spawn to initialize reply")
-    ours_cmd = [*mcp_latency.SERVER, "--store"]
-    ours = [
-        mcp_latency.time_to_initialize([*ours_cmd, str(tmp / f"s{i}.db")])
-        for i in range(p["starts"])
-    ]
-    bare = [mcp_latency.time_to_initialize(mcp_latency.FLOOR_SERVER) for _ in range(p["starts"])]
+    args = [*p["fold_scale"], "--dir", str(tmp)]
+    # Exit status 1 means a target was missed; the figures still count.
+    scale, done = harness.run_script("fold.py", args, tmp / "fold-scale.json", accept=(0, 1))
+    if "failed" not in scale:
+        scale["targets_met"] = done.returncode == 0
+    log("start-up: spawn to initialize reply, the two servers in turns")
+    started = mcp_latency.startups(tmp, p["starts"])
     log("start-up: import time")
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
     )
 
-    def timed(code: str) -> float:
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True, env=env)
-        return time.perf_counter() - started
+    def python(code: str) -> Callable[[], float]:
+        command = [sys.executable, "-c", code]
+        return lambda: harness.timed(subprocess.run, command, check=True, env=env)[0]
 
-    imports = [timed("import prime_memory_folding") for _ in range(p["imports"])]
-    bare_python = [timed("pass") for _ in range(p["imports"])]
+    imports = harness.in_turns(
+        {"package": python("import prime_memory_folding"), "bare_python": python("pass")},
+        p["imports"],
+    )
     return {
         "fold": times,
         "fold_scale": scale,
@@ -334,21 +252,15 @@ def fold_and_startup(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
             "true_pairs": truth,
         },
         "startup": {
-            "ours": statistics.median(ours),
-            "bare_sdk": statistics.median(bare),
+            "ours": statistics.median(started[mcp_latency.OURS]),
+            "bare_sdk": statistics.median(started[mcp_latency.BARE]),
             "runs": p["starts"],
         },
         "import": {
-            "package": statistics.median(imports),
-            "bare_python": statistics.median(bare_python),
+            **{name: statistics.median(seconds) for name, seconds in imports.items()},
             "runs": p["imports"],
         },
     }
-
-
-def ingest(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log("ingest: store_many, single stores, vectors")
-    return script("ingest.py", [*p["ingest"], "--dir", str(tmp)], tmp / "ingest.json")
 
 
 def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
@@ -360,44 +272,35 @@ def soak(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     )
     for name, args in runs:
         log(f"soak: {name} {' '.join(args)}")
-        started = time.perf_counter()
-        out[name] = script(name, args, tmp / f"{name}.json")
-        out[name]["args"] = " ".join(args)
-        out[name]["wall_seconds"] = time.perf_counter() - started
+        seconds, out[name] = harness.timed(script, name, args, tmp / f"{name}.json")
+        out[name].update(args=" ".join(args), wall_seconds=seconds)
     return out
 
 
-def warmth(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log(f"warmth: {' '.join(p['warmth'])}")
-    return script("warmth.py", [*p["warmth"], *p["inject"]], tmp / "warmth.json")
+Section = Callable[[dict[str, Any], Path, Log], dict[str, Any]]
 
 
-def inspector(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log(f"inspector: {' '.join(p['inspector'])}")
-    return script("inspector.py", p["inspector"], tmp / "inspector.json")
+def scripted(section: str, name: str, *, inject: bool = False, folder: bool = False) -> Section:
+    """A section that runs one script with its profile's arguments (and ``--inject-mismatch``
+    when the run has it, and ``--dir`` for its stores, when asked)."""
 
+    def run(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
+        args = [*p[section], *(p["inject"] if inject else []), *(["--dir", str(tmp)] * folder)]
+        log(f"{section}: {name} {' '.join(args)}")
+        return script(name, args, tmp / f"{section}.json")
 
-def tools_list(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
-    log("tools: the size of tools/list")
-    return script("tools_list.py", [], tmp / "tools_list.json")
+    return run
 
 
 def postgres(p: dict[str, Any], tmp: Path, log: Log) -> dict[str, Any]:
     """``postgres.py``; not run (not a failed check) when no PostgreSQL server answers."""
     args = [*p["postgres"], *p["inject"], "--dir", str(tmp)]
     log(f"postgres: {' '.join(args)}")
-    out = tmp / "postgres.json"
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "postgres.py"), *args, "--json", str(out), "--quiet"],
-        capture_output=True, text=True, cwd=REPO_ROOT,
-    )  # fmt: skip
+    # Status 1 is a disagreement, which the JSON shows where it happened.
+    found, done = harness.run_script("postgres.py", args, tmp / "postgres.json", accept=(0, 1))
     if done.returncode == 2 and done.stdout.startswith("unavailable:"):
         return {"unavailable": done.stdout.strip().removeprefix("unavailable: ")}
-    if done.returncode in (0, 1) and out.is_file():
-        # Status 1 is a disagreement, which the JSON shows where it happened.
-        return dict(json.loads(out.read_text()))
-    tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-    return {"failed": f"postgres.py exited with status {done.returncode}", "output": tail}
+    return found
 
 
 # -- the run --------------------------------------------------------------------------
@@ -412,7 +315,8 @@ def _has_matplotlib() -> bool:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --inject-mismatch: a disagreement in every section that compares systems
+    parser = harness.parser(__doc__, inject=True, json=False)
     parser.add_argument("--quick", action="store_true", help="smaller sizes; under 5 minutes")
     parser.add_argument("--out", type=Path, default=BENCHMARKS / "results", help="results folder")
     parser.add_argument(
@@ -427,11 +331,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--mcp-cap", type=float, help="seconds per MCP system and phase before it is stopped"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    # For the test suite: tiny sizes, and a local peer.
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
-    # For the test suite: a disagreement in every section that compares systems
-    # (structure, vector, mcp, recall's text queries, warmth), and a local peer.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--peer-command", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.charts_dir is not None and not _has_matplotlib():
@@ -452,14 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     p["inject"] = ["--inject-mismatch"] if args.inject_mismatch else []
     if args.mcp_cap is not None:
         p["mcp_cap"] = args.mcp_cap
-    log = Log(args.quiet)
+    log = Log(args.quiet, stamped=True)
     results: dict[str, Any] = {
         "profile": profile_name,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": _report.machine(),
         "sections": {},
     }
-    runners: dict[str, Callable[[dict[str, Any], Path, Log], dict[str, Any]]] = {
+    runners: dict[str, Section] = {
         "structure": structure,
         "vector": vector,
         "mcp": lambda p, tmp, log: mcp(
@@ -467,11 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "recall": lambda p, tmp, log: recall(p, tmp, log, with_locomo=not args.smoke),
         "fold": fold_and_startup,
-        "ingest": ingest,
+        "ingest": scripted("ingest", "ingest.py", folder=True),
         "soak": soak,
-        "warmth": warmth,
-        "inspector": inspector,
-        "tools": tools_list,
+        "warmth": scripted("warmth", "warmth.py", inject=True),
+        "inspector": scripted("inspector", "inspector.py"),
+        "tools": scripted("tools", "tools_list.py"),
         "postgres": postgres,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]
@@ -487,14 +388,13 @@ def main(argv: list[str] | None = None) -> int:
                     "output": traceback.format_exc().splitlines()[-8:],
                 }
     results["seconds"] = time.perf_counter() - started
-    results["machine"]["load_after"] = _report.load_average()
-    results["machine"]["cpu_reference_ms_after"] = _report.cpu_reference_ms()
+    results["machine"].update({f"{k}_after": v for k, v in harness.conditions().items()})
     results["targets"] = _report.targets(results)
     args.out.mkdir(parents=True, exist_ok=True)
     results["charts"] = _report.charts(
         results, [args.out, *([args.charts_dir] if args.charts_dir else [])]
     )
-    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    harness.write_json(args.out / "results.json", results)
     (args.out / "report.md").write_text(_report.markdown(results))
     if results.get("charts_skipped"):
         print(f"no charts: {results['charts_skipped']}", file=sys.stderr)  # even with --quiet

@@ -28,14 +28,10 @@ Exits 1 when a check fails.
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import json
 import os
-import queue
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,8 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
+from _shared import SERVER, LineClient
+
 TIMEOUT = 120
-PROTOCOL_VERSION = "2025-11-25"
 SHARED_TAGS = tuple(f"shared{n:02d}" for n in range(40))
 DOMAINS = ("work", "home", "code", "notes")
 #: Seeded records the fold must prune, and near-duplicate pairs it must merge.
@@ -53,79 +51,6 @@ SEEDED_FADED, SEEDED_PAIRS = 40, 8
 #: How far back the seeded records were stored: ~90 working-memory half-lives.
 SEED_AGE_S = 90 * 86_400.0
 SEED_DOMAIN = "seeded"
-
-
-class LineClient:
-    """One server process and a blocking request/answer client over its stdio."""
-
-    def __init__(self, store: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        self.frames: queue.Queue[Any] = queue.Queue()
-        self._ids = itertools.count(1)
-        self.stderr = b""
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.frames.put(json.loads(line))
-        self.frames.put(None)
-
-    def _drain_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        self.stderr = self.proc.stderr.read()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        request_id = next(self._ids)
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        frame = self.frames.get(timeout=TIMEOUT)
-        if frame is None:
-            raise RuntimeError(f"server exited: {self.stderr.decode(errors='replace')[-500:]}")
-        if frame.get("id") != request_id:
-            raise RuntimeError(f"answer for the wrong request: {frame}")
-        return dict(frame)
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        frame = self.request("tools/call", {"name": tool, "arguments": arguments})
-        if "error" in frame:
-            raise RuntimeError(f"{tool}: protocol error {frame['error']}")
-        result = frame["result"]
-        if result.get("isError"):
-            raise RuntimeError(f"{tool}: {result['content'][0]['text']}")
-        return dict(result["structuredContent"])
-
-    def handshake(self) -> None:
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "soak", "version": "1"},
-            },
-        )
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.proc.stdin.flush()
-
-    def close(self) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=TIMEOUT)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def content_of(process: int, n: int) -> str:
@@ -148,18 +73,19 @@ def drive(
         }
         started = time.perf_counter()
         try:
-            stored = client.call("prime_memory_store", arguments)
+            stored = client.call_tool("prime_memory_store", arguments)["structuredContent"]
             if not stored["created"]:
                 errors.append(f"store {n} reinforced instead of creating")
-        except (RuntimeError, queue.Empty) as exc:
+        except RuntimeError as exc:
             errors.append(f"store {n}: {exc}")
         latencies.append(time.perf_counter() - started)
         try:
             if query_every and n % query_every == query_every - 1:
-                client.call("prime_memory_query", {"tags": [tags[0]], "limit": 5})
+                client.call_tool("prime_memory_query", {"tags": [tags[0]], "limit": 5})
             if fold and n == writes // 2:
-                out["fold"] = client.call("prime_memory_fold", {"dry_run": False})
-        except (RuntimeError, queue.Empty) as exc:
+                fold = client.call_tool("prime_memory_fold", {"dry_run": False})
+                out["fold"] = fold["structuredContent"]
+        except RuntimeError as exc:
             errors.append(f"after store {n}: {exc}")
     out["latencies"] = latencies
     out["errors"] = errors
@@ -291,7 +217,8 @@ def run(
     store: Path, processes: int, writes: int, query_every: int, env: dict[str, str]
 ) -> dict[str, Any]:
     seeded = seed(store, time.time())
-    clients = [LineClient(store, env) for _ in range(processes)]
+    command = [*SERVER, "--store", str(store)]
+    clients = [LineClient(command, env, timeout=TIMEOUT, handshake=False) for _ in range(processes)]
     results: list[dict[str, Any]] = [{} for _ in clients]
     started = time.perf_counter()
     try:
@@ -308,7 +235,7 @@ def run(
         for thread in threads:
             thread.join()
         elapsed = time.perf_counter() - started
-        views = [client.call("prime_memory_stats", {}) for client in clients]
+        views = [c.call_tool("prime_memory_stats", {})["structuredContent"] for c in clients]
     finally:
         codes = [client.close() for client in clients]
     errors = [e for result in results for e in result.get("errors", ["worker died"])]
@@ -343,16 +270,16 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=8)
-    parser.add_argument("--writes", type=int, default=5_000, help="stores per process")
-    parser.add_argument("--query-every", type=int, default=10, help="0: no queries")
+    parser = harness.parser(
+        __doc__,
+        processes=8,
+        writes=(5_000, "stores per process"),
+        query_every=(10, "0: no queries"),
+    )
     parser.add_argument("--store", type=Path, help="a new store file (default: a temp file)")
     parser.add_argument(
         "--embedder", default="none", help="PRIME_MEMORY_EMBEDDER for the servers (default none)"
     )
-    parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--quiet", action="store_true", help="accepted for symmetry")
     args = parser.parse_args(argv)
     env = {**os.environ, "PRIME_MEMORY_EMBEDDER": args.embedder}
     with tempfile.TemporaryDirectory(prefix="prime-memory-soak-") as folder:
@@ -368,12 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"them pruned {report['fold']['pruned']} and folded {report['fold']['folded']} "
         f"seeded records"
     )
-    for line in report["first_errors"] + report["problems"]:
-        print(f"  problem: {line}")
-    print("check: OK" if report["ok"] else "check: FAILED")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    return 0 if report["ok"] else 1
+    return harness.conclude(report, args.json, report["first_errors"] + report["problems"])
 
 
 if __name__ == "__main__":

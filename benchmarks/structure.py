@@ -54,23 +54,22 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import gc
+import functools
 import itertools
-import json
 import math
 import random
 import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _shared import Progress, Synthetic, batches, fmt_ms, generate, verdict
+import _harness as harness
+from _shared import Synthetic, generate, store_in_batches
 
 from prime_memory_folding import MemoryEngine, Record
 from prime_memory_folding.scopes import GLOBAL, ScopeResolution
@@ -97,7 +96,6 @@ SCOPE_KINDS = ("tags (2)", "domain+tags (2)")
 UNGATED = "ungated"
 VISIBLE = "visible (3)"
 ONE_SCOPE = "one scope"
-SCOPE_SYSTEMS = (UNGATED, VISIBLE, ONE_SCOPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +115,7 @@ class Query:
 
 
 System = Callable[[Query], Sequence[str]]
+Average = Callable[[Sequence[float]], float]
 
 
 # -- the query set ---------------------------------------------------------------
@@ -298,125 +297,71 @@ def sqlite_system(stored: Sequence[Record]) -> tuple[System, sqlite3.Connection]
     return run, db
 
 
-# -- checking and timing -----------------------------------------------------------
+# -- checking and summing up ----------------------------------------------------------
 
 
-def find_disagreements(queries: Sequence[Query], systems: dict[str, System]) -> list[str]:
-    """Every way in which a system's answer differs from the engine's; empty if none."""
-    problems = []
-    for q in queries:
-        answers = {name: list(run(q)) for name, run in systems.items()}
-        expected = set(answers[ENGINE])
-        for name, answer in answers.items():
-            got = set(answer)
-            if len(got) != len(answer):
-                problems.append(f"{name} returned duplicate ids for {q.describe()}")
-            if got != expected:
-                missing, extra = sorted(expected - got), sorted(got - expected)
-                problems.append(
-                    f"{name} disagrees with {ENGINE} on {q.describe()}: "
-                    f"{len(got)} ids vs {len(expected)}; "
-                    f"missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
-                    f"extra {extra[:3]}{'...' if len(extra) > 3 else ''}"
-                )
-    return problems
+def same_ids(against: str) -> Callable[[int, Query, Sequence[str], Sequence[str]], str]:
+    """Why an answer is not the expected id set (or has an id twice); '' when it is."""
+
+    def differs(i: int, q: Query, answer: Sequence[str], wanted: Sequence[str]) -> str:
+        got, expected = set(answer), set(wanted)
+        if len(got) == len(answer) and got == expected:
+            return ""
+        missing, extra = sorted(expected - got), sorted(got - expected)
+        return (
+            f"with {against} on {q.describe()}: {len(answer)} ids ({len(got)} distinct) "
+            f"vs {len(expected)}; missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+            f"extra {extra[:3]}{'...' if len(extra) > 3 else ''}"
+        )
+
+    return differs
 
 
-def time_systems(
-    queries: Sequence[Query],
-    systems: dict[str, System],
-    rounds: int,
-    calls: int = 1,
-    sweeps: Sequence[System] = (),
-) -> dict[str, list[float]]:
-    """Median seconds per query, per system.
-
-    Every query and round runs the systems in a rotated order, so none of
-    them always runs first or right after the slowest one. With ``calls`` > 1
-    a sample is the fastest of that many back-to-back calls, so the system
-    runs with its own data in the CPU caches; with 1 it runs right after
-    other systems have swept 100,000 records through them. With ``sweeps``,
-    one of them (in turn) runs untimed before every system's sample, so each
-    sample starts with the caches a scan of every record left.
-    """
-    names = list(systems)
-    samples: dict[str, list[list[float]]] = {name: [[] for _ in queries] for name in names}
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        swept = 0
-        for rnd in range(rounds):
-            for qi, q in enumerate(queries):
-                shift = (rnd + qi) % len(names)
-                for name in names[shift:] + names[:shift]:
-                    if sweeps:
-                        sweeps[swept % len(sweeps)](q)
-                        swept += 1
-                    run = systems[name]
-                    best = math.inf
-                    for _ in range(calls):
-                        started = time.perf_counter()
-                        run(q)
-                        best = min(best, time.perf_counter() - started)
-                    samples[name][qi].append(best)
-    finally:
-        if was_enabled:
-            gc.enable()
-    return {name: [statistics.median(s) for s in per_query] for name, per_query in samples.items()}
-
-
-# -- the run ------------------------------------------------------------------------
-
-
-def ingest(engine: MemoryEngine, records: Sequence[Synthetic], quiet: bool) -> list[Record]:
-    progress = Progress("storing", len(records), enabled=not quiet and len(records) >= 20_000)
-    stored: list[Record] = []
-    for batch in batches(list(records), INGEST_BATCH):
-        stored.extend(engine.store_many(rec.as_item() for rec in batch))
-        progress.update(len(stored))
-    return stored
+def per_kind(
+    queries: Sequence[Query], values: Mapping[str, Sequence[float]], average: Average
+) -> dict[str, dict[str, float]]:
+    """For each kind of query asked, each system's ``average`` of its values on that kind."""
+    out = {}
+    for kind in KINDS:
+        at = [i for i, q in enumerate(queries) if q.kind == kind]
+        if at:
+            out[kind] = {name: average([v[i] for i in at]) for name, v in values.items()}
+    return out
 
 
 def summarise(
-    queries: Sequence[Query], medians: dict[str, list[float]], hits: list[int]
+    queries: Sequence[Query], medians: Mapping[str, Sequence[float]], base: str
 ) -> dict[str, dict[str, Any]]:
-    summary = {}
-    for kind in KINDS:
-        positions = [i for i, q in enumerate(queries) if q.kind == kind]
-        if not positions:
-            continue
-        kind_medians = {
-            name: statistics.median(times[i] for i in positions) for name, times in medians.items()
-        }
-        engine_time = kind_medians[ENGINE]
-        summary[kind] = {
-            "queries": len(positions),
-            "mean_hits": statistics.mean(hits[i] for i in positions),
+    """Per kind: how many queries, each system's median over them, and its ratio to ``base``'s."""
+    asked = Counter(q.kind for q in queries)
+    return {
+        kind: {
+            "queries": asked[kind],
             "median_seconds": kind_medians,
-            "ratio_vs_engine": {
-                name: (t / engine_time if engine_time > 0 else math.inf)
-                for name, t in kind_medians.items()
-            },
+            f"ratio_vs_{base}": harness.ratios(kind_medians, base),
         }
-    return summary
+        for kind, kind_medians in per_kind(queries, medians, statistics.median).items()
+    }
 
 
-def print_table(summary: dict[str, dict[str, Any]]) -> None:
-    header = f"{'query kind':<17}{'queries':>8}{'mean hits':>11}"
-    for name in SYSTEMS:
-        header += f"  {name:>20}"
-    print(header)
-    print("-" * len(header))
+def kind_table(summary: dict[str, dict[str, Any]], base: str, digits: int) -> harness.Table:
+    """Each kind's mean hits and each system's median, with its ratio to ``base``'s."""
+    first = next(iter(summary.values()))
+    hits = first["mean_hits"]
+    hit_columns = [f"{name} hits" for name in hits] if isinstance(hits, dict) else ["mean hits"]
+    rows = []
     for kind, row in summary.items():
-        line = f"{kind:<17}{row['queries']:>8}{row['mean_hits']:>11,.0f}"
-        for name in SYSTEMS:
-            cell = fmt_ms(row["median_seconds"][name])
-            if name != ENGINE:
-                cell += f" ({row['ratio_vs_engine'][name]:.1f}x)"
-            line += f"  {cell:>20}"
-        print(line)
-    print("median time per query; (Nx) = that system's median / the engine's median")
+        hits = row["mean_hits"]
+        ratios = row[f"ratio_vs_{base}"]
+        rows.append(
+            [kind, str(row["queries"])]
+            + [f"{h:,.0f}" for h in (hits.values() if isinstance(hits, dict) else [hits])]
+            + [
+                harness.fmt_ms_ratio(t, None if name == base else ratios[name], digits)
+                for name, t in row["median_seconds"].items()
+            ]
+        )
+    return ["query kind", "queries", *hit_columns, *first["median_seconds"]], rows
 
 
 def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict[str, Any]]:
@@ -431,32 +376,33 @@ def check_targets(summary: dict[str, dict[str, Any]], records: int) -> list[dict
         for other, wanted in TARGETS.items():
             ratio = summary[kind]["ratio_vs_engine"][other]
             ok = ratio >= wanted
-            results.append({"kind": kind, "versus": other, "target": wanted, "ratio": ratio})
-            results[-1]["pass"] = ok
+            results.append(
+                {"kind": kind, "versus": other, "target": wanted, "ratio": ratio, "pass": ok}
+            )
             print(
                 f"  {kind:<9} engine vs {other:<12} >= {wanted:>4.0f}x faster: "
-                f"{ratio:6.1f}x  {verdict(ok)}"
+                f"{ratio:6.1f}x  {harness.verdict(ok)}"
             )
     return results
 
 
-def print_parts(summary: dict[str, dict[str, float]]) -> None:
+def parts_table(parts: dict[str, dict[str, float]]) -> harness.Table:
+    """Each kind's median of the engine, its parts and SQLite SQL; SQL's over each part's."""
+    rows = [
+        [kind, *(harness.fmt_ms(row[name]) for name in (*PARTS, SQL))]
+        + [harness.times(row[SQL], row[part], 1) for part in (INDEX_ALONE, CHECK)]
+        for kind, row in parts.items()
+    ]
+    return ["query kind", *PARTS, SQL, f"{SQL} / {INDEX_ALONE}", f"{SQL} / check"], rows
+
+
+def print_parts(parts: dict[str, dict[str, float]]) -> None:
     print()
     print(
         "where the engine's time goes: a second pass, each call timed right after "
         "a scan of every record"
     )
-    columns = (*PARTS, SQL, f"{SQL} / {INDEX_ALONE}", f"{SQL} / check")
-    header = f"{'query kind':<17}" + "".join(f"{name:>17}" for name in columns[:4])
-    header += "".join(f"{name:>26}" for name in columns[4:])
-    print(header)
-    print("-" * len(header))
-    for kind, row in summary.items():
-        line = f"{kind:<17}" + "".join(f"{fmt_ms(row[name]):>17}" for name in (*PARTS, SQL))
-        for part in (INDEX_ALONE, CHECK):
-            ratio = row[SQL] / row[part] if row[part] > 0 else math.inf
-            line += f"{ratio:>25.1f}x"
-        print(line)
+    print(harness.text_table(*parts_table(parts)))
     print(
         f"{INDEX_ALONE}: the in-memory index's answer without the lock, the check for other "
         "processes' commits or argument checks"
@@ -473,61 +419,11 @@ def print_detail(
     print()
     print("per query (median of rounds):")
     for i, q in enumerate(queries):
-        cells = "  ".join(f"{name} {fmt_ms(medians[name][i])}" for name in SYSTEMS)
+        cells = "  ".join(f"{name} {harness.fmt_ms(medians[name][i])}" for name in SYSTEMS)
         print(f"  {q.describe():<58} {hits[i]:>7,} hits  {cells}")
 
 
 # -- the scope-gated case -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeCase:
-    """The scope-gated case's results: per query, each system's hits and median time."""
-
-    records: int
-    scopes: int
-    current: str
-    current_records: int
-    visible: tuple[str, ...]
-    queries: list[Query]
-    hits: dict[str, list[int]]
-    medians: dict[str, list[float]]
-
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """Per query kind: hits, median seconds, and each gated median over the ungated one."""
-        kinds = {}
-        for kind in SCOPE_KINDS:
-            positions = [i for i, q in enumerate(self.queries) if q.kind == kind]
-            if not positions:
-                continue
-            medians = {
-                name: statistics.median(times[i] for i in positions)
-                for name, times in self.medians.items()
-            }
-            base = medians[UNGATED]
-            kinds[kind] = {
-                "queries": len(positions),
-                "mean_hits": {
-                    name: statistics.mean(hits[i] for i in positions)
-                    for name, hits in self.hits.items()
-                },
-                "median_seconds": medians,
-                "ratio_vs_ungated": {
-                    name: (t / base if base > 0 else math.inf) for name, t in medians.items()
-                },
-            }
-        return kinds
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "records": self.records,
-            "scopes": self.scopes,
-            "current": self.current,
-            "current_records": self.current_records,
-            "visible": list(self.visible),
-            "agreement": True,
-            "kinds": self.summary(),
-        }
 
 
 def scope_names(count: int) -> list[str]:
@@ -544,20 +440,20 @@ def place_in_scopes(records: Sequence[Synthetic], seed: int) -> list[str]:
 
 def expected_ids(
     q: Query, wanted: set[str] | None, rows: Sequence[tuple[str, str, str, frozenset[str]]]
-) -> set[str]:
+) -> list[str]:
     """The answer as a plain set computation over (scope, domain, tags); None: every scope."""
     tags = set(q.tags)
-    return {
+    return [
         rid
         for rid, scope, domain, held in rows
         if (wanted is None or scope in wanted)
         and (q.domain is None or domain == q.domain)
         and tags <= held
-    }
+    ]
 
 
-def scope_case(args: argparse.Namespace, folder: Path) -> ScopeCase | list[str]:
-    """Run the scope-gated case; the disagreements instead, if there are any."""
+def scope_case(args: argparse.Namespace, folder: Path) -> dict[str, Any] | list[str]:
+    """Run the scope-gated case: its results, or the disagreements if there are any."""
     count = args.scope_records
     records = generate(count, args.seed)
     placed = place_in_scopes(records, args.seed)
@@ -567,11 +463,14 @@ def scope_case(args: argparse.Namespace, folder: Path) -> ScopeCase | list[str]:
         current=current, user="user:bench", source="argument", reason="the benchmark's choice"
     )
     with MemoryEngine(folder / "scopes.db", scope=who, embedder="none") as engine:
-        progress = Progress("storing in scopes", count, enabled=not args.quiet and count >= 20_000)
-        stored: list[Record] = []
-        for batch in batches(list(zip(records, placed)), INGEST_BATCH):
-            stored.extend(engine.store_many({**rec.as_item(), "scope": s} for rec, s in batch))
-            progress.update(len(stored))
+        stored = store_in_batches(
+            engine,
+            list(zip(records, placed)),
+            lambda pair: {**pair[0].as_item(), "scope": pair[1]},
+            label="storing in scopes",
+            show=not args.quiet and count >= 20_000,
+            size=INGEST_BATCH,
+        )
         rows = [(r.record_id, r.scope, r.domain, frozenset(r.tags)) for r in stored]
         mine = [rec for rec, scope in zip(records, placed) if scope == current]
         queries = [
@@ -591,57 +490,46 @@ def scope_case(args: argparse.Namespace, folder: Path) -> ScopeCase | list[str]:
             ONE_SCOPE: {current},
         }
         problems = []
-        hits: dict[str, list[int]] = {name: [] for name in systems}
-        for q in queries:
-            for name, run in systems.items():
-                answer = list(run(q))
-                expected = expected_ids(q, wanted[name], rows)
-                hits[name].append(len(answer))
-                if len(set(answer)) != len(answer) or set(answer) != expected:
-                    problems.append(
-                        f"{name} disagrees with the set computation on {q.describe()}: "
-                        f"{len(set(answer))} ids vs {len(expected)}"
-                    )
+        for name, run in systems.items():
+            problems += harness.disagreements(
+                queries,
+                {name: run},
+                functools.partial(expected_ids, wanted=wanted[name], rows=rows),
+                same_ids("the set computation"),
+            )
         if problems:
             return problems
-        medians = time_systems(queries, systems, args.rounds, 3 if args.warm else 1)
-    return ScopeCase(
-        records=count,
-        scopes=len(sizes),
-        current=current,
-        current_records=sizes[current],
-        visible=who.visible,
-        queries=queries,
-        hits=hits,
-        medians=medians,
-    )
+        hits = {
+            name: [len(expected_ids(q, wanted[name], rows)) for q in queries] for name in systems
+        }
+        samples = harness.alternate(systems, queries, args.rounds, best_of=3 if args.warm else 1)
+    kinds = summarise(queries, harness.medians(samples), UNGATED)
+    for kind, row in per_kind(queries, hits, statistics.mean).items():
+        kinds[kind]["mean_hits"] = row
+    return {
+        "records": count,
+        "scopes": len(sizes),
+        "current": current,
+        "current_records": sizes[current],
+        "visible": list(who.visible),
+        "agreement": True,
+        "queries": len(queries),
+        "kinds": kinds,
+    }
 
 
-def print_scope_case(case: ScopeCase) -> None:
+def print_scope_case(case: dict[str, Any]) -> None:
     print()
     print(
-        f"scope gate: {case.records:,} records over {case.scopes} scopes in a second store; "
-        f"the current scope {case.current} holds {case.current_records:,}, "
-        f"a query sees {len(case.visible)} scopes by default"
+        f"scope gate: {case['records']:,} records over {case['scopes']} scopes in a second "
+        f"store; the current scope {case['current']} holds {case['current_records']:,}, "
+        f"a query sees {len(case['visible'])} scopes by default"
     )
     print(
         f"agreement: OK - every answer equals a set computation over (scope, domain, tags) "
-        f"for all {len(case.queries)} queries"
+        f"for all {case['queries']} queries"
     )
-    header = f"{'query kind':<17}{'queries':>8}"
-    header += "".join(f"  {name + ' hits':>16}" for name in SCOPE_SYSTEMS)
-    header += "".join(f"  {name:>20}" for name in SCOPE_SYSTEMS)
-    print(header)
-    print("-" * len(header))
-    for kind, row in case.summary().items():
-        line = f"{kind:<17}{row['queries']:>8}"
-        line += "".join(f"  {row['mean_hits'][name]:>16,.0f}" for name in SCOPE_SYSTEMS)
-        for name in SCOPE_SYSTEMS:
-            cell = fmt_ms(row["median_seconds"][name])
-            if name != UNGATED:
-                cell += f" ({row['ratio_vs_ungated'][name]:.2f}x)"
-            line += f"  {cell:>20}"
-        print(line)
+    print(harness.text_table(*kind_table(case["kinds"], UNGATED, 2)))
     print(
         "median time per query; (Nx) = gated median / ungated median, the same queries "
         "timed side by side in this run"
@@ -649,18 +537,17 @@ def print_scope_case(case: ScopeCase) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Compare structural queries: this engine, a naive scan, a modulo scan "
-        "and SQLite SQL. Checks that all agree, then times them."
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        records=(TARGET_RECORDS, "records to generate"),
+        queries=(20, "queries per kind (default 20)"),
+        rounds=(5, "timed rounds per query"),
+        seed=(1, "seed for records and queries"),
     )
-    parser.add_argument("--records", type=int, default=TARGET_RECORDS, help="records to generate")
-    parser.add_argument("--queries", type=int, default=20, help="queries per kind (default 20)")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per query")
-    parser.add_argument("--seed", type=int, default=1, help="seed for records and queries")
     parser.add_argument(
         "--store", type=Path, help="store file to create (default: a temporary file)"
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument(
         "--warm",
         action="store_true",
@@ -674,17 +561,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"at most {SCOPE_RECORDS:,}; 0 skips the case)",
     )
     parser.add_argument("--detail", action="store_true", help="print every query's timings")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # For the test suite: corrupt one system's answer to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
+    # For the test suite: the visible-scopes answers drop an id.
     parser.add_argument("--inject-scope-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.scope_records is None:
         args.scope_records = min(args.records, SCOPE_RECORDS)
     if args.scope_records != 0 and args.scope_records < SCOPE_COUNT:
         parser.error(f"--scope-records must be 0 (skip) or at least {SCOPE_COUNT}")
-    if args.records < 10 or args.queries < 1 or args.rounds < 1:
-        parser.error("--records must be at least 10, --queries and --rounds at least 1")
+    harness.at_least(parser, args, records=10, queries=1, rounds=1)
     if args.store is not None and args.store.exists():
         parser.error(f"--store {args.store} already exists; give a path to a new file")
     return args
@@ -693,6 +577,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     timing = "fastest of 3 back-to-back calls" if args.warm else "single interleaved calls"
+    best_of = 3 if args.warm else 1
     print(
         f"structure benchmark: {args.records:,} records, seed {args.seed}, "
         f"up to {args.queries} queries per kind, {args.rounds} timed rounds of {timing}"
@@ -701,9 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pmf-bench-") as tmp:
         path = args.store or Path(tmp) / "structure.db"
         with MemoryEngine(path, embedder="none") as engine:
-            started = time.perf_counter()
-            stored = ingest(engine, records, args.quiet)
-            ingest_seconds = time.perf_counter() - started
+            show = not args.quiet and len(records) >= 20_000
+            ingest_seconds, stored = harness.timed(
+                store_in_batches, engine, records, Synthetic.as_item, show=show, size=INGEST_BATCH
+            )
             print(
                 f"ingest: store_many of {len(stored):,} records in {ingest_seconds:.1f} s "
                 f"({len(stored) / ingest_seconds:,.0f} records/s, batches of {INGEST_BATCH:,})"
@@ -711,102 +597,95 @@ def main(argv: Sequence[str] | None = None) -> int:
             if len({r.record_id for r in stored}) != len(records):
                 print("error: store_many merged distinct records; ids are not unique")
                 return EXIT_MISMATCH
-            tag_primes = engine.stats().registries["tag"]
             sql, db = sqlite_system(stored)
             systems: dict[str, System] = {
                 ENGINE: engine_system(engine),
                 "naive scan": naive_system(stored),
-                "modulo scan": modulo_system(stored, tag_primes),
+                "modulo scan": modulo_system(stored, engine.stats().registries["tag"]),
                 SQL: sql,
             }
             if args.inject_mismatch:
                 honest = systems["modulo scan"]
                 systems["modulo scan"] = lambda q: list(honest(q))[1:]
             queries = choose_queries(records, args.queries, args.seed)
-
-            problems = find_disagreements(
-                queries, {**systems, INDEX_ALONE: index_alone_system(engine)}
+            index_alone = index_alone_system(engine)
+            problems = harness.disagreements(
+                queries, {**systems, INDEX_ALONE: index_alone}, systems[ENGINE], same_ids(ENGINE)
             )
-            if problems:
-                print(f"agreement: FAILED - {len(problems)} disagreement(s):")
-                for problem in problems[:20]:
-                    print(f"  {problem}")
-                print("no timings reported: the systems do not answer the same question")
-                return EXIT_MISMATCH
             hits = [len(systems[ENGINE](q)) for q in queries]
-            print(
-                f"agreement: OK - all {len(systems)} systems returned identical id sets "
-                f"for all {len(queries)} queries ({sum(hits):,} ids per system), "
-                f"as did the engine's {INDEX_ALONE}"
-            )
+            if not harness.check(
+                problems,
+                f"agreement: OK - all {len(systems)} systems returned identical id sets for all "
+                f"{len(queries)} queries ({sum(hits):,} ids per system), as did the engine's "
+                f"{INDEX_ALONE}",
+            ):
+                return EXIT_MISMATCH
             print()
-            medians = time_systems(queries, systems, args.rounds, 3 if args.warm else 1)
-            parts_medians = None
+            medians = harness.medians(
+                harness.alternate(systems, queries, args.rounds, best_of=best_of)
+            )
+            parts = None
             if not args.warm:
                 subjects = {
                     ENGINE: systems[ENGINE],
-                    INDEX_ALONE: index_alone_system(engine),
+                    INDEX_ALONE: index_alone,
                     CHECK: coherence_check_system(engine),
                     SQL: systems[SQL],
                 }
                 sweeps = [systems["naive scan"], systems["modulo scan"]]
-                parts_medians = time_systems(queries, subjects, args.rounds, sweeps=sweeps)
+                samples = harness.alternate(subjects, queries, args.rounds, between=sweeps)
+                parts = per_kind(queries, harness.medians(samples), statistics.median)
             db.close()
         scoped = scope_case(args, Path(tmp)) if args.scope_records else None
     if isinstance(scoped, list):
-        print(f"scope gate agreement: FAILED - {len(scoped)} disagreement(s):")
-        for problem in scoped[:20]:
-            print(f"  {problem}")
-        print("no timings reported: the scope gate does not answer the right question")
+        harness.check(
+            scoped,
+            "",
+            failed="scope gate agreement: FAILED",
+            then="no timings reported: the scope gate does not answer the right question",
+        )
         return EXIT_MISMATCH
-    summary = summarise(queries, medians, hits)
-    print_table(summary)
+    summary = summarise(queries, medians, ENGINE)
+    for kind, row in per_kind(queries, {"hits": hits}, statistics.mean).items():
+        summary[kind]["mean_hits"] = row["hits"]
+    print(harness.text_table(*kind_table(summary, ENGINE, 1)))
+    print("median time per query; (Nx) = that system's median / the engine's median")
     targets = check_targets(summary, args.records)
-    parts_summary = None
-    if parts_medians is not None:
-        parts_summary = {
-            kind: row["median_seconds"]
-            for kind, row in summarise(queries, parts_medians, hits).items()
-        }
-    if parts_summary is not None:
-        print_parts(parts_summary)
+    if parts is not None:
+        print_parts(parts)
     if scoped is not None:
         print_scope_case(scoped)
     if args.detail:
         print_detail(queries, medians, hits)
-    if args.json:
-        args.json.write_text(
-            json.dumps(
+    harness.write_json(
+        args.json,
+        {
+            "benchmark": "structure",
+            "records": args.records,
+            "seed": args.seed,
+            "rounds": args.rounds,
+            "warm": args.warm,
+            "python": sys.version.split()[0],
+            "sqlite": sqlite3.sqlite_version,
+            "ingest_seconds": ingest_seconds,
+            "agreement": True,
+            "kinds": summary,
+            "targets": targets,
+            "parts_median_seconds": parts,
+            "scope_gate": scoped,
+            "queries": [
                 {
-                    "benchmark": "structure",
-                    "records": args.records,
-                    "seed": args.seed,
-                    "rounds": args.rounds,
-                    "warm": args.warm,
-                    "python": sys.version.split()[0],
-                    "sqlite": sqlite3.sqlite_version,
-                    "ingest_seconds": ingest_seconds,
-                    "agreement": True,
-                    "kinds": summary,
-                    "targets": targets,
-                    "parts_median_seconds": parts_summary,
-                    "scope_gate": None if scoped is None else scoped.as_json(),
-                    "queries": [
-                        {
-                            "kind": q.kind,
-                            "mix": q.mix,
-                            "domain": q.domain,
-                            "tags": q.tags,
-                            "hits": hits[i],
-                            "median_seconds": {n: medians[n][i] for n in SYSTEMS},
-                        }
-                        for i, q in enumerate(queries)
-                    ],
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+                    "kind": q.kind,
+                    "mix": q.mix,
+                    "domain": q.domain,
+                    "tags": q.tags,
+                    "hits": hits[i],
+                    "median_seconds": {n: medians[n][i] for n in SYSTEMS},
+                }
+                for i, q in enumerate(queries)
+            ],
+        },
+    )
     return 0
 
 

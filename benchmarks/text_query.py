@@ -15,9 +15,9 @@ with context from N neighbours on each side, the two taking turns going first.
 It measures embedding, so it refuses to run without an embedder
 (``PRIME_MEMORY_EMBEDDER=none``), and it prints the embedder it used. Before
 timing, it checks that every record was stored with a vector in the
-embedder's space; each timed query must return its full 10 hits (with the
-domain gate, all from that domain), checked outside its timing. Otherwise it
-exits with status 1 and reports no rates.
+embedder's space, and that every query, in each setting timed, returns its
+full 10 hits (with the domain gate, all from that domain). Otherwise it exits
+with status 1 and reports no rates.
 
 Run from the repository root::
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
-import json
 import os
 import random
 import resource
@@ -41,7 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _shared import DOMAINS, Progress, batches, fmt_ms, verdict
+import _harness as harness
+from _shared import DOMAINS, memory_kib, store_in_batches
 
 from prime_memory_folding import Hit, MemoryEngine, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
@@ -103,20 +104,11 @@ def sentences(count: int, seed: int, low: int, high: int) -> list[str]:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB.
-
-    Linux's ``VmHWM`` starts afresh when a program is executed, while
+    """This process's peak resident memory in MB: ``VmHWM`` where Linux has it, since
     ``ru_maxrss`` keeps the peak of the process that forked this one (as when
-    ``run_all.py`` runs this script), so prefer it where it exists.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ``run_all.py`` runs this script)."""
+    peak = memory_kib()["peak_rss_kib"]
+    return (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 
 
 @contextlib.contextmanager
@@ -156,6 +148,12 @@ def check_store(engine: MemoryEngine, embedder: Embedder, expected: int) -> list
     return problems
 
 
+def ask(engine: MemoryEngine, question: str, *, domain: str | None, reach: int | None) -> list[Hit]:
+    """One text query, with context from ``reach`` neighbours a side (None: the default)."""
+    with context_reach(reach):
+        return engine.query(text=question, limit=LIMIT, domain=domain)
+
+
 def check_hits(name: str, question: str, hits: list[Hit], wanted: int, domain: str | None) -> str:
     """What is wrong with one query's hits, or ''."""
     if len(hits) != wanted:
@@ -166,35 +164,31 @@ def check_hits(name: str, question: str, hits: list[Hit], wanted: int, domain: s
 
 def failed(args: argparse.Namespace, embedder: Embedder, problems: list[str]) -> int:
     print(f"text recall, {args.records:,} records, embedder {embedder.name}")
-    print(f"check: FAILED - {len(problems)} problem(s):")
-    for problem in problems[:10]:
-        print(f"  {problem}")
-    print("no rates reported: the store or the queries are not what was asked for")
+    harness.check(
+        problems,
+        "",
+        failed="check: FAILED",
+        then="no rates reported: the store or the queries are not what was asked for",
+        most=10,
+    )
     return EXIT_MISMATCH
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=TARGET_RECORDS)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    # --inject-mismatch: one record fewer stored than counted
+    parser = harness.parser(__doc__, inject=True, records=TARGET_RECORDS, queries=200, seed=1)
     parser.add_argument(
         "--embedder",
         help=f"the embedder to measure (default: {EMBEDDER_ENV}, else builtin); not 'none'",
     )
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
         "--compare-reach",
         type=int,
         metavar="N",
         help="also time each query with context from N neighbours a side, taking turns",
     )
-    # For the test suite: store one record fewer than counted, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.records < LIMIT or args.queries < 1:
-        parser.error(f"--records must be at least {LIMIT}, --queries at least 1")
+    harness.at_least(parser, args, records=LIMIT, queries=1)
     spec = (args.embedder or os.environ.get(EMBEDDER_ENV, "")).strip() or "builtin"
     if spec.lower() == "none":
         setting = "--embedder" if args.embedder else EMBEDDER_ENV
@@ -222,14 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         MemoryEngine(Path(folder) / "t.db", embedder=embedder) as engine,
     ):
         engine.store("warm up the embedder")  # loading the model is not storing
-        progress = Progress("store_many", len(items), enabled=not args.quiet)
-        started = time.perf_counter()
-        done = 0
-        for batch in batches(items[1:] if args.inject_mismatch else items, 10_000):
-            engine.store_many(batch)
-            done += len(batch)
-            progress.update(done)
-        store_s = time.perf_counter() - started
+        stored = items[1:] if args.inject_mismatch else items
+        store_s = harness.timed(
+            store_in_batches, engine, stored, label="store_many", show=not args.quiet
+        )[0]
         results["store_rate"] = args.records / store_s
 
         problems = check_store(engine, embedder, len(items))
@@ -240,31 +230,33 @@ def main(argv: list[str] | None = None) -> int:
             ("no gate", None, min(LIMIT, len(items) + 1)),
             ("domain gate", GATED_DOMAIN, min(LIMIT, in_domain)),
         )
+        reaches = {"default": None}
+        if args.compare_reach is not None:
+            reaches["compared"] = args.compare_reach
         for name, domain, wanted in gates:
             for q in questions[:10]:
                 engine.query(text=q, domain=domain)
-            times = []
-            other: list[float] = []
-            for n, q in enumerate(questions):
-                # With --compare-reach the two settings take turns going first.
-                order = [None, args.compare_reach] if args.compare_reach is not None else [None]
-                for reach in order if n % 2 == 0 else order[::-1]:
-                    with context_reach(reach):
-                        t0 = time.perf_counter()
-                        hits = engine.query(text=q, limit=LIMIT, domain=domain)
-                        (times if reach is None else other).append(time.perf_counter() - t0)
-                    problem = check_hits(name, q, hits, wanted, domain)
-                    if problem:
-                        problems.append(problem)
-            times.sort()
+            calls = {
+                label: functools.partial(ask, engine, domain=domain, reach=reach)
+                for label, reach in reaches.items()
+            }
+            problems = [
+                problem
+                for call in calls.values()
+                for q in questions
+                if (problem := check_hits(name, q, call(q), wanted, domain))
+            ]
+            if problems:
+                return failed(args, embedder, problems)
+            # With --compare-reach the two settings take turns going first.
+            samples = harness.alternate(calls, questions)
+            times = [t for per_q in samples["default"] for t in per_q]
             results[name] = {
                 "p50_s": statistics.median(times),
-                "p95_s": times[int(0.95 * (len(times) - 1))],
+                "p95_s": harness.percentile(times, 0.95),
             }
-            if other:
-                results[name]["p50_s_reach_compared"] = statistics.median(other)
-        if problems:
-            return failed(args, embedder, problems)
+            if "compared" in samples:
+                results[name]["p50_s_reach_compared"] = harness.pooled_medians(samples)["compared"]
     rss_mb = peak_rss_mb()
     results["max_rss_mb"] = rss_mb
 
@@ -285,24 +277,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in ("no gate", "domain gate"):
         row = results[name]
-        print(f"text query, {name}: p50 {fmt_ms(row['p50_s'])}, p95 {fmt_ms(row['p95_s'])}")
+        p50, p95 = harness.fmt_ms(row["p50_s"]), harness.fmt_ms(row["p95_s"])
+        print(f"text query, {name}: p50 {p50}, p95 {p95}")
         if "p50_s_reach_compared" in row:
             compared = row["p50_s_reach_compared"]
             print(
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
-                f"(the default: {recall.CONTEXT_REACH}): p50 {fmt_ms(compared)}; "
+                f"(the default: {recall.CONTEXT_REACH}): p50 {harness.fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
             )
     print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
     note = "" if scale else f" (targets are set at {TARGET_RECORDS:,} records)"
-    p50 = results["no gate"]["p50_s"]
-    print(f"{verdict(p50 <= TARGET_P50_S)} text query p50 <= 15 ms{note}")
-    print(f"{verdict(results['store_rate'] >= TARGET_STORE_RATE)} store_many >= 1,000/s{note}")
-    print(f"{verdict(rss_mb <= TARGET_RSS_MB)} resident memory <= 400 MB{note}")
-    rate_ok = results["embed_rate"] >= TARGET_EMBED_RATE
-    print(f"{verdict(rate_ok)} embedding alone >= 5,000 texts/s")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    for ok, target in (
+        (results["no gate"]["p50_s"] <= TARGET_P50_S, f"text query p50 <= 15 ms{note}"),
+        (results["store_rate"] >= TARGET_STORE_RATE, f"store_many >= 1,000/s{note}"),
+        (rss_mb <= TARGET_RSS_MB, f"resident memory <= 400 MB{note}"),
+        (results["embed_rate"] >= TARGET_EMBED_RATE, "embedding alone >= 5,000 texts/s"),
+    ):
+        print(f"{harness.verdict(ok)} {target}")
+    harness.write_json(args.json, results)
     return 0
 
 

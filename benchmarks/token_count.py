@@ -15,13 +15,13 @@ and every LongMemEval dev user turn (long messages).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import _harness as harness
 
 from prime_memory_folding.budget import count_tokens
 
@@ -45,21 +45,15 @@ def longmemeval_turns(path: Path) -> list[str]:
     ]
 
 
-def timed(count: Callable[[str], int], texts: Sequence[str]) -> tuple[list[int], float]:
-    start = time.perf_counter()
-    counts = [count(text) for text in texts]
-    return counts, time.perf_counter() - start
-
-
 def compare(texts: Sequence[str], references: dict[str, Callable[[str], int]]) -> dict[str, Any]:
-    ours, seconds = timed(count_tokens, texts)
+    seconds, ours = harness.timed(list, map(count_tokens, texts))
     row: dict[str, Any] = {
         "texts": len(texts),
         "estimate_tokens": sum(ours),
         "estimate_texts_per_second": len(texts) / seconds,
     }
     for name, encode in references.items():
-        theirs, their_seconds = timed(encode, texts)
+        their_seconds, theirs = harness.timed(list, map(encode, texts))
         if len(theirs) != len(ours):
             raise SystemExit(f"{name} counted {len(theirs)} texts, the estimate {len(ours)}")
         row[name] = {
@@ -84,11 +78,9 @@ def references() -> dict[str, Callable[[str], int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--locomo", type=Path, required=True)
     parser.add_argument("--longmemeval", type=Path)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines (there are none)")
     args = parser.parse_args(argv)
     refs = references()
     if not refs:
@@ -109,8 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"counted low for {100 * r['share_counted_low']:.1f} % of texts; "
                 f"{ref} counts {r['texts_per_second']:,.0f} texts/s"
             )
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    harness.write_json(args.json, report)
     return 0
 
 

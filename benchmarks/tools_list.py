@@ -22,26 +22,20 @@ change the exit status).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import queue
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _shared import verdict
+import _harness as harness
+from _shared import SERVER, LineClient
 
 from prime_memory_folding.budget import count_tokens
 
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
-PROTOCOL_VERSION = "2025-11-25"
 TARGET_TOKENS = 2_000
-TIMEOUT_S = 60.0
 PARTS = ("description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -65,52 +59,12 @@ def registered_tools() -> set[str]:
 def list_tools(store: Path) -> str:
     """The ``tools/list`` reply line of a real stdio server, as it arrived."""
     env = dict(os.environ, PRIME_MEMORY_EMBEDDER="none")
-    proc = subprocess.Popen(
-        [*SERVER, "--store", str(store), "--scope", "global"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    lines: queue.Queue[bytes] = queue.Queue()
-    out = proc.stdout
-
-    def read() -> None:
-        for received in out:
-            lines.put(received)
-
-    threading.Thread(target=read, daemon=True).start()
-
-    def send(message: dict[str, Any]) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        proc.stdin.flush()
-
-    def reply(request_id: int) -> bytes:
-        while True:
-            try:
-                line = lines.get(timeout=TIMEOUT_S)
-            except queue.Empty:
-                raise SystemExit(f"no reply to request {request_id} in {TIMEOUT_S:.0f} s") from None
-            if json.loads(line).get("id") == request_id:
-                return line
-
+    client = LineClient([*SERVER, "--store", str(store), "--scope", "global"], env, timeout=60)
     try:
-        hello = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "tools-list-benchmark", "version": "1"},
-        }
-        send({"id": 1, "method": "initialize", "params": hello})
-        reply(1)
-        send({"method": "notifications/initialized"})
-        send({"id": 2, "method": "tools/list"})
-        return reply(2).decode("utf-8").rstrip("\r\n")
+        line, _ = client.exchange("tools/list", {})
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=TIMEOUT_S)
-        proc.stdout.close()
+        client.close()
+    return line.decode("utf-8").rstrip("\r\n")
 
 
 def measure(line: str, reference: Callable[[str], int] | None) -> dict[str, Any]:
@@ -145,38 +99,37 @@ def check(line: str, expected: set[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines (there are none)")
-    args = parser.parse_args(argv)
+    args = harness.parser(__doc__).parse_args(argv)
     reference = o200k()
     with tempfile.TemporaryDirectory(prefix="pmf-tools-list-") as tmp:
         line = list_tools(Path(tmp) / "memory.db")
-    problems = check(line, registered_tools())
-    if problems:
-        print("check: FAILED - " + "; ".join(problems))
+    expected = registered_tools()
+    ok = f"check: OK - all {len(expected)} tools listed, each with an input schema"
+    if not harness.check(check(line, expected), ok, failed="check: FAILED", then=""):
         return 1
     report = measure(line, reference)
     counters = ["estimate"] + (["o200k_base"] if reference else [])
     report["target_tokens"] = TARGET_TOKENS
     report["pass"] = {name: report["total"][name] < TARGET_TOKENS for name in counters}
-    print(f"check: OK - all {len(report['tools'])} tools listed, each with an input schema")
     if reference is None:
         print("bpe-openai is not installed: the estimate is judged alone (pip install '.[bench]')")
-    print(f"\n{'tool':<22}{'part':<14}" + "".join(f"{c:>12}" for c in [*counters, "bytes"]))
-    for name, parts in report["tools"].items():
-        for part, counted in parts.items():
-            cells = "".join(f"{counted[c]:>12,}" for c in [*counters, "bytes"])
-            print(f"{name:<22}{part:<14}{cells}")
+    rows = [
+        [name, part, *(f"{counted[c]:,}" for c in [*counters, "bytes"])]
+        for name, parts in report["tools"].items()
+        for part, counted in parts.items()
+    ]
+    print()
+    print(harness.text_table(["tool", "part", *counters, "bytes"], rows, left=2))
     total = report["total"]
     print(
         f"\ntools/list reply: {total['bytes']:,} bytes; "
         + "; ".join(f"{total[c]:,} tokens by {c}" for c in counters)
     )
     for name in counters:
-        print(f"target < {TARGET_TOKENS:,} tokens by {name}: {verdict(report['pass'][name])}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(
+            f"target < {TARGET_TOKENS:,} tokens by {name}: {harness.verdict(report['pass'][name])}"
+        )
+    harness.write_json(args.json, report)
     return 0
 
 

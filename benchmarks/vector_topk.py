@@ -27,9 +27,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
-import gc
-import json
 import statistics
 import sys
 import tempfile
@@ -38,8 +35,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import _shared  # also puts the checkout on sys.path
+import _harness as harness
 import numpy as np
+from _shared import store_in_batches
 
 from prime_memory_folding import MemoryEngine
 
@@ -48,6 +46,8 @@ K = 10
 TARGET_RECORDS = 100_000
 TARGET_RATIO = 1.5
 ENGINE, FLOOR, SQLITE_VEC = "engine", "numpy floor", "sqlite-vec"
+SYSTEMS = (FLOOR, ENGINE, SQLITE_VEC)
+STEPS = ("cosine", "top_k", "rank_by_vector", "hits")
 #: Scores closer than this count as a tie when checking agreement.
 TIE = 1e-5
 EXIT_MISMATCH = 1
@@ -119,42 +119,19 @@ def disagreements(queries: np.ndarray, unit: np.ndarray, systems: dict[str, Syst
     allows two ids whose scores tie to swap places (or one to stand in for
     the other at the k-th place), and nothing else.
     """
-    problems = []
-    for qi, query in enumerate(queries):
+
+    def differs(qi: int, query: np.ndarray, got: list[int], expected: list[int]) -> str:
+        if got == expected:
+            return ""
+        if len(got) != K or len(set(got)) != K:
+            return f"on query {qi}: {got} is not {K} distinct ids"
         scores = unit @ (query / np.linalg.norm(query))
-        expected = systems[FLOOR](query)
-        for name, run in systems.items():
-            got = run(query)
-            if got == expected:
-                continue
-            if len(got) != K or len(set(got)) != K:
-                problems.append(f"{name} disagrees on query {qi}: {got} is not {K} distinct ids")
-                continue
-            for place, (mine, theirs) in enumerate(zip(got, expected)):
-                if abs(float(scores[mine]) - float(scores[theirs])) > TIE:
-                    problems.append(
-                        f"{name} disagrees on query {qi} at place {place + 1}: {got} vs {expected}"
-                    )
-                    break
-    return problems
+        for place, (mine, theirs) in enumerate(zip(got, expected)):
+            if abs(float(scores[mine]) - float(scores[theirs])) > TIE:
+                return f"on query {qi} at place {place + 1}: {got} vs {expected}"
+        return ""
 
-
-def time_systems(queries: np.ndarray, systems: dict[str, System], rounds: int) -> dict[str, float]:
-    names = list(systems)
-    samples: dict[str, list[list[float]]] = {n: [[] for _ in queries] for n in names}
-    gc.collect()
-    gc.disable()
-    try:
-        for rnd in range(rounds):
-            for qi, query in enumerate(queries):
-                shift = (rnd + qi) % len(names)
-                for name in names[shift:] + names[:shift]:
-                    started = time.perf_counter()
-                    systems[name](query)
-                    samples[name][qi].append(time.perf_counter() - started)
-    finally:
-        gc.enable()
-    return {n: statistics.median(statistics.median(s) for s in samples[n]) for n in names}
+    return harness.disagreements(list(queries), systems, systems[FLOOR], differs)
 
 
 def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict[str, float]:
@@ -162,22 +139,16 @@ def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict
     from prime_memory_folding.query import rank_by_vector, top_k
 
     index = engine._index  # a benchmark may look inside
-    steps: dict[str, list[float]] = {"cosine": [], "top_k": [], "rank_by_vector": [], "hits": []}
+    steps: dict[str, list[float]] = {name: [] for name in STEPS}
     for _ in range(rounds):
         for query in queries:
             unit = (query / np.linalg.norm(query)).astype(np.float32)
-            started = time.perf_counter()
-            scores = index.cosine(None, unit)
-            steps["cosine"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            top_k(scores, K)
-            steps["top_k"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            ranked = rank_by_vector(index, None, unit, K, now=time.time())
-            steps["rank_by_vector"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            engine._hits(ranked)
-            steps["hits"].append(time.perf_counter() - started)
+            seconds, scores = harness.timed(index.cosine, None, unit)
+            steps["cosine"].append(seconds)
+            steps["top_k"].append(harness.timed(top_k, scores, K)[0])
+            seconds, ranked = harness.timed(rank_by_vector, index, None, unit, K, now=time.time())
+            steps["rank_by_vector"].append(seconds)
+            steps["hits"].append(harness.timed(engine._hits, ranked)[0])
     return {name: statistics.median(values) for name, values in steps.items()}
 
 
@@ -200,15 +171,14 @@ def run_size(
     query_vectors = make_vectors(queries, seed + 1)
     log(f"vector top-{K}: storing {count:,} vectors")
     with MemoryEngine(folder / f"vectors-{count}.db", embedder="none") as engine:
-        started = time.perf_counter()
-        row_of: dict[str, int] = {}
-        for start in range(0, count, 10_000):
-            stored = engine.store_many(
-                {"content": f"vector {i}", "vector": matrix[i]}
-                for i in range(start, min(count, start + 10_000))
-            )
-            row_of.update((rec.record_id, start + j) for j, rec in enumerate(stored))
-        store_seconds = time.perf_counter() - started
+        store_seconds, stored = harness.timed(
+            store_in_batches,
+            engine,
+            range(count),
+            lambda i: {"content": f"vector {i}", "vector": matrix[i]},
+            show=False,
+        )
+        row_of = {rec.record_id: row for row, rec in enumerate(stored)}
         systems: dict[str, System] = {
             FLOOR: floor_system(unit),
             ENGINE: engine_system(engine, row_of),
@@ -236,9 +206,9 @@ def run_size(
         if problems:
             return result
         log(f"vector top-{K}: timing {count:,} vectors")
-        medians = time_systems(query_vectors, systems, rounds)
-        result["median_seconds"] = medians
-        result["ratio_vs_floor"] = {n: t / medians[FLOOR] for n, t in medians.items()}
+        samples = harness.alternate(systems, list(query_vectors), rounds)
+        result["median_seconds"] = medians = harness.median_of_medians(samples)
+        result["ratio_vs_floor"] = harness.ratios(medians, FLOOR)
         result["engine_steps"] = engine_steps(engine, query_vectors, rounds)
         if vec_db is not None:
             vec_db.close()
@@ -274,56 +244,47 @@ def target(results: dict[str, Any]) -> dict[str, Any] | None:
     return {"records": chosen["records"], "ratio": ratio, "pass": ratio <= TARGET_RATIO}
 
 
+def tables(sizes: Sequence[dict[str, Any]]) -> tuple[harness.Table, harness.Table]:
+    """The sizes whose systems agreed: each system's median (and its ratio to the floor's),
+    and the engine's steps timed alone."""
+    times, steps = [], []
+    for r in (r for r in sizes if r["agreement"]):
+        t, ratio = r["median_seconds"], r["ratio_vs_floor"]
+        cells = [
+            harness.fmt_ms_ratio(t[n], ratio[n], 2) if n in t else "unavailable" for n in SYSTEMS
+        ]
+        times.append([f"{r['records']:,}", *cells])
+        steps.append([f"{r['records']:,}", *map(harness.fmt_ms, r["engine_steps"].values())])
+    header = ["vectors", *SYSTEMS[:2], f"{SQLITE_VEC} (vec0, exact)"]
+    return (header, times), (["vectors", *STEPS], steps)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --inject-mismatch: the engine's answers in the wrong order
+    parser = harness.parser(__doc__, inject=True, queries=20, rounds=5, seed=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--queries", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    # For the test suite: the engine's answers in the wrong order, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    def log(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
-
-    results = run(
-        args.sizes,
-        queries=args.queries,
-        rounds=args.rounds,
-        seed=args.seed,
-        log=log,
-        inject_mismatch=args.inject_mismatch,
-    )
-    status = 0
+    chosen = harness.options(args, "queries", "rounds", "seed", "inject_mismatch")
+    results = run(args.sizes, **chosen, log=harness.Log(args.quiet))
     for r in results["sizes"]:
-        if not r["agreement"]:
-            print(f"{r['records']:>9,} vectors: agreement FAILED")
-            for problem in r["problems"]:
-                print(f"  {problem}")
-            status = EXIT_MISMATCH
-            continue
-        cells = "  ".join(
-            f"{name} {_shared.fmt_ms(t)} ({r['ratio_vs_floor'][name]:.2f}x)"
-            for name, t in r["median_seconds"].items()
-        )
-        print(f"{r['records']:>9,} vectors: agreement OK  {cells}")
+        where = f"{r['records']:,} vectors"
+        harness.check(r["problems"], f"{where}: agreement OK", failed=f"{where}: agreement FAILED")
         if r["sqlite_vec_unavailable"]:
             print(f"  sqlite-vec unavailable: {r['sqlite_vec_unavailable']}")
-        steps = "  ".join(f"{k} {_shared.fmt_ms(v)}" for k, v in r["engine_steps"].items())
-        print(f"  engine steps: {steps}")
+    times, steps = tables(results["sizes"])
+    if times[1]:
+        print(harness.text_table(*times))
+        print("median per query; (Nx) = that median / the numpy floor's")
+        print("the engine's steps, each timed alone:")
+        print(harness.text_table(*steps))
     verdict = target(results)
     if verdict:
         print(
             f"target: engine <= {TARGET_RATIO}x the numpy floor at {verdict['records']:,} vectors: "
-            f"{verdict['ratio']:.2f}x  {_shared.verdict(verdict['pass'])}"
+            f"{verdict['ratio']:.2f}x  {harness.verdict(verdict['pass'])}"
         )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    return status
+    harness.write_json(args.json, results)
+    return 0 if all(r["agreement"] for r in results["sizes"]) else EXIT_MISMATCH
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -35,7 +33,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _shared import fmt_ms, generate
+import _harness as harness
+from _shared import generate
 from structure import choose_queries, sqlite_system
 
 from prime_memory_folding import MemoryEngine
@@ -160,20 +159,26 @@ def time_calls(calls: dict[str, Call], rounds: int) -> dict[str, dict[str, list[
     return samples
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=20_000, help="records queried (20,000)")
-    parser.add_argument("--rounds", type=int, default=300, help="timed rounds (300)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
-    # For the test suite: SQL's answers lose an id, to prove the check catches it.
-    parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+def table(summary: dict[str, dict[str, float]]) -> harness.Table:
+    """Each call's median warm, and after each pause with its ratio to warm."""
+    rows = [
+        [name, harness.fmt_ms(medians["warm"])]
+        + [harness.fmt_ms_ratio(medians[m], medians[m] / medians["warm"]) for m in MODES[1:]]
+        for name, medians in summary.items()
+    ]
+    return ["call", *MODES], rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    # --inject-mismatch: SQL's answers lose an id
+    parser = harness.parser(
+        __doc__,
+        inject=True,
+        records=(20_000, "records queried (20,000)"),
+        rounds=(300, "timed rounds (300)"),
+        seed=1,
+    )
+    args = parser.parse_args(argv)
     print(
         f"warmth benchmark: {args.records:,} records, {args.rounds} rounds; each call "
         f"warm (third in a row), after a {PAUSE_S * 1e3:.0f} ms spin, after a "
@@ -185,48 +190,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         MemoryEngine(Path(tmp) / "write.db", embedder="none") as writer,
     ):
         calls, queries = build_calls(engine, writer, args.records, args.seed, args.inject_mismatch)
-        problems = answers_agree(calls, queries)
-        if problems:
-            print("agreement: FAILED")
-            for problem in problems[:10]:
-                print(f"  {problem}")
-            if len(problems) > 10:
-                print(f"  ... and {len(problems) - 10} more")
-            print("no timings reported: the calls do not answer alike")
-            return EXIT_MISMATCH
-        print(
+        if not harness.check(
+            answers_agree(calls, queries),
             f"agreement: OK - the engine and SQLite SQL returned the same ids for all "
-            f"{queries} tag queries, and every call answered the same warm and after each pause"
-        )
+            f"{queries} tag queries, and every call answered the same warm and after each pause",
+            most=10,
+            then="no timings reported: the calls do not answer alike",
+        ):
+            return EXIT_MISMATCH
         samples = time_calls(calls, args.rounds)
-    summary: dict[str, dict[str, float]] = {}
+    summary = {
+        name: {mode: statistics.median(times) for mode, times in by_mode.items()}
+        for name, by_mode in samples.items()
+    }
     print()
-    header = f"{'call':32} " + " ".join(f"{m:>20}" for m in MODES)
-    print(header)
-    print("-" * len(header))
-    for name, by_mode in samples.items():
-        medians = {mode: statistics.median(times) for mode, times in by_mode.items()}
-        summary[name] = medians
-        warm = medians["warm"]
-        cells = [f"{fmt_ms(warm):>20}"]
-        for mode in MODES[1:]:
-            cells.append(f"{fmt_ms(medians[mode]) + f' ({medians[mode] / warm:.1f}x)':>20}")
-        print(f"{name:32} " + " ".join(cells))
+    print(harness.text_table(*table(summary)))
     print("median per call; (Nx) = that median / the warm median")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "benchmark": "warmth",
-                    "records": args.records,
-                    "rounds": args.rounds,
-                    "pause_s": PAUSE_S,
-                    "python": sys.version.split()[0],
-                    "median_seconds": summary,
-                },
-                indent=2,
-            )
-        )
+    harness.write_json(
+        args.json,
+        {
+            "benchmark": "warmth",
+            "records": args.records,
+            "rounds": args.rounds,
+            "pause_s": PAUSE_S,
+            "python": sys.version.split()[0],
+            "median_seconds": summary,
+        },
+    )
     return 0
 
 
