@@ -23,6 +23,7 @@ from .words import distinct, word_set, word_table
 
 __all__ = [
     "COMMON_WORD_ROWS",
+    "COMMON_WORD_SHARE",
     "SCREEN_SLACK",
     "PlanStep",
     "cluster",
@@ -145,8 +146,10 @@ def linked_pairs(
 
     The candidate search is a similarity join on the word-overlap rule:
 
-    - A word is common within a group when more than ``COMMON_WORD_ROWS``
-      of the group's eligible records hold it, rare otherwise.
+    - A word is common within a group when more of the group's eligible
+      records hold it than ``COMMON_WORD_ROWS`` or a ``COMMON_WORD_SHARE`` of
+      the group, whichever is more; rare otherwise. Words are numbers here,
+      64-bit hashes of the words (see :mod:`~prime_memory_folding.words`).
     - Two records whose words overlap by ``t`` (Jaccard) share at least
       ``floor(t * |x|)`` words, so at least ``beta(x) = floor(t * |x|) -
       common(x)`` rare ones. Prefix filtering: with every word ranked rarest
@@ -154,14 +157,16 @@ def linked_pairs(
       lowest-ranked shared ones within the first ``rare - o + c`` rare words
       of each. A record indexes its first ``rare(x) - beta(x) + 2`` rare words
       when ``beta(x) >= 2``, all of them otherwise.
-    - Records that index the same rare word are candidates; a pair where
-      either side has ``beta >= 2`` must index two words in common. A rare
-      word is held by at most ``COMMON_WORD_ROWS`` records, so each word adds
-      a bounded number of pairs and the search grows with the store's size.
+    - A pair where either side has ``beta >= 2`` shares at least two indexed
+      words: the join keys each record on every two of its indexed words, so
+      records meet only through a pair of rare words, which few records share.
+      Records whose ``beta`` are both below 2 also meet through one indexed word.
+      Words held by one record alone take no part.
     - A record with ``beta <= 0`` (mostly common words) can overlap enough
       with another such record through common words alone: these records
       are also compared with each other by the exhaustive screen, within
-      their group. Their number, not the store's, sets that screen's cost.
+      their group. Their number, not the store's, sets that screen's cost;
+      common words being a share of the group keeps it small as groups grow.
 
     Candidates then pass today's exact checks: shared subdomain or tag, cosine
     (float64) and word overlap. Every linked pair is a candidate, so the links
@@ -194,9 +199,11 @@ def linked_pairs(
     return codes
 
 
-#: A word held by more than this many of a group's records is common: the
-#: candidate search does not join on it (see :func:`linked_pairs`).
+#: A word held by more than this many of a group's records, and by more than
+#: ``COMMON_WORD_SHARE`` of them, is common: the candidate search does not
+#: join on it (see :func:`linked_pairs`).
 COMMON_WORD_ROWS = 256
+COMMON_WORD_SHARE = 1 / 500
 
 
 def _codes(labels: Sequence[str]) -> npt.NDArray[np.int64]:
@@ -266,8 +273,11 @@ def _prefix_candidates(
     token, count = _tokens(group_of, rows, words)
     del words
     token = token.astype(np.int32) if len(token) and token.max() < 1 << 31 else token
-    count = np.minimum(count, COMMON_WORD_ROWS + 1).astype(np.int32)
-    rare = count <= COMMON_WORD_ROWS
+    group_size = np.bincount(group_of[eligible])
+    limits = np.maximum(COMMON_WORD_ROWS, (group_size * COMMON_WORD_SHARE).astype(np.int64))
+    limit = int(limits.max()) if len(limits) else COMMON_WORD_ROWS
+    count = np.minimum(count, limit + 1).astype(np.int32)
+    rare = count <= (limit if len(limits) == 1 else limits[group_of[rows]])
     common = np.bincount(rows[~rare], minlength=n)
     beta = overlap_floor(overlap, sizes) - common
     residue = eligible & (beta <= 0)

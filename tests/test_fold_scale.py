@@ -73,9 +73,10 @@ def columns(items: list[dict[str, Any]]) -> tuple[Any, ...]:
     st.lists(records(), min_size=2, max_size=40),
     st.sampled_from([0.3, 0.5, 0.8]),
     st.sampled_from([1, 2, 64]),
+    st.sampled_from([0.0, 0.1, 0.5]),
 )
 def test_the_candidate_search_finds_exactly_the_exhaustive_screens_links(
-    items: list[dict[str, Any]], overlap: float, common_rows: int
+    items: list[dict[str, Any]], overlap: float, common_rows: int, common_share: float
 ) -> None:
     contents = [text_of(item["text"]) for item in items]
     args = columns(items)
@@ -83,6 +84,8 @@ def test_the_candidate_search_finds_exactly_the_exhaustive_screens_links(
     with pytest.MonkeyPatch.context() as patch:
         # A low bar for "common" sends many records down the common-word path.
         patch.setattr(links, "COMMON_WORD_ROWS", common_rows)
+        # A share of each group: the bar differs between groups of different sizes.
+        patch.setattr(links, "COMMON_WORD_SHARE", common_share)
         searched = linked_pairs(*args, 0.85, contents=contents, word_overlap=overlap)
     assert searched.tolist() == exhaustive.tolist()
 
