@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from prime_memory_folding import FoldPolicy, MemoryEngine, folding, links
 from prime_memory_folding.folding import prune_moments
 from prime_memory_folding.links import linked_pairs, word_set, word_table
+from prime_memory_folding.storage import archive
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -262,6 +263,26 @@ def test_records_fading_out_are_found_by_their_prune_moment(
         assert report.incremental and report.pruned_ids == (faint.record_id,)
         # No read of the whole table: the records due come from the prune moments.
         assert not any("FROM records" in sql and "WHERE" not in sql for sql in statements)
+
+
+@pytest.mark.parametrize("rebuild_from", [1, 10_000])
+def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
+    store_path: Path, clock: FakeClock, rebuild_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From few marks on, a full fold rebuilds the index on prune moments.
+    monkeypatch.setattr(archive, "_REBUILD_MARKS", rebuild_from)
+    with MemoryEngine(store_path, clock=clock) as engine:
+        faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
+        engine.store("a lasting note", importance=0.9, vector=unit(2))
+        assert engine.fold(full=True).pruned == 0
+        indexes = engine.storage.db.execute(  # type: ignore[attr-defined]
+            "SELECT name FROM sqlite_master WHERE tbl_name = 'fold_marks' AND type = 'index' "
+            "AND name = 'fold_marks_prune_at'"
+        ).fetchall()
+        assert indexes == [("fold_marks_prune_at",)]
+        clock.advance(5 * DAY)
+        report = engine.fold()
+        assert report.incremental and report.pruned_ids == (faint.record_id,)
 
 
 def test_a_different_policy_or_full_true_screens_everything(
