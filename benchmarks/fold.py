@@ -57,6 +57,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import _harness as harness
 import _shared
 import locomo_recall
 import numpy as np
@@ -72,14 +73,6 @@ T0 = 1_700_000_000.0
 #: The FoldReport fields a timed fold passes back from its process.
 REPORTED = ("pruned", "folded", "created", "decayed", "records_before", "records_after")
 DAY = 86_400.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _tags(rng: np.random.Generator) -> tuple[str, ...]:
@@ -165,10 +158,7 @@ def quality_records(seed: int) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 def store_all(engine: MemoryEngine, items: list[dict[str, Any]]) -> list[str]:
-    ids: list[str] = []
-    for start in range(0, len(items), 2_000):
-        ids.extend(r.record_id for r in engine.store_many(items[start : start + 2_000]))
-    return ids
+    return [r.record_id for r in _shared.store_in_batches(engine, items, show=False, size=2_000)]
 
 
 def _mark(marks: list[tuple[str, float]], step: str, done: int, total: int) -> None:
@@ -193,7 +183,7 @@ class FoldTiming:
 
 def _base_store(count: int, seed: int, folder: Path) -> Path:
     base = folder / f"fold-{count}.db"
-    with MemoryEngine(base, clock=Clock(T0)) as engine:
+    with MemoryEngine(base, clock=_shared.Clock(T0)) as engine:
         store_all(engine, timing_records(count, seed))
     return base
 
@@ -203,7 +193,7 @@ def fold_once(base: Path, run: int) -> dict[str, Any]:
     copy = base.with_name(f"{base.stem}-{run}.db")
     shutil.copyfile(base, copy)
     marks: list[tuple[str, float]] = []
-    with MemoryEngine(copy, clock=Clock(T0 + 3 * DAY)) as engine:
+    with MemoryEngine(copy, clock=_shared.Clock(T0 + 3 * DAY)) as engine:
         started = time.perf_counter()
         report = engine.fold(progress=functools.partial(_mark, marks))
         seconds = time.perf_counter() - started
@@ -220,15 +210,7 @@ def fold_once(base: Path, run: int) -> dict[str, Any]:
 
 def _fold_in_child(base: Path, run: int, timing: FoldTiming) -> None:
     """:func:`fold_once` in a new Python process, so no fold inherits another's heap."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--fold-once", str(base), str(run)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"a timed fold failed:\n{done.stderr}")
-    result = json.loads(done.stdout)
+    result = _in_child({"fold_once": [str(base), run]})
     timing.seconds.append(result["seconds"])
     for step, seconds in result["steps"].items():
         timing.steps.setdefault(step, []).append(seconds)
@@ -263,7 +245,7 @@ def time_fold(count: int, seed: int, folder: Path, repeat: int = 1) -> tuple[flo
 
 def merge_quality(seed: int, folder: Path) -> tuple[float, float, int, int]:
     items, labels = quality_records(seed)
-    with MemoryEngine(folder / "quality.db", clock=Clock(T0)) as engine:
+    with MemoryEngine(folder / "quality.db", clock=_shared.Clock(T0)) as engine:
         ids = store_all(engine, items)
         family_of = dict(zip(ids, labels))
         report = engine.fold(policy=FoldPolicy(prune_below=0.0))
@@ -376,34 +358,9 @@ def locomo_fold_safety(folder: Path, data: Path) -> tuple[list[str], bool]:
 # long-term. Layouts: one domain, three equal domains, and one domain with no
 # near-duplicates at all.
 
-FUNCTION_WORDS = tuple(
-    [
-        "the",
-        "a",
-        "an",
-        "to",
-        "of",
-        "and",
-        "in",
-        "on",
-        "for",
-        "with",
-        "is",
-        "was",
-        "at",
-        "by",
-        "from",
-        "it",
-        "this",
-        "that",
-        "we",
-        "our",
-        "be",
-        "as",
-        "or",
-        "not",
-    ]
-)
+FUNCTION_WORDS = ("the", "a", "an", "to", "of", "and", "in", "on", "for", "with", "is", "was",
+                  "at", "by", "from", "it", "this", "that", "we", "our", "be", "as", "or",
+                  "not")  # fmt: skip
 _SYLLABLES = tuple(c + v for c in "bdfgklmnprstvzhjcw" for v in "aeiou")
 VOCABULARY = 1_000_000
 LAYOUTS = ("one-domain", "three-domains", "no-duplicates")
@@ -487,26 +444,12 @@ def build_scale_store(path: Path, count: int, seed: int, layout: str, quiet: boo
     started = time.perf_counter()
     progress = _shared.Progress(f"building {count:,} ({layout})", count, enabled=not quiet)
     done = 0
-    with MemoryEngine(path, clock=Clock(T0), embedder="none") as engine:
+    with MemoryEngine(path, clock=_shared.Clock(T0), embedder="none") as engine:
         for batch in scale_batches(count, seed, layout):
             engine.store_many(batch)
             done += len(batch)
             progress.update(done)
     return time.perf_counter() - started
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
-def _peak_bytes() -> int:
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def outcome(path: Path) -> dict[str, Any]:
@@ -548,9 +491,9 @@ def child_fold(job: dict[str, Any]) -> dict[str, Any]:
     opened = time.perf_counter()
     marks: list[tuple[str, float]] = []
     policy = FoldPolicy(exhaustive=bool(job.get("exhaustive")))
-    with MemoryEngine(copy, clock=Clock(FOLD_AT), embedder="none") as engine:
+    with MemoryEngine(copy, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
         open_s = time.perf_counter() - opened
-        rss_before = _rss_bytes()
+        rss_before = (_shared.memory_kib()["rss_kib"] or 0) * 1024
         started = time.perf_counter()
         report = engine.fold(full=True, policy=policy, progress=functools.partial(_mark, marks))
         seconds = time.perf_counter() - started
@@ -559,7 +502,7 @@ def child_fold(job: dict[str, Any]) -> dict[str, Any]:
         "open_seconds": open_s,
         "steps": _steps(marks),
         "rss_before": rss_before,
-        "peak": _peak_bytes(),
+        "peak": (_shared.memory_kib()["peak_rss_kib"] or 0) * 1024,
         "report": {name: getattr(report, name) for name in REPORTED},
     }
     if job.get("outcome"):
@@ -607,7 +550,7 @@ def child_incremental(job: dict[str, Any]) -> dict[str, Any]:
     """Incremental folds of a store a full fold left: catch-up, after new stores, nothing new."""
     path = Path(job["store"])
     result: dict[str, Any] = {}
-    with MemoryEngine(path, clock=Clock(FOLD_AT), embedder="none") as engine:
+    with MemoryEngine(path, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
         started = time.perf_counter()
         report = engine.fold()
         result["catch_up"] = {"seconds": time.perf_counter() - started,
@@ -621,7 +564,7 @@ def child_incremental(job: dict[str, Any]) -> dict[str, Any]:
     if job.get("compare"):
         twin = path.with_name(path.stem + "-twin.db")
         shutil.copyfile(path, twin)
-    with MemoryEngine(path, clock=Clock(FOLD_AT), embedder="none") as engine:
+    with MemoryEngine(path, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
         marks: list[tuple[str, float]] = []
         started = time.perf_counter()
         report = engine.fold(progress=functools.partial(_mark, marks))
@@ -640,7 +583,7 @@ def child_incremental(job: dict[str, Any]) -> dict[str, Any]:
                                  "incremental": report.incremental,
                                  "screened": report.screened}  # fmt: skip
     if job.get("compare"):
-        with MemoryEngine(twin, clock=Clock(FOLD_AT), embedder="none") as engine:
+        with MemoryEngine(twin, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
             engine.fold(full=True)
         result["same_as_full"] = outcome(path) == outcome(twin)
         twin.unlink()
@@ -648,6 +591,7 @@ def child_incremental(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _in_child(job: dict[str, Any]) -> dict[str, Any]:
+    """One job (see ``main``) in a Python process of its own; what it printed, as JSON."""
     done = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(job)],
         capture_output=True,
@@ -657,11 +601,6 @@ def _in_child(job: dict[str, Any]) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"a timed fold failed:\n{done.stderr}")
     return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores)"
 
 
 def _shares(steps: dict[str, float]) -> str:
@@ -836,7 +775,7 @@ def _incremental_agrees(build: Any, now: float) -> bool:
 
 def families_agreement(seed: int) -> tuple[list[str], bool]:
     items, labels = quality_records(seed)
-    clock = Clock(T0)
+    clock = _shared.Clock(T0)
     with MemoryEngine(":memory:", clock=clock, embedder="none") as engine:
         ids = store_all(engine, items)
         new, ex = _plans(engine, T0)
@@ -855,7 +794,7 @@ def families_agreement(seed: int) -> tuple[list[str], bool]:
     order = np.random.default_rng(seed).permutation(len(items))
 
     def build() -> MemoryEngine:
-        clock = Clock(T0)
+        clock = _shared.Clock(T0)
         engine = MemoryEngine(":memory:", clock=clock, embedder="none")
         engine.store_many([items[i] for i in order[: len(items) // 2]])
         engine.fold(full=True)
@@ -896,7 +835,7 @@ def locomo_agreement(data: Path) -> tuple[list[str], bool]:
             times: list[float] = times,
             now: float = now,
         ) -> MemoryEngine:
-            clock = Clock(times[0])
+            clock = _shared.Clock(times[0])
             engine = MemoryEngine(":memory:", clock=clock, embedder="none")
             for i in range(len(items)):
                 clock.now = times[i]
@@ -931,19 +870,13 @@ def locomo_agreement(data: Path) -> tuple[list[str], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, new=(1_000, "new stores before an incremental fold"), seed=7)
     parser.add_argument("--sizes", type=int, nargs=2, default=[100_000, 1_000_000])
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
-    parser.add_argument(
-        "--new", type=int, default=1_000, help="new stores before an incremental fold"
-    )
-    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--skip-exhaustive", action="store_true", help="no exhaustive-screen fold")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
         "--dir", type=Path, default=None, help="folder for the stores (default: a temporary one)"
     )
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument(
         "--locomo",
         type=Path,
@@ -953,21 +886,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-locomo", action="store_true", help="skip the LoCoMo checks")
     # Internal: one job in a process of its own, as JSON on stdout.
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--fold-once", nargs=2, metavar=("STORE", "RUN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.fold_once:
-        print(json.dumps(fold_once(Path(args.fold_once[0]), int(args.fold_once[1]))))
-        return 0
     if args.child:
         job = json.loads(args.child)
-        run = child_incremental if "new" in job else child_fold
-        print(json.dumps(run(job)))
+        if "fold_once" in job:
+            found = fold_once(Path(job["fold_once"][0]), int(job["fold_once"][1]))
+        else:
+            found = (child_incremental if "new" in job else child_fold)(job)
+        print(json.dumps(found))
         return 0
     small, large = args.sizes
     if not 0 < small < large:
         parser.error("--sizes takes two sizes, the smaller first")
     results: dict[str, Any] = {"load_start": os.getloadavg()}
-    print(f"start: {_load()}", flush=True)
+    print(f"start: {harness.conditions_line(harness.conditions())}", flush=True)
     ok = True
     print("agreement with the exhaustive screen (FoldPolicy(exhaustive=True))")
     lines, families_ok = families_agreement(args.seed)
@@ -1000,9 +932,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}")
         ok &= safety_ok
     results["load_end"] = os.getloadavg()
-    print(f"end: {_load()}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2, default=float))
+    print(f"end: {harness.conditions_line(harness.conditions())}")
+    harness.write_json(args.json, results)
     return 0 if ok else 1
 
 
