@@ -34,7 +34,7 @@ from .folding import (
 )
 from .gc_pause import paused_gc
 from .index import TagQuery
-from .links import COMMON_WORD_ROWS, SCREEN_SLACK, overlap_floor, word_set
+from .links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, overlap_floor, word_set
 from .primes import Kind
 from .records import Record
 from .storage import SqlStorage, StoredRow, archive, pushdown_of
@@ -290,7 +290,8 @@ def _incremental(
     Those are the records new or changed since the last fold, every record
     one of them might fold with, and the records due for pruning. Candidates
     come from the full-text index: a record's rare words (held by at most
-    ``COMMON_WORD_ROWS`` records) lead to every record it could overlap with
+    ``COMMON_WORD_ROWS`` records or a ``COMMON_WORD_SHARE`` of the store,
+    whichever is more) lead to every record it could overlap with
     enough (see :func:`.links.linked_pairs`); a record of mostly common
     words is compared by vector with every record instead, in the engine's
     in-memory index.
@@ -314,12 +315,15 @@ def _incremental(
     rowids: set[int] = set()
     scan: list[int] = []
     lists: dict[str, list[int] | None] = {}
+    # Common past a share of the store, as in a full fold: fewer records then
+    # consist mostly of common words, which only a pass over every vector finds.
+    limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
     for i in np.flatnonzero(fresh.has_vector).tolist():
         words = word_set(fresh.contents[i])
         rare: list[tuple[int, str, list[int]]] = []
         for word in words:
             if word not in lists:
-                lists[word] = archive.rows_with_word(storage, word, COMMON_WORD_ROWS)
+                lists[word] = archive.rows_with_word(storage, word, limit)
             rows = lists[word]
             if rows is not None:
                 rare.append((len(rows), word, rows))
