@@ -182,9 +182,7 @@ def linked_pairs(
         if contents is not None and word_overlap > 0 and len(codes):
             codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
         return codes
-    group_of = _codes(domains)
-    offsets, words = word_table(contents)
-    a, b, residue = _prefix_candidates(group_of, offsets, words, eligible, word_overlap)
+    a, b, residue = _prefix_candidates(_codes(domains), contents, eligible, word_overlap)
     residue_codes = _screen_all(domains, subdomains, tags, unit_vectors, residue, threshold)
     if step is not None:
         step("checking candidates")
@@ -195,7 +193,8 @@ def linked_pairs(
         a, b = a[keep], b[keep]
     codes = distinct(np.concatenate([a * n + b, residue_codes]))
     if len(codes):
-        codes = codes[_share_word_ids(offsets, words, codes // n, codes % n, word_overlap)]
+        # The word rule once more, on the words themselves rather than their hashes.
+        codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
     return codes
 
 
@@ -247,8 +246,7 @@ def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[n
 
 def _prefix_candidates(
     group_of: npt.NDArray[np.int64],
-    offsets: npt.NDArray[np.int64],
-    words: npt.NDArray[np.int64],
+    contents: Sequence[str],
     eligible: npt.NDArray[np.bool_],
     overlap: float,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
@@ -263,7 +261,9 @@ def _prefix_candidates(
     Every sort is over one packed 64-bit key.
     """
     n = len(group_of)
+    offsets, words = word_table(contents)  # held here alone, so that it goes early
     sizes = np.diff(offsets)
+    del offsets
     # 32-bit rows and tokens: half the memory of the largest arrays here.
     rows: Ints = np.repeat(np.arange(n, dtype=np.int32), sizes)
     if not eligible.all():
@@ -443,32 +443,6 @@ def _share_label(
     for k in np.flatnonzero(~out).tolist():
         out[k] = not set(tags[int(a[k])]).isdisjoint(tags[int(b[k])])
     return out
-
-
-def _share_word_ids(
-    offsets: npt.NDArray[np.int64],
-    words: npt.NDArray[np.int64],
-    left: npt.NDArray[np.int64],
-    right: npt.NDArray[np.int64],
-    overlap: float,
-) -> npt.NDArray[np.bool_]:
-    """:func:`_share_words` on :func:`word_table`'s numbers: the same answers."""
-    sets: dict[int, frozenset[int]] = {}
-
-    def words_of(i: int) -> frozenset[int]:
-        found = sets.get(i)
-        if found is None:
-            found = sets[i] = frozenset(words[offsets[i] : offsets[i + 1]].tolist())
-        return found
-
-    return np.fromiter(
-        (
-            jaccard(words_of(x), words_of(y)) >= overlap
-            for x, y in zip(left.tolist(), right.tolist())
-        ),
-        dtype=bool,
-        count=len(left),
-    )
 
 
 def _code(a: int, b: int, n: int) -> int:

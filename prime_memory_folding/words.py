@@ -69,12 +69,12 @@ def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDAr
     numbers = _positions(found, hashes)
     del hashes
     width = max(len(found), 1)
-    wide = rows.astype(np.int64)
+    step = _CHUNK_BYTES
+    for start in range(0, len(numbers), step):  # row and word as one key, in place
+        numbers[start : start + step] += rows[start : start + step] * np.int64(width)
     del rows
-    wide *= width
-    numbers += wide
-    del wide
-    keys = distinct(numbers)
+    numbers.sort()
+    keys = numbers[np.concatenate([[True], numbers[1:] != numbers[:-1]])[: len(numbers)]]
     del numbers
     rows, numbers = np.divmod(keys, width)
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -122,16 +122,21 @@ def _hashed_words(
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint64]]:
     """Every word of every content (repeats included): its row and its hash."""
     ascii_rows = [i for i, text in enumerate(contents) if text.isascii()]
-    rows: list[npt.NDArray[np.int32]] = []  # fewer than 2**31 rows: a store holds far fewer
-    hashes: list[npt.NDArray[np.uint64]] = []
+    # Room for as many words as there can be (one per two characters of text);
+    # pages never written to never take memory, so no list of parts is joined.
+    bound = sum(map(len, contents)) // 2 + len(contents) + 1
+    rows = np.empty(bound, dtype=np.int32)  # fewer than 2**31 rows: a store holds far fewer
+    hashes = np.empty(bound, dtype=np.uint64)
+    at = 0
     for chunk in _chunks_of(contents, ascii_rows):
         texts = [contents[i] for i in chunk]
         # One space between texts: no word runs across it.
         data = np.frombuffer(" ".join(texts).encode("ascii"), dtype=np.uint8)
         starts, found = _run_hashes(data, _ASCII_WORD[data])
         ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1)
-        rows.append(np.asarray(chunk, dtype=np.int32)[np.searchsorted(ends, starts, "right")])
-        hashes.append(found)
+        rows[at : at + len(found)] = np.asarray(chunk)[np.searchsorted(ends, starts, "right")]
+        hashes[at : at + len(found)] = found
+        at += len(found)
     others = sorted(set(range(len(contents))) - set(ascii_rows))
     if others:
         sets = [sorted(word_set(contents[i])) for i in others]
@@ -141,11 +146,13 @@ def _hashed_words(
         )
         _, found = _run_hashes(data, data != 0)
         counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
-        rows.append(np.repeat(np.asarray(others, dtype=np.int32), counts))
-        hashes.append(found)
-    if not rows:
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)
-    return np.concatenate(rows), np.concatenate(hashes)
+        if at + len(found) > len(rows):  # character pairs of unsegmented text may pass it
+            rows = np.concatenate([rows[:at], np.empty(len(found), dtype=np.int32)])
+            hashes = np.concatenate([hashes[:at], np.empty(len(found), dtype=np.uint64)])
+        rows[at : at + len(found)] = np.repeat(np.asarray(others), counts)
+        hashes[at : at + len(found)] = found
+        at += len(found)
+    return rows[:at], hashes[:at]
 
 
 def _chunks_of(contents: Sequence[str], rows: list[int]) -> list[list[int]]:
