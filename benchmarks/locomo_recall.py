@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -50,8 +51,6 @@ from prime_memory_folding.embeddings import Embedder, load_embedder
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-#: Fusion weights tried by --loo: (cosine weight, context weight).
-GRID = tuple((cw, ctx) for cw in (0.5, 0.6, 0.7) for ctx in (0.0, 0.3, 0.5, 0.6, 0.9))
 _DIA = re.compile(r"D:?(\d+):0*(\d+)")
 
 
@@ -236,52 +235,121 @@ def run_system(
     return everything, per_conv
 
 
+#: The parts of the text ranking, in the order they were added: a name, the
+#: ``recall`` constants ``--loo`` tunes for it with the values it tries, and the
+#: values that turn it off (the parts after the first are off until added).
+PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = (
+    (
+        "fusion",
+        {"COSINE_WEIGHT": (0.5, 0.6, 0.7), "CONTEXT_WEIGHT": (0.0, 0.3, 0.5, 0.6, 0.9)},
+        {},
+    ),
+    (
+        "time prior",
+        {"TIME_WEIGHT": (0.0, 0.2, 0.4, 0.6), "TIME_TAIL": (0.5, 1.0)},
+        {"TIME_WEIGHT": 0.0},
+    ),
+)
+Setting = tuple[tuple[str, float], ...]
+Scores = dict[str, list[tuple[int, dict[int, float]]]]
+
+
+def _setting(values: dict[str, float]) -> Setting:
+    return tuple(sorted(values.items()))
+
+
+def _part_grid(
+    tuned: dict[str, tuple[float, ...]], off: dict[str, float]
+) -> list[dict[str, float]]:
+    """Every combination of a part's values; the ones that turn it off count once."""
+    grid: list[dict[str, float]] = []
+    for values in itertools.product(*tuned.values()):
+        point = dict(zip(tuned, values))
+        if any(point.get(k) == v for k, v in off.items()):
+            point = dict(off)
+        if point not in grid:
+            grid.append(point)
+    return grid
+
+
 def leave_one_out(
     convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
 ) -> dict[str, Any]:
-    """Tune (cosine, context) weights on all conversations but one; test on that one."""
-    stores = [build(conv, "builtin", new_store) for conv in convs]
-    scores: dict[tuple[float, float], dict[str, list[dict[int, float]]]] = {}
-    saved = recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT
-    try:
-        for weights in GRID:
-            recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = weights
-            scores[weights] = {
-                conv.sample_id: [r for _, r in recalls(engine, dia_of, conv, by_text)]
-                for conv, (engine, dia_of) in zip(convs, stores)
-            }
-            if not quiet:
-                print(f"  grid {weights}: done", file=sys.stderr)
-    finally:
-        recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = saved
-        for engine, _ in stores:
-            engine.close()
+    """Add the ranking's parts one by one, each tuned on all conversations but one.
 
-    def mean_r10(weights: tuple[float, float], ids: Sequence[str]) -> float:
-        rows = [r for sid in ids for r in scores[weights][sid]]
+    For each held-out conversation, the first part's weights are chosen on the
+    others (best R@10), then each later part's given the earlier choices, and
+    R@k of the held-out conversation is taken at every step. The same steps at
+    the engine's defaults give the in-sample figures.
+    """
+    stores = [build(conv, "builtin", new_store) for conv in convs]
+    memo: dict[Setting, Scores] = {}
+    everything_off = {k: v for _, _, off in PARTS[1:] for k, v in off.items()}
+
+    def scores(values: dict[str, float]) -> Scores:
+        key = _setting(values)
+        if key not in memo:
+            saved = {k: getattr(recall, k) for k in values}
+            try:
+                for k, v in values.items():
+                    setattr(recall, k, v)
+                memo[key] = {
+                    conv.sample_id: list(recalls(engine, dia_of, conv, by_text))
+                    for conv, (engine, dia_of) in zip(convs, stores)
+                }
+            finally:
+                for k, v in saved.items():
+                    setattr(recall, k, v)
+            if not quiet:
+                print(f"  --loo: {dict(key)} done", file=sys.stderr)
+        return memo[key]
+
+    def mean_r10(values: dict[str, float], ids: Sequence[str]) -> float:
+        rows = [r for sid in ids for _, r in scores(values)[sid]]
         return 100 * sum(r[10] for r in rows) / len(rows)
 
-    folds = []
-    held: list[dict[int, float]] = []
-    for conv in convs:
-        train = [c.sample_id for c in convs if c is not conv]
-        best = max(GRID, key=lambda w: mean_r10(w, train))
-        held.extend(scores[best][conv.sample_id])
-        folds.append(
-            {
-                "held_out": conv.sample_id,
-                "weights": best,
-                "train_r10": mean_r10(best, train),
-                "test_r10": mean_r10(best, [conv.sample_id]),
-                "default_test_r10": mean_r10(saved, [conv.sample_id]) if saved in scores else None,
-            }
-        )
-    all_ids = [c.sample_id for c in convs]
-    return {
-        "folds": folds,
-        "held_out_overall": {f"R@{k}": 100 * sum(r[k] for r in held) / len(held) for k in KS},
-        "grid_overall_r10": {str(w): mean_r10(w, all_ids) for w in GRID},
-    }
+    try:
+        chosen = {c.sample_id: dict(everything_off) for c in convs}
+        defaults = dict(everything_off)
+        steps = []
+        for name, tuned, off in PARTS:
+            for k in off:
+                defaults[k] = getattr(recall, k)
+            defaults.update({k: getattr(recall, k) for k in tuned})
+            held: list[tuple[int, dict[int, float]]] = []
+            folds = []
+            for conv in convs:
+                train = [c.sample_id for c in convs if c is not conv]
+                base = chosen[conv.sample_id]
+                best = max(
+                    (base | point for point in _part_grid(tuned, off)),
+                    key=lambda values: mean_r10(values, train),
+                )
+                chosen[conv.sample_id] = best
+                held.extend(scores(best)[conv.sample_id])
+                folds.append(
+                    {
+                        "held_out": conv.sample_id,
+                        "chosen": {k: best.get(k) for k in tuned},
+                        "train_r10": mean_r10(best, train),
+                        "test_r10": mean_r10(best, [conv.sample_id]),
+                    }
+                )
+            in_sample = [r for conv in convs for r in scores(defaults)[conv.sample_id]]
+            steps.append(
+                {
+                    "part": name,
+                    "folds": folds,
+                    "held_out": summarise(held),
+                    "in_sample": summarise(in_sample),
+                    "defaults": {k: defaults[k] for k in tuned},
+                }
+            )
+    finally:
+        for engine, _ in stores:
+            engine.close()
+    last = steps[-1]["held_out"]["overall"]
+    return {"steps": steps, "held_out_overall": {f"R@{k}": last[f"R@{k}"] for k in KS}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -372,14 +440,29 @@ def print_table(systems: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 def print_loo(loo: dict[str, Any]) -> None:
-    print("leave-one-conversation-out (weights = cosine, context; tuned on R@10):")
-    for fold in loo["folds"]:
-        default = fold["default_test_r10"]
-        shown = "" if default is None else f"  default weights R@10 {default:5.1f}"
-        print(
-            f"  held out {fold['held_out']:<8} weights {fold['weights']}  "
-            f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}{shown}"
-        )
+    groups = ["overall"] + [f"{c} {name}" for c, name in CATEGORIES.items()]
+    header = f"{'R@10':<22}" + "".join(f"{g.split(' ')[-1]:>12}" for g in groups)
+    for kind, title in (
+        ("held_out", "leave-one-conversation-out, each part tuned on the other conversations"),
+        ("in_sample", "in sample, at the engine's defaults"),
+    ):
+        print(f"{title}:")
+        print(header)
+        for n, step in enumerate(loo["steps"]):
+            table = step[kind]
+            label = step["part"] if n == 0 else "+ " + step["part"]
+            cells = "".join(
+                f"{table[g]['R@10']:12.1f}" if g in table else f"{'-':>12}" for g in groups
+            )
+            print(f"{label:<22}{cells}")
+        print()
+    for step in loo["steps"]:
+        print(f"chosen for {step['part']} (defaults {step['defaults']}):")
+        for fold in step["folds"]:
+            print(
+                f"  held out {fold['held_out']:<8} {fold['chosen']}  "
+                f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}"
+            )
     held = loo["held_out_overall"]
     print("  held-out overall " + " ".join(f"R@{k}={held[f'R@{k}']:.1f}" for k in KS))
     print()
