@@ -580,6 +580,33 @@ def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> 
     assert len(report["leave_one_out"]) == 4
 
 
+def test_recall_ideas_scores_the_weak_categories_per_category(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "weak.json"
+    result = run(
+        "recall_ideas.py", "--tiny", "--weak", "--locomo", str(data), "--json", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK" in result.stdout
+    weak = json.loads(out.read_text())["weak_categories"]
+    assert set(weak) == {"engine", *recall_ideas_families()}
+    for name in recall_ideas_families():
+        for table in (weak[name]["in_sample"], weak[name]["held_out"]):
+            assert {"overall", "multi-hop", "single-hop"} <= set(table)
+            assert all(0.0 <= v <= 100.0 for v in table.values())
+        assert set(weak[name]["longmemeval"]) == {"lme turn all@10", "lme session all@5"}
+
+
+def recall_ideas_families() -> list[str]:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import recall_ideas
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return list(recall_ideas.WEAK_IDEAS)
+
+
 def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_path: Path) -> None:
     out = tmp_path / "text.json"
     result = run(
