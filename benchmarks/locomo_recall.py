@@ -14,6 +14,16 @@ default hybrid, and, when sentence-transformers and a local MiniLM model are
 available, MiniLM alone and in the hybrid. ``--loo`` also tunes the fusion
 weights on all but one conversation and tests them on the one left out.
 
+``--recalls`` asks whether ranking would gain from recall counts: the
+even-numbered questions of each conversation are asked first with
+``reinforce=True``, as an agent's earlier recalls, and the odd-numbered ones
+are then scored with and without a recall-count term (see
+:func:`recall_counts`).
+
+Every question is asked at the time of its conversation's last session (the
+injected clock stays there after the last turn is stored), so a time it names
+("in June", "last year") is read from then.
+
 The data is read from where it lies (default: ``../shared/datasets/locomo/
 locomo10-dev.json`` next to the repository) and never copied. Run::
 
@@ -352,6 +362,111 @@ def leave_one_out(
     return {"steps": steps, "held_out_overall": {f"R@{k}": last[f"R@{k}"] for k in KS}}
 
 
+#: Recall-count terms --recalls tries: (weight, recalls at which the term is half its weight).
+RECALL_TERMS = ((0.05, 1), (0.05, 3), (0.1, 1), (0.1, 3), (0.2, 1), (0.2, 3), (0.4, 1), (0.4, 3))
+#: Hits an earlier question's query reinforces, as the MCP tool's answer holds about that many.
+RECALLED_HITS = 10
+
+
+def recall_counts(
+    convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
+) -> dict[str, Any]:
+    """Would ranking gain from how often a memory was recalled before?
+
+    In each conversation the even-numbered questions come first, as an agent's
+    earlier recalls: each is asked with ``reinforce=True``, so its first
+    :data:`RECALLED_HITS` hits count as recalled, as over MCP. The odd-numbered
+    ones are then scored, their top 50 re-ranked with ``weight * n / (n +
+    half)`` added to each hit's score (``n``: its recall count), as a term in
+    the fused score would order them. ``evidence`` instead reinforces only the
+    earlier questions' gold turns: an agent that reinforced exactly what it
+    used. Each (weight, half) is tuned leave one conversation out, with "no
+    term" among the choices.
+    """
+    out: dict[str, Any] = {}
+    for mode in ("returned", "evidence"):
+        per_term: dict[tuple[float, int] | None, Scores] = {
+            term: {} for term in (None, *RECALL_TERMS)
+        }
+        for conv in convs:
+            engine, dia_of = build(conv, "builtin", new_store)
+            with engine:
+                record_of = {dia: rid for rid, dias in dia_of.items() for dia in dias}
+                for q in conv.questions[0::2]:
+                    if mode == "returned":
+                        engine.query(text=q.text, limit=RECALLED_HITS, reinforce=True)
+                    else:
+                        for dia in sorted(q.gold):
+                            engine.reinforce(record_of[dia])
+                engine.flush_recalls()
+                later = conv.questions[1::2]
+                hits = [engine.query(text=q.text, limit=max(KS)) for q in later]
+            for term in per_term:
+                rows = []
+                for q, found in zip(later, hits):
+                    if term is not None:
+                        weight, half = term
+                        found = sorted(
+                            found,
+                            key=lambda h: (
+                                -(
+                                    h.score
+                                    + weight
+                                    * h.record.access_count
+                                    / (h.record.access_count + half)
+                                )
+                            ),
+                        )
+                    dias = [dia for h in found for dia in dia_of.get(h.record.record_id, ())]
+                    rows.append(
+                        (q.category, {k: len(q.gold & set(dias[:k])) / len(q.gold) for k in KS})
+                    )
+                per_term[term][conv.sample_id] = rows
+            if not quiet:
+                print(f"  --recalls: {mode}, {conv.sample_id} done", file=sys.stderr)
+
+        held, chosen = _tuned(per_term, convs)
+        everything = {
+            "no term" if term is None else f"weight {term[0]}, half at {term[1]}": summarise(
+                [r for rows in per_term[term].values() for r in rows]
+            )
+            for term in per_term
+        }
+        out[mode] = {"in_sample": everything, "held_out": summarise(held), "chosen": chosen}
+    return out
+
+
+def _tuned(
+    per_choice: dict[Any, Scores], convs: list[Conversation]
+) -> tuple[list[tuple[int, dict[int, float]]], dict[str, Any]]:
+    """Each conversation's rows under the choice best on the others (R@10), and the choices."""
+
+    def r10(choice: Any, ids: Sequence[str]) -> float:
+        rows = [r for sid in ids for _, r in per_choice[choice][sid]]
+        return sum(r[10] for r in rows) / len(rows) if rows else 0.0
+
+    held: list[tuple[int, dict[int, float]]] = []
+    chosen = {}
+    for conv in convs:
+        train = [c.sample_id for c in convs if c is not conv]
+        best = max(per_choice, key=lambda choice: r10(choice, train))
+        chosen[conv.sample_id] = best
+        held.extend(per_choice[best][conv.sample_id])
+    return held, chosen
+
+
+def print_recalls(found: dict[str, Any]) -> None:
+    groups = ["overall"] + [f"{c} {name}" for c, name in CATEGORIES.items()]
+    print("recall counts: later questions' R@10 after earlier ones were recalled")
+    print(f"{'':<36}" + "".join(f"{g.split(' ')[-1]:>12}" for g in groups))
+    for mode, table in found.items():
+        rows = [*table["in_sample"].items(), ("held out, tuned", table["held_out"])]
+        for name, row in rows:
+            cells = "".join(f"{row[g]['R@10']:12.1f}" if g in row else f"{'-':>12}" for g in groups)
+            print(f"{mode + ': ' + name:<36}{cells}")
+    print()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file")
@@ -360,6 +475,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--recalls",
+        action="store_true",
+        help="would a recall-count term help? earlier questions recalled, later ones scored",
+    )
     parser.add_argument(
         "--store",
         metavar="URL",
@@ -409,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"  {backend}: {name}: {took:.1f} s", file=sys.stderr)
             if args.loo:
                 target["leave_one_out"] = leave_one_out(convs, args.quiet, new_store)
+            if args.recalls:
+                target["recall_counts"] = recall_counts(convs, args.quiet, new_store)
 
     for backend, found in [("sqlite", results)] + (
         [("postgres", results["postgres"])] if args.store else []
@@ -418,6 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(found["systems"])
         if args.loo:
             print_loo(found["leave_one_out"])
+        if args.recalls:
+            print_recalls(found["recall_counts"])
 
     if args.store:
         compare_backends(results)

@@ -506,6 +506,24 @@ def test_locomo_recall_benchmark_scores_a_tiny_dataset(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
 
 
+def test_locomo_recall_measures_recall_counts_on_later_questions(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "locomo.json"
+    result = run(
+        "locomo_recall.py", "--data", str(data), "--no-st", "--recalls", "--json", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "recall counts: later questions' R@10" in result.stdout
+    found = json.loads(out.read_text())["recall_counts"]
+    assert set(found) == {"returned", "evidence"}
+    for table in found.values():
+        assert "no term" in table["in_sample"]
+        later = table["in_sample"]["no term"]["overall"]
+        assert later["n"] == 1  # of the three questions with evidence, the second one
+        assert table["held_out"]["overall"]["n"] == 1
+
+
 def test_the_locomo_report_labels_the_published_figure_apart() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
