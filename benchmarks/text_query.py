@@ -11,6 +11,12 @@ the gated rows and fusion. It also times the embedder alone on up to 20,000
 of the same texts (target: 5,000 texts a second or more) and prints the bytes
 of vector each memory stores; ``--compare-reach N`` times every query also
 with context from N neighbours on each side, the two taking turns going first.
+``--compare-before`` times every query also as the engine ranked before the
+time prior (no time expression read; ``recall.TIME_WEIGHT = 0``), taking
+turns, and checks that the queries that name no time get the same hits both
+ways (the vocabulary holds "yesterday", "friday" and other time words, so some
+name one). ``--time-phrase "last week"`` appends those words to every query,
+so that each names a time.
 
 It measures embedding, so it refuses to run without an embedder
 (``PRIME_MEMORY_EMBEDDER=none``), and it prints the embedder it used. Before
@@ -37,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,7 @@ from _shared import DOMAINS, Progress, batches, fmt_ms, verdict
 
 from prime_memory_folding import Hit, MemoryEngine, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
+from prime_memory_folding.when import time_window
 
 TARGET_RECORDS = 100_000
 TARGET_P50_S = 0.015
@@ -131,6 +138,17 @@ def context_reach(reach: int | None) -> Iterator[None]:
         recall.CONTEXT_REACH = saved
 
 
+@contextlib.contextmanager
+def ranking_before() -> Iterator[None]:
+    """Text queries rank as before the time prior: no time expression is read."""
+    saved = recall.TIME_WEIGHT
+    recall.TIME_WEIGHT = 0.0
+    try:
+        yield
+    finally:
+        recall.TIME_WEIGHT = saved
+
+
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
     """Texts a second the embedder alone takes, in batches of 1,024."""
     embedder.embed(texts[:100])  # the first call warms the tokenizer
@@ -190,6 +208,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also time each query with context from N neighbours a side, taking turns",
     )
+    parser.add_argument(
+        "--time-phrase",
+        metavar="WORDS",
+        help="append these words (such as 'last week') to every query",
+    )
+    parser.add_argument(
+        "--compare-before",
+        action="store_true",
+        help="also time each query ranked as before the time prior, taking turns",
+    )
     # For the test suite: store one record fewer than counted, to prove the check catches it.
     parser.add_argument("--inject-mismatch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -209,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed + 1)
     items = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
     questions = sentences(args.queries, args.seed + 2, 3, 8)
+    if args.time_phrase:
+        questions = [f"{q} {args.time_phrase}" for q in questions]
     results: dict[str, Any] = {
         "records": args.records,
         "queries": args.queries,
@@ -240,29 +270,43 @@ def main(argv: list[str] | None = None) -> int:
             ("no gate", None, min(LIMIT, len(items) + 1)),
             ("domain gate", GATED_DOMAIN, min(LIMIT, in_domain)),
         )
+        settings: list[tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = [
+            ("default", contextlib.nullcontext)
+        ]
+        if args.compare_reach is not None:
+            reach = args.compare_reach
+            settings.append(("reach", lambda: context_reach(reach)))
+        if args.compare_before:
+            settings.append(("before", ranking_before))
+        timeless = [time_window(q, time.time()) is None for q in questions]
+        results["queries_naming_a_time"] = len(questions) - sum(timeless)
         for name, domain, wanted in gates:
             for q in questions[:10]:
                 engine.query(text=q, domain=domain)
-            times = []
-            other: list[float] = []
+            times: dict[str, list[float]] = {label: [] for label, _ in settings}
             for n, q in enumerate(questions):
-                # With --compare-reach the two settings take turns going first.
-                order = [None, args.compare_reach] if args.compare_reach is not None else [None]
-                for reach in order if n % 2 == 0 else order[::-1]:
-                    with context_reach(reach):
+                # The settings take turns going first.
+                found: dict[str, list[str]] = {}
+                for label, setting in settings if n % 2 == 0 else settings[::-1]:
+                    with setting():
                         t0 = time.perf_counter()
                         hits = engine.query(text=q, limit=LIMIT, domain=domain)
-                        (times if reach is None else other).append(time.perf_counter() - t0)
+                        times[label].append(time.perf_counter() - t0)
+                    found[label] = [h.record.record_id for h in hits]
                     problem = check_hits(name, q, hits, wanted, domain)
                     if problem:
                         problems.append(problem)
-            times.sort()
+                if "before" in found and timeless[n] and found["before"] != found["default"]:
+                    problems.append(f"{name}: {q!r} names no time, yet ranked otherwise before")
+            ordered = sorted(times["default"])
             results[name] = {
-                "p50_s": statistics.median(times),
-                "p95_s": times[int(0.95 * (len(times) - 1))],
+                "p50_s": statistics.median(ordered),
+                "p95_s": ordered[int(0.95 * (len(ordered) - 1))],
             }
-            if other:
-                results[name]["p50_s_reach_compared"] = statistics.median(other)
+            if "reach" in times:
+                results[name]["p50_s_reach_compared"] = statistics.median(times["reach"])
+            if "before" in times:
+                results[name]["p50_s_before"] = statistics.median(times["before"])
         if problems:
             return failed(args, embedder, problems)
     rss_mb = peak_rss_mb()
@@ -274,6 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         f"check: OK - {args.records:,} records stored, each with a vector; every query found "
         f"its {LIMIT} hits (with the domain gate, all in {GATED_DOMAIN})"
     )
+    if args.compare_before:
+        timed = results["queries_naming_a_time"]
+        print(
+            f"check: OK - the {args.queries - timed} queries that name no time got the same "
+            f"hits ranked as before the time prior; {timed} name one"
+            if timed < args.queries
+            else "check: every query names a time, so the hits may differ from before"
+        )
     print(
         f"store_many with embedding ({embedder.name}): {results['store_rate']:,.0f} records/s "
         f"(target >= {TARGET_STORE_RATE:,.0f}/s)"
@@ -292,6 +344,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
                 f"(the default: {recall.CONTEXT_REACH}): p50 {fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
+            )
+        if "p50_s_before" in row:
+            before = row["p50_s_before"]
+            print(
+                f"  the same queries ranked as before the time prior: p50 {fmt_ms(before)}; "
+                f"now / before = {row['p50_s'] / before:.2f}x (target <= 1.20x)"
             )
     print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
     note = "" if scale else f" (targets are set at {TARGET_RECORDS:,} records)"

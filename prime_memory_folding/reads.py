@@ -200,7 +200,7 @@ class Reader:
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
-            named = time_window(text, self.query_time(filters))
+            named = time_window(text, self.query_time(filters)) if recall.TIME_WEIGHT else None
             window = None if named is None else (named.start, named.end)
             unit = None
             if query_vector is not None:

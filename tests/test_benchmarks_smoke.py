@@ -642,6 +642,27 @@ def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_pat
     assert "with context from 1 neighbour(s) a side" in result.stdout
 
 
+def test_text_query_benchmark_times_the_ranking_before_the_time_prior(tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    result = run(
+        "text_query.py", "--records", "600", "--queries", "6", "--compare-before",
+        "--embedder", "builtin", "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    for gate in ("no gate", "domain gate"):
+        assert report[gate]["p50_s_before"] > 0
+    timeless = 6 - report["queries_naming_a_time"]
+    assert f"the {timeless} queries that name no time got the same hits" in result.stdout
+    assert "now / before = " in result.stdout
+    timed = run(
+        "text_query.py", "--records", "600", "--queries", "4", "--compare-before",
+        "--time-phrase", "yesterday", "--embedder", "builtin", "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert timed.returncode == 0, timed.stdout + timed.stderr
+    assert json.loads(out.read_text())["queries_naming_a_time"] == 4
+
+
 def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "inspector.json"
     result = run(
