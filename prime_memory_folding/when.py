@@ -100,8 +100,9 @@ _MONTHS = {
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
     "sept": 9, "oct": 10, "nov": 11, "dec": 12,
 }  # fmt: skip
-#: Month names that are common words too; alone they need a word such as "in" before them.
-_AMBIGUOUS = frozenset(("may", "march", *(name for name in _MONTHS if len(name) <= 4)))
+#: Month names that are other words too (a verb, a name, a short form); alone they need
+#: a day, a year, or a word such as "in" beside them.
+_AMBIGUOUS = frozenset(("may", "march", "june", *(name for name in _MONTHS if len(name) <= 4)))
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 #: Northern meteorological seasons: (first month, months long).
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
@@ -342,9 +343,9 @@ def _read(name: str, match: re.Match[str], now: float) -> tuple[float, float] | 
         if unit in ("minute", "hour"):
             size = _SECONDS[unit]
             return now - (high + 0.5) * size, now - (low - 0.5) * size
-        return _unit_span(unit, _back(unit, high, now))[0], _unit_span(unit, _back(unit, low, now))[
-            1
-        ]
+        earliest = _unit_span(unit, _back(unit, high, now))
+        latest = _unit_span(unit, _back(unit, low, now))
+        return earliest[0], latest[1]
     if name == "calendar":
         step = {"this": 0, "last": -1, "previous": -1, "next": 1}[get["which"]]
         unit = get["unit"]
