@@ -14,6 +14,16 @@ default hybrid, and, when sentence-transformers and a local MiniLM model are
 available, MiniLM alone and in the hybrid. ``--loo`` also tunes the fusion
 weights on all but one conversation and tests them on the one left out.
 
+``--recalls`` asks whether ranking would gain from recall counts: the
+even-numbered questions of each conversation are asked first with
+``reinforce=True``, as an agent's earlier recalls, and the odd-numbered ones
+are then scored with and without a recall-count term (see
+:func:`recall_counts`).
+
+Every question is asked at the time of its conversation's last session (the
+injected clock stays there after the last turn is stored), so a time it names
+("in June", "last year") is read from then.
+
 The data is read from where it lies (default: ``../shared/datasets/locomo/
 locomo10-dev.json`` next to the repository) and never copied. Run::
 
@@ -31,6 +41,7 @@ The last line printed is the default hybrid's overall recall (on SQLite).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -50,8 +61,6 @@ from prime_memory_folding.embeddings import Embedder, load_embedder
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-#: Fusion weights tried by --loo: (cosine weight, context weight).
-GRID = tuple((cw, ctx) for cw in (0.5, 0.6, 0.7) for ctx in (0.0, 0.3, 0.5, 0.6, 0.9))
 _DIA = re.compile(r"D:?(\d+):0*(\d+)")
 
 
@@ -247,52 +256,226 @@ def run_system(
     return everything, per_conv
 
 
+#: The parts of the text ranking, in the order they were added: a name, the
+#: ``recall`` constants ``--loo`` tunes for it with the values it tries, and the
+#: values that turn it off (the parts after the first are off until added).
+PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = (
+    (
+        "fusion",
+        {"COSINE_WEIGHT": (0.5, 0.6, 0.7), "CONTEXT_WEIGHT": (0.0, 0.3, 0.5, 0.6, 0.9)},
+        {},
+    ),
+    (
+        "time prior",
+        {"TIME_WEIGHT": (0.0, 0.2, 0.4, 0.6), "TIME_TAIL": (0.5, 1.0)},
+        {"TIME_WEIGHT": 0.0},
+    ),
+)
+Setting = tuple[tuple[str, float], ...]
+Scores = dict[str, list[tuple[int, dict[int, float]]]]
+
+
+def _setting(values: dict[str, float]) -> Setting:
+    return tuple(sorted(values.items()))
+
+
+def _part_grid(
+    tuned: dict[str, tuple[float, ...]], off: dict[str, float]
+) -> list[dict[str, float]]:
+    """Every combination of a part's values; the ones that turn it off count once."""
+    grid: list[dict[str, float]] = []
+    for values in itertools.product(*tuned.values()):
+        point = dict(zip(tuned, values))
+        if any(point.get(k) == v for k, v in off.items()):
+            point = dict(off)
+        if point not in grid:
+            grid.append(point)
+    return grid
+
+
 def leave_one_out(
     convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
 ) -> dict[str, Any]:
-    """Tune (cosine, context) weights on all conversations but one; test on that one."""
-    stores = [build(conv, "builtin", new_store) for conv in convs]
-    scores: dict[tuple[float, float], dict[str, list[dict[int, float]]]] = {}
-    saved = recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT
-    try:
-        for weights in GRID:
-            recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = weights
-            scores[weights] = {
-                conv.sample_id: [r for _, r in recalls(engine, dia_of, conv, by_text)]
-                for conv, (engine, dia_of) in zip(convs, stores)
-            }
-            if not quiet:
-                print(f"  grid {weights}: done", file=sys.stderr)
-    finally:
-        recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = saved
-        for engine, _ in stores:
-            engine.close()
+    """Add the ranking's parts one by one, each tuned on all conversations but one.
 
-    def mean_r10(weights: tuple[float, float], ids: Sequence[str]) -> float:
-        rows = [r for sid in ids for r in scores[weights][sid]]
+    For each held-out conversation, the first part's weights are chosen on the
+    others (best R@10), then each later part's given the earlier choices, and
+    R@k of the held-out conversation is taken at every step. The same steps at
+    the engine's defaults give the in-sample figures.
+    """
+    stores = [build(conv, "builtin", new_store) for conv in convs]
+    memo: dict[Setting, Scores] = {}
+    everything_off = {k: v for _, _, off in PARTS[1:] for k, v in off.items()}
+
+    def scores(values: dict[str, float]) -> Scores:
+        key = _setting(values)
+        if key not in memo:
+            saved = {k: getattr(recall, k) for k in values}
+            try:
+                for k, v in values.items():
+                    setattr(recall, k, v)
+                memo[key] = {
+                    conv.sample_id: list(recalls(engine, dia_of, conv, by_text))
+                    for conv, (engine, dia_of) in zip(convs, stores)
+                }
+            finally:
+                for k, v in saved.items():
+                    setattr(recall, k, v)
+            if not quiet:
+                print(f"  --loo: {dict(key)} done", file=sys.stderr)
+        return memo[key]
+
+    def mean_r10(values: dict[str, float], ids: Sequence[str]) -> float:
+        rows = [r for sid in ids for _, r in scores(values)[sid]]
         return 100 * sum(r[10] for r in rows) / len(rows)
 
-    folds = []
-    held: list[dict[int, float]] = []
+    try:
+        chosen = {c.sample_id: dict(everything_off) for c in convs}
+        defaults = dict(everything_off)
+        steps = []
+        for name, tuned, off in PARTS:
+            for k in off:
+                defaults[k] = getattr(recall, k)
+            defaults.update({k: getattr(recall, k) for k in tuned})
+            held: list[tuple[int, dict[int, float]]] = []
+            folds = []
+            for conv in convs:
+                train = [c.sample_id for c in convs if c is not conv]
+                base = chosen[conv.sample_id]
+                best = max(
+                    (base | point for point in _part_grid(tuned, off)),
+                    key=lambda values: mean_r10(values, train),
+                )
+                chosen[conv.sample_id] = best
+                held.extend(scores(best)[conv.sample_id])
+                folds.append(
+                    {
+                        "held_out": conv.sample_id,
+                        "chosen": {k: best.get(k) for k in tuned},
+                        "train_r10": mean_r10(best, train),
+                        "test_r10": mean_r10(best, [conv.sample_id]),
+                    }
+                )
+            in_sample = [r for conv in convs for r in scores(defaults)[conv.sample_id]]
+            steps.append(
+                {
+                    "part": name,
+                    "folds": folds,
+                    "held_out": summarise(held),
+                    "in_sample": summarise(in_sample),
+                    "defaults": {k: defaults[k] for k in tuned},
+                }
+            )
+    finally:
+        for engine, _ in stores:
+            engine.close()
+    last = steps[-1]["held_out"]["overall"]
+    return {"steps": steps, "held_out_overall": {f"R@{k}": last[f"R@{k}"] for k in KS}}
+
+
+#: Recall-count terms --recalls tries: (weight, recalls at which the term is half its weight).
+RECALL_TERMS = ((0.05, 1), (0.05, 3), (0.1, 1), (0.1, 3), (0.2, 1), (0.2, 3), (0.4, 1), (0.4, 3))
+#: Hits an earlier question's query reinforces, as the MCP tool's answer holds about that many.
+RECALLED_HITS = 10
+
+
+def recall_counts(
+    convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
+) -> dict[str, Any]:
+    """Would ranking gain from how often a memory was recalled before?
+
+    In each conversation the even-numbered questions come first, as an agent's
+    earlier recalls: each is asked with ``reinforce=True``, so its first
+    :data:`RECALLED_HITS` hits count as recalled, as over MCP. The odd-numbered
+    ones are then scored, their top 50 re-ranked with ``weight * n / (n +
+    half)`` added to each hit's score (``n``: its recall count), as a term in
+    the fused score would order them. ``evidence`` instead reinforces only the
+    earlier questions' gold turns: an agent that reinforced exactly what it
+    used. Each (weight, half) is tuned leave one conversation out, with "no
+    term" among the choices.
+    """
+    out: dict[str, Any] = {}
+    for mode in ("returned", "evidence"):
+        per_term: dict[tuple[float, int] | None, Scores] = {
+            term: {} for term in (None, *RECALL_TERMS)
+        }
+        for conv in convs:
+            engine, dia_of = build(conv, "builtin", new_store)
+            with engine:
+                record_of = {dia: rid for rid, dias in dia_of.items() for dia in dias}
+                for q in conv.questions[0::2]:
+                    if mode == "returned":
+                        engine.query(text=q.text, limit=RECALLED_HITS, reinforce=True)
+                    else:
+                        for dia in sorted(q.gold):
+                            engine.reinforce(record_of[dia])
+                engine.flush_recalls()
+                later = conv.questions[1::2]
+                hits = [engine.query(text=q.text, limit=max(KS)) for q in later]
+            for term in per_term:
+                rows = []
+                for q, found in zip(later, hits):
+                    if term is not None:
+                        weight, half = term
+                        found = sorted(
+                            found,
+                            key=lambda h: (
+                                -(
+                                    h.score
+                                    + weight
+                                    * h.record.access_count
+                                    / (h.record.access_count + half)
+                                )
+                            ),
+                        )
+                    dias = [dia for h in found for dia in dia_of.get(h.record.record_id, ())]
+                    rows.append(
+                        (q.category, {k: len(q.gold & set(dias[:k])) / len(q.gold) for k in KS})
+                    )
+                per_term[term][conv.sample_id] = rows
+            if not quiet:
+                print(f"  --recalls: {mode}, {conv.sample_id} done", file=sys.stderr)
+
+        held, chosen = _tuned(per_term, convs)
+        everything = {
+            "no term" if term is None else f"weight {term[0]}, half at {term[1]}": summarise(
+                [r for rows in per_term[term].values() for r in rows]
+            )
+            for term in per_term
+        }
+        out[mode] = {"in_sample": everything, "held_out": summarise(held), "chosen": chosen}
+    return out
+
+
+def _tuned(
+    per_choice: dict[Any, Scores], convs: list[Conversation]
+) -> tuple[list[tuple[int, dict[int, float]]], dict[str, Any]]:
+    """Each conversation's rows under the choice best on the others (R@10), and the choices."""
+
+    def r10(choice: Any, ids: Sequence[str]) -> float:
+        rows = [r for sid in ids for _, r in per_choice[choice][sid]]
+        return sum(r[10] for r in rows) / len(rows) if rows else 0.0
+
+    held: list[tuple[int, dict[int, float]]] = []
+    chosen = {}
     for conv in convs:
         train = [c.sample_id for c in convs if c is not conv]
-        best = max(GRID, key=lambda w: mean_r10(w, train))
-        held.extend(scores[best][conv.sample_id])
-        folds.append(
-            {
-                "held_out": conv.sample_id,
-                "weights": best,
-                "train_r10": mean_r10(best, train),
-                "test_r10": mean_r10(best, [conv.sample_id]),
-                "default_test_r10": mean_r10(saved, [conv.sample_id]) if saved in scores else None,
-            }
-        )
-    all_ids = [c.sample_id for c in convs]
-    return {
-        "folds": folds,
-        "held_out_overall": {f"R@{k}": 100 * sum(r[k] for r in held) / len(held) for k in KS},
-        "grid_overall_r10": {str(w): mean_r10(w, all_ids) for w in GRID},
-    }
+        best = max(per_choice, key=lambda choice: r10(choice, train))
+        chosen[conv.sample_id] = best
+        held.extend(per_choice[best][conv.sample_id])
+    return held, chosen
+
+
+def print_recalls(found: dict[str, Any]) -> None:
+    groups = ["overall"] + [f"{c} {name}" for c, name in CATEGORIES.items()]
+    print("recall counts: later questions' R@10 after earlier ones were recalled")
+    print(f"{'':<36}" + "".join(f"{g.split(' ')[-1]:>12}" for g in groups))
+    for mode, table in found.items():
+        rows = [*table["in_sample"].items(), ("held out, tuned", table["held_out"])]
+        for name, row in rows:
+            cells = "".join(f"{row[g]['R@10']:12.1f}" if g in row else f"{'-':>12}" for g in groups)
+            print(f"{mode + ': ' + name:<36}{cells}")
+    print()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -301,6 +484,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--st-model", help="a sentence-transformers folder or cached name")
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
+    parser.add_argument(
+        "--recalls",
+        action="store_true",
+        help="would a recall-count term help? earlier questions recalled, later ones scored",
+    )
     parser.add_argument(
         "--store",
         metavar="URL",
@@ -341,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"  {backend}: {name}: {time.perf_counter() - started:.1f} s")
             if args.loo:
                 target["leave_one_out"] = leave_one_out(convs, args.quiet, new_store)
+            if args.recalls:
+                target["recall_counts"] = recall_counts(convs, args.quiet, new_store)
 
     for backend, found in [("sqlite", results)] + (
         [("postgres", results["postgres"])] if args.store else []
@@ -350,6 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(found["systems"])
         if args.loo:
             print_loo(found["leave_one_out"])
+        if args.recalls:
+            print_recalls(found["recall_counts"])
 
     if args.store:
         compare_backends(results)
@@ -371,14 +563,29 @@ def print_table(systems: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 def print_loo(loo: dict[str, Any]) -> None:
-    print("leave-one-conversation-out (weights = cosine, context; tuned on R@10):")
-    for fold in loo["folds"]:
-        default = fold["default_test_r10"]
-        shown = "" if default is None else f"  default weights R@10 {default:5.1f}"
-        print(
-            f"  held out {fold['held_out']:<8} weights {fold['weights']}  "
-            f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}{shown}"
-        )
+    groups = ["overall"] + [f"{c} {name}" for c, name in CATEGORIES.items()]
+    header = f"{'R@10':<22}" + "".join(f"{g.split(' ')[-1]:>12}" for g in groups)
+    for kind, title in (
+        ("held_out", "leave-one-conversation-out, each part tuned on the other conversations"),
+        ("in_sample", "in sample, at the engine's defaults"),
+    ):
+        print(f"{title}:")
+        print(header)
+        for n, step in enumerate(loo["steps"]):
+            table = step[kind]
+            label = step["part"] if n == 0 else "+ " + step["part"]
+            cells = "".join(
+                f"{table[g]['R@10']:12.1f}" if g in table else f"{'-':>12}" for g in groups
+            )
+            print(f"{label:<22}{cells}")
+        print()
+    for step in loo["steps"]:
+        print(f"chosen for {step['part']} (defaults {step['defaults']}):")
+        for fold in step["folds"]:
+            print(
+                f"  held out {fold['held_out']:<8} {fold['chosen']}  "
+                f"train R@10 {fold['train_r10']:5.1f}  test R@10 {fold['test_r10']:5.1f}"
+            )
     held = loo["held_out_overall"]
     print("  held-out overall " + " ".join(f"R@{k}={held[f'R@{k}']:.1f}" for k in KS))
     print()

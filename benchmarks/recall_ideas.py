@@ -33,17 +33,27 @@ Run from the repository root::
 
     python3 benchmarks/recall_ideas.py [--model model2vec:/path ...] [--json OUT]
 
-``--tiny`` runs on LongMemEval's generated questions alone, for smoke tests.
+``--weak`` scores only the ideas for LoCoMo's weak categories (``WEAK_IDEAS``:
+feedback, a second hop, links, speaker labels, questions, variety) on top of the
+engine's ranking, per category, in sample and tuned leave-one-conversation-out,
+with LongMemEval's headline metrics beside them. The re-implementation includes
+the time prior, each query's span read at the time it is asked (LoCoMo: its
+conversation's last session).
+
+``--tiny`` runs on LongMemEval's generated questions alone (and, with
+``--weak``, the LoCoMo file given), for smoke tests.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import sys
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +65,13 @@ import numpy.typing as npt
 
 from prime_memory_folding import MemoryEngine, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
+from prime_memory_folding.priors import time_closeness
+from prime_memory_folding.when import time_window
 
 Array = npt.NDArray[np.float64]
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w+")
+_STATEMENT = re.compile(r"\.(\s|$)")
 #: A sentence this short joins the one before it.
 MIN_SENTENCE_WORDS = 4
 #: Allowed gap between this re-implementation's baseline and the engine's, in points.
@@ -103,25 +117,52 @@ class Haystack:
     whole: Any
     queries: Any
     bm25: list[Array]
+    query_texts: list[str]
     owner: Any = None  # sentence -> text
     sentence_vectors: Any = None
     sentence_bm25: list[Array] = field(default_factory=list)
+    #: Per query: the span of time it names, read at the time it is asked.
+    windows: list[tuple[float, float] | None] = field(default_factory=list)
+    #: Per feedback setting, per query: BM25 of the words its first hits lent it.
+    lent_bm25: dict[tuple[int, int], list[Array]] = field(default_factory=dict)
+    #: Per text: its tag (LoCoMo: the speaker), when the store has tags.
+    labels: list[str] = field(default_factory=list)
+    #: Per kind of asking (see Idea.ask_kind), per text: whether it asks.
+    asks: dict[str, Any] = field(default_factory=dict)
+    #: Per text: its words (lower case) and how many texts hold each word.
+    words: list[Counter[str]] = field(default_factory=list)
+    holders: Counter[str] = field(default_factory=Counter)
 
     @classmethod
     def build(
-        cls, embedder: Embedder, texts: list[str], stamps: list[float], queries: list[str]
+        cls,
+        embedder: Embedder,
+        texts: list[str],
+        stamps: list[float],
+        queries: list[str],
+        asked: float,
     ) -> Haystack:
         cut = [sentences(t) for t in texts]
         flat = [s for parts in cut for s in parts]
+        named = [time_window(text, asked) for text in queries]
+        words = [Counter(w.lower() for w in _WORD.findall(t)) for t in texts]
         return cls(
             texts=texts,
             stamps=np.array(stamps, dtype=np.float64),
             whole=embedder.embed(texts),
             queries=embedder.embed(queries),
             bm25=bm25(texts, queries),
+            query_texts=queries,
             owner=np.repeat(np.arange(len(texts)), [len(parts) for parts in cut]),
             sentence_vectors=embedder.embed(flat),
             sentence_bm25=bm25(flat, queries),
+            windows=[None if w is None else (w.start, w.end) for w in named],
+            asks={
+                kind: np.array([_asks(t, kind) for t in texts], dtype=bool)
+                for kind in ("last", "only", "short")
+            },
+            words=words,
+            holders=Counter(w for counts in words for w in counts),
         )
 
     def best_per_text(self, values: Array, floor: float) -> Array:
@@ -144,6 +185,39 @@ class Idea:
     window: int = recall.CONTEXT_REACH  # neighbours on each side that lend context
     feedback: int = 0  # pseudo-relevance feedback: the best this many lend the query their vector
     feedback_weight: float = 0.6
+    time_weight: float = recall.TIME_WEIGHT
+    time_tail: float = recall.TIME_TAIL
+    # Lexical feedback: the best ``lend_docs`` hits lend their ``lend_words`` most telling
+    # words, whose BM25 (over its maximum) counts ``lend_weight`` of the lexical side.
+    lend_docs: int = 0
+    lend_words: int = 10
+    lend_weight: float = 0.3
+    # A second hop: every memory gains ``hop_weight`` x its best cosine with one of the
+    # first ``hop_docs`` hits (times that hit's score over the best's).
+    hop_docs: int = 0
+    hop_weight: float = 0.3
+    hop_widens: bool = True  # whether the memories a hop lifts become candidates too
+    # Linked memories: every memory gains ``link_weight`` x the IDF-weighted share of
+    # rare words (held by at most ``link_share`` of the texts) it has in common with one of
+    # the first ``link_docs`` hits; ``link_names``: only words written with a capital.
+    link_docs: int = 0
+    link_weight: float = 0.3
+    link_share: float = 0.02
+    link_names: bool = False
+    # Variety: each hit already taken from a memory's session costs it this much.
+    session_penalty: float = 0.0
+    # Labels named: a memory gains this when the query names one of its tags (LoCoMo:
+    # the turn's speaker).
+    label_weight: float = 0.0
+    # Maximal marginal relevance: each hit costs the others this much x its cosine with them.
+    mmr: float = 0.0
+    # Questions: a memory whose last sentence asks loses this share of its fused score...
+    ask_penalty: float = 0.0
+    # ...and lends the memory after it this much more context (the answer follows).
+    ask_lend: float = 0.0
+    # Which memories ask: "last" (the last sentence asks), "only" (and no sentence
+    # ends with a full stop), "short" (and at most 20 words).
+    ask_kind: str = "last"
 
 
 def _normalised(values: Array) -> Array:
@@ -177,27 +251,150 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
         by_lexical[np.argsort(-lexical, kind="stable")] = np.arange(n)
         lexical = np.where(lexical > 0, idea.rrf / (idea.rrf + by_lexical), 0.0)
         cosine = idea.rrf / (idea.rrf + by_cosine)
+    if idea.lend_docs and query is None:
+        lent = _normalised(h.lent_bm25[(idea.lend_docs, idea.lend_words)][q])
+        lexical = (1 - idea.lend_weight) * lexical + idea.lend_weight * lent
+        raw = np.where((raw > 0) | (lent > 0), np.maximum(raw, 1e-9), 0.0)
     fused = (1 - idea.cosine_weight) * lexical + idea.cosine_weight * cosine
     # The engine's candidates: every lexical hit and the best by cosine.
     candidate = raw > 0
     spare = min(limit * (3 if idea.context_weight else 1), n)
     candidate[np.argsort(-cosine, kind="stable")[:spare]] = True
+    lending = fused
+    if idea.ask_penalty:
+        fused = fused * np.where(h.asks[idea.ask_kind], 1 - idea.ask_penalty, 1.0)
     context = np.zeros(n)
     for step in [s for w in range(1, idea.window + 1) for s in (-w, w)]:
         other = np.arange(n) + step
         ok = (other >= 0) & (other < n)
         other = np.clip(other, 0, n - 1)
         ok &= np.abs(h.stamps[other] - h.stamps) <= recall.SESSION_GAP_S
-        context = np.maximum(context, np.where(ok, fused[other], 0.0))
-    final = np.where(candidate, fused + idea.context_weight * context, -np.inf)
+        lent = idea.context_weight * lending[other]
+        if step == -1 and idea.ask_lend:
+            asks = h.asks[idea.ask_kind][other]
+            lent = lent + np.where(asks, idea.ask_lend * lending[other], 0.0)
+        context = np.maximum(context, np.where(ok, lent, 0.0))
+    matched = fused + context
+    final = matched.copy()
+    window = h.windows[q] if h.windows else None
+    if window is not None and idea.time_weight:
+        final += idea.time_weight * time_closeness(h.stamps, window, idea.time_tail)
+    if idea.label_weight and h.labels:
+        asked = {w.lower() for w in _WORD.findall(h.query_texts[q])}
+        final += idea.label_weight * np.array([label in asked for label in h.labels])
+    if query is None and (idea.hop_docs or idea.link_docs):
+        first = np.argsort(-np.where(candidate, final, -np.inf), kind="stable")
+        final, extra = _second_hop(h, idea, first, final)
+        if not idea.hop_widens:
+            extra &= candidate
+        candidate |= extra
+        matched = np.where(extra, np.maximum(matched, 1e-9), matched)
+    final = np.where(candidate, final, -np.inf)
     order = np.argsort(-final, kind="stable")[:limit]
-    order = order[np.isfinite(final[order]) & ((final[order] > 0) | (raw[order] > 0))]
+    order = order[np.isfinite(final[order]) & ((matched[order] > 0) | (raw[order] > 0))]
+    if idea.session_penalty:
+        order = _varied(h, final, order, idea.session_penalty)
+    if idea.mmr:
+        order = _marginal(h, final, order, idea.mmr)
     if idea.feedback and query is None:
         lent = h.whole[order[: idea.feedback]].mean(axis=0)
         moved = h.queries[q] + idea.feedback_weight * lent
         moved = moved / max(float(np.linalg.norm(moved)), 1e-12)
         return rank(h, q, idea, limit, moved)
     return [int(i) for i in order]
+
+
+def _second_hop(
+    h: Haystack, idea: Idea, first: npt.NDArray[np.int64], final: Array
+) -> tuple[Array, npt.NDArray[np.bool_]]:
+    """Scores lifted by the first hits' likeness (vectors, or rare words shared)."""
+    top = final[first[0]] if len(first) else 0.0
+    lift = np.zeros(len(h.texts))
+    if idea.hop_docs and top > 0:
+        hits = first[: idea.hop_docs]
+        share = np.maximum(final[hits], 0.0) / top
+        likeness = np.maximum(h.whole @ h.whole[hits].T, 0.0) * share
+        likeness[hits, np.arange(len(hits))] = 0.0  # a hit does not lift itself
+        lift += idea.hop_weight * likeness.max(axis=1)
+    if idea.link_docs and top > 0:
+        total = len(h.texts)
+        rare = {
+            w: math.log(total / n)
+            for w, n in h.holders.items()
+            if 2 <= n <= max(2, idea.link_share * total)
+        }
+        for hit in first[: idea.link_docs]:
+            mine = {
+                w
+                for w in h.words[hit]
+                if w in rare and (not idea.link_names or _written_as_name(h.texts[hit], w))
+            }
+            if not mine:
+                continue
+            weight = sum(rare[w] for w in mine)
+            share = max(final[hit], 0.0) / top
+            for other, counts in enumerate(h.words):
+                if other == hit:
+                    continue
+                common = sum(rare[w] for w in mine if w in counts)
+                if common:
+                    lift[other] = max(lift[other], idea.link_weight * share * common / weight)
+    return final + lift, lift > 0
+
+
+def _asks(text: str, kind: str) -> bool:
+    """Whether ``text`` asks, as ``kind`` reads it (see Idea.ask_kind)."""
+    ends = [text.rfind(mark) for mark in ".!?"]
+    last = max(ends) >= 0 and ends[2] == max(ends)
+    if kind == "only":
+        return last and _STATEMENT.search(text.split(" [image:")[0]) is None
+    if kind == "short":
+        return last and len(text.split()) <= 20
+    return last
+
+
+def _written_as_name(text: str, word: str) -> bool:
+    return re.search(rf"\b{re.escape(word[:1].upper() + word[1:])}\b", text) is not None
+
+
+def _varied(h: Haystack, final: Array, order: npt.NDArray[np.int64], penalty: float) -> Any:
+    """``order`` again, each hit costing the later ones of its session ``penalty``."""
+    taken: Counter[float] = Counter()
+    left = [int(i) for i in order]
+    out = []
+    while left:
+        best = max(left, key=lambda i: (final[i] - penalty * taken[h.stamps[i]], -left.index(i)))
+        out.append(best)
+        left.remove(best)
+        taken[h.stamps[best]] += 1
+    return np.array(out, dtype=np.int64)
+
+
+def _marginal(h: Haystack, final: Array, order: npt.NDArray[np.int64], weight: float) -> Any:
+    """``order`` again, each hit costing the later ones ``weight`` x their cosine with it."""
+    left = [int(i) for i in order]
+    penalty = np.zeros(len(h.texts))
+    out = []
+    while left:
+        best = max(left, key=lambda i: (final[i] - penalty[i], -left.index(i)))
+        out.append(best)
+        left.remove(best)
+        penalty = np.maximum(penalty, weight * np.maximum(h.whole @ h.whole[best], 0.0))
+    return np.array(out, dtype=np.int64)
+
+
+def lend_words(h: Haystack, q: int, first: list[int], docs: int, words: int) -> str:
+    """The ``words`` most telling words of the first ``docs`` hits, not in the query."""
+    total = len(h.texts)
+    asked = {w.lower() for w in _WORD.findall(h.query_texts[q])}
+    weight: Counter[str] = Counter()
+    for hit in first[:docs]:
+        for w, tf in h.words[hit].items():
+            held = h.holders[w]
+            if w in asked or held < 2 or held > 0.1 * total or w.isdigit() or len(w) < 3:
+                continue
+            weight[w] += tf * math.log(total / held)
+    return " ".join(w for w, _ in weight.most_common(words))
 
 
 @dataclass
@@ -225,7 +422,33 @@ class Bench:
             out.append(np.array(row))
         return out
 
+    def prepare(self, idea: Idea) -> None:
+        """Lexical feedback's second BM25 pass, for every query (once per setting)."""
+        if not idea.lend_docs:
+            return
+        key = (idea.lend_docs, idea.lend_words)
+        first_idea = replace(idea, lend_docs=0)
+        for h, depth in [(h, lme.DEPTH) for _, h, _ in self.lme] + [
+            (h, max(locomo.KS)) for _, h in self.locomo
+        ]:
+            if key in h.lent_bm25:
+                continue
+            lent = [
+                lend_words(h, q, rank(h, q, first_idea, depth), idea.lend_docs, idea.lend_words)
+                for q in range(len(h.query_texts))
+            ]
+            asked = [text for text in lent if text]
+            found = iter(bm25(h.texts, asked) if asked else [])
+            h.lent_bm25[key] = [next(found) if text else np.zeros(len(h.texts)) for text in lent]
+
+    def locomo_by_category(self, idea: Idea) -> dict[str, float]:
+        """LoCoMo R@10 overall and per category, in percent."""
+        self.prepare(idea)
+        scores = self.locomo_scores(idea)
+        return by_category(self, scores)
+
     def measure(self, idea: Idea) -> dict[str, float]:
+        self.prepare(idea)
         lme_rows = self.lme_scores(idea)
         result = {
             "lme turn all@10": float(100 * lme_rows[:, 0].mean()) if len(lme_rows) else 0.0,
@@ -243,15 +466,46 @@ def load(embedder: Embedder, lme_items: list[dict[str, Any]], locomo_path: Path 
         turns = [(s, i, t) for s in question.sessions for i, t in s.turns if t.strip()]
         texts = [t for _, _, t in turns]
         stamps = [s.when for s, _, _ in turns]
-        h = Haystack.build(embedder, texts, stamps, [question.text])
+        h = Haystack.build(embedder, texts, stamps, [question.text], question.when)
         bench.lme.append((question, h, [(s.session_id, i) for s, i, _ in turns]))
     if locomo_path is not None:
         for conv in locomo.load(locomo_path):
             texts = [t for _, t, _ in conv.turns]
             stamps = [w for _, _, w in conv.turns]
             queries = [q.text for q in conv.questions]
-            bench.locomo.append((conv, Haystack.build(embedder, texts, stamps, queries)))
+            asked = conv.turns[-1][2]  # at the time of the last session
+            h = Haystack.build(embedder, texts, stamps, queries, asked)
+            h.labels = [t.split(":", 1)[0].lower() for t in texts]
+            bench.locomo.append((conv, h))
     return bench
+
+
+def by_category(bench: Bench, scores: list[Array]) -> dict[str, float]:
+    """Per-question LoCoMo R@10 (one array per conversation) as percent per category."""
+    flat = np.concatenate(scores)
+    kinds = np.array([q.category for conv, _ in bench.locomo for q in conv.questions])
+    out = {"overall": float(100 * flat.mean())}
+    for category, name in locomo.CATEGORIES.items():
+        if (kinds == category).any():
+            out[name] = float(100 * flat[kinds == category].mean())
+    return out
+
+
+def held_out(bench: Bench, family: Sequence[Idea]) -> dict[str, float]:
+    """LoCoMo R@10 per category, each conversation scored with the idea of ``family``
+    that did best (overall R@10) on the other conversations."""
+    per_idea = []
+    for idea in family:
+        bench.prepare(idea)
+        per_idea.append(bench.locomo_scores(idea))
+    chosen = []
+    for j in range(len(bench.locomo)):
+
+        def train(n: int, skip: int = j) -> float:
+            return float(np.concatenate([x for k, x in enumerate(per_idea[n]) if k != skip]).mean())
+
+        chosen.append(per_idea[max(range(len(family)), key=train)][j])
+    return by_category(bench, chosen)
 
 
 def engine_baseline(lme_items: list[dict[str, Any]], locomo_path: Path | None) -> dict[str, float]:
@@ -269,7 +523,12 @@ def engine_baseline(lme_items: list[dict[str, Any]], locomo_path: Path | None) -
 
 
 #: The fusion before these ideas: cosine 0.6, context 0.6 from one neighbour each side.
-BEFORE: dict[str, Any] = {"cosine_weight": 0.6, "context_weight": 0.6, "window": 1}
+BEFORE: dict[str, Any] = {
+    "cosine_weight": 0.6,
+    "context_weight": 0.6,
+    "window": 1,
+    "time_weight": 0.0,
+}
 
 
 def before(**changes: Any) -> Idea:
@@ -308,6 +567,75 @@ IDEAS: dict[str, Idea] = {
     ),
     "the engine's default now": Idea(),
 }
+
+
+def _family(**values: Sequence[Any]) -> list[Idea]:
+    """Every combination of ``values`` as an Idea (the engine's defaults elsewhere)."""
+    return [Idea(**dict(zip(values, point))) for point in itertools.product(*values.values())]
+
+
+#: Ideas for LoCoMo's weak categories (multi-hop, open-domain), on top of the engine's
+#: ranking; each family is tuned leave-one-conversation-out (with "off" among its choices).
+WEAK_IDEAS: dict[str, list[Idea]] = {
+    "lexical feedback: the first hits lend words": _family(
+        lend_docs=(3, 5), lend_words=(5, 10), lend_weight=(0.2, 0.4)
+    ),
+    "vector feedback: query + mean of the first hits": _family(
+        feedback=(3, 5), feedback_weight=(0.3, 0.6)
+    ),
+    "second hop: likeness to the first hits": _family(
+        hop_docs=(1, 3, 5), hop_weight=(0.05, 0.1, 0.3)
+    ),
+    "second hop, among the candidates only": _family(
+        hop_docs=(3, 5), hop_weight=(0.05, 0.1, 0.15), hop_widens=(False,)
+    ),
+    "links: rare words shared with the first hits": _family(
+        link_docs=(3, 5), link_weight=(0.1, 0.3), link_names=(False, True)
+    ),
+    "labels: the query names the turn's speaker": _family(label_weight=(0.05, 0.1, 0.2, 0.3)),
+    "questions: rank lower, lend the next memory more": _family(
+        ask_kind=("only", "short"), ask_penalty=(0.3, 0.6), ask_lend=(0.1, 0.2)
+    ),
+    "questions, with lexical feedback": _family(
+        ask_kind=("only",),
+        ask_penalty=(0.3, 0.6),
+        ask_lend=(0.1, 0.2),
+        lend_docs=(5,),
+        lend_weight=(0.2,),
+    ),
+    "questions, with a second hop": _family(
+        ask_kind=("short",),
+        ask_penalty=(0.3, 0.6),
+        ask_lend=(0.1, 0.2),
+        hop_docs=(3,),
+        hop_weight=(0.1,),
+    ),
+    "variety: a cost per hit from the same session": _family(session_penalty=(0.05, 0.1, 0.2)),
+    "variety: maximal marginal relevance": _family(mmr=(0.05, 0.1, 0.2)),
+}
+
+
+def weak_categories(bench: Bench, show: Any) -> dict[str, Any]:
+    """LoCoMo R@10 per category for each family of WEAK_IDEAS: its best member in sample
+    (with LongMemEval's headline metrics), and the family tuned leave-one-out."""
+    out: dict[str, Any] = {"engine": bench.locomo_by_category(Idea())}
+    show("the engine's default", out["engine"])
+    for name, family in WEAK_IDEAS.items():
+        rows = [bench.locomo_by_category(idea) for idea in family]
+        best = max(range(len(family)), key=lambda n: rows[n]["overall"])
+        changed = {k: v for k, v in vars(family[best]).items() if v != getattr(Idea(), k)}
+        lme_row = bench.measure(family[best]) if bench.lme else {}
+        out[name] = {
+            "best": changed,
+            "in_sample": rows[best],
+            "longmemeval": {k: v for k, v in lme_row.items() if k.startswith("lme")},
+            "held_out": held_out(bench, [Idea(), *family]),
+        }
+        show(f"{name}, best {changed}", {**rows[best], **out[name]["longmemeval"]})
+        show(f"{name}, held out", out[name]["held_out"])
+    return out
+
+
 #: Fusion weights for --loo: (cosine, context).
 LOO_GRID = tuple(itertools.product((0.5, 0.6, 0.7, 0.8), (0.3, 0.45, 0.5, 0.6, 0.75)))
 
@@ -353,11 +681,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="generated LongMemEval questions only")
     parser.add_argument("--model", action="append", default=[], help="another static model spec")
     parser.add_argument("--loo", action="store_true", help="tune weights leave-one-out")
+    parser.add_argument(
+        "--weak",
+        action="store_true",
+        help="only the ideas for LoCoMo's weak categories (WEAK_IDEAS), per category",
+    )
     args = parser.parse_args(argv)
 
     locomo_path: Path | None = None
     if args.tiny:
         lme_items = lme.tiny()
+        if args.weak:
+            if not args.locomo.is_file():
+                parser.error(f"--weak needs LoCoMo data; no file at {args.locomo}")
+            locomo_path = args.locomo
     else:
         for path, flag in ((args.lme, "--lme"), (args.locomo, "--locomo")):
             if not path.is_file():
@@ -388,6 +725,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = "  ".join(f"{k} {v:5.1f}" for k, v in row.items())
         print(f"{name:<46} {cells}")
 
+    if args.weak:
+        results["weak_categories"] = weak_categories(bench, show)
+        harness.write_json(args.json, results)
+        return 0
     for name, idea in IDEAS.items():
         row = bench.measure(idea)
         results["ideas"][name] = row

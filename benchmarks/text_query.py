@@ -11,6 +11,12 @@ the gated rows and fusion. It also times the embedder alone on up to 20,000
 of the same texts (target: 5,000 texts a second or more) and prints the bytes
 of vector each memory stores; ``--compare-reach N`` times every query also
 with context from N neighbours on each side, the two taking turns going first.
+``--compare-before`` times every query also as the engine ranked before the
+time prior (no time expression read; ``recall.TIME_WEIGHT = 0``), taking
+turns, and checks that the queries that name no time get the same hits both
+ways (the vocabulary holds "yesterday", "friday" and other time words, so some
+name one). ``--time-phrase "last week"`` appends those words to every query,
+so that each names a time.
 
 It measures embedding, so it refuses to run without an embedder
 (``PRIME_MEMORY_EMBEDDER=none``), and it prints the embedder it used. Before
@@ -37,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,7 @@ from _shared import DOMAINS, memory_kib, store_in_batches
 
 from prime_memory_folding import Hit, MemoryEngine, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
+from prime_memory_folding.when import time_window
 
 TARGET_RECORDS = 100_000
 TARGET_P50_S = 0.015
@@ -123,6 +130,17 @@ def context_reach(reach: int | None) -> Iterator[None]:
         recall.CONTEXT_REACH = saved
 
 
+@contextlib.contextmanager
+def ranking_before() -> Iterator[None]:
+    """Text queries rank as before the time prior: no time expression is read."""
+    saved = recall.TIME_WEIGHT
+    recall.TIME_WEIGHT = 0.0
+    try:
+        yield
+    finally:
+        recall.TIME_WEIGHT = saved
+
+
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
     """Texts a second the embedder alone takes, in batches of 1,024."""
     embedder.embed(texts[:100])  # the first call warms the tokenizer
@@ -148,10 +166,20 @@ def check_store(engine: MemoryEngine, embedder: Embedder, expected: int) -> list
     return problems
 
 
-def ask(engine: MemoryEngine, question: str, *, domain: str | None, reach: int | None) -> list[Hit]:
-    """One text query, with context from ``reach`` neighbours a side (None: the default)."""
-    with context_reach(reach):
+def ask(
+    engine: MemoryEngine,
+    question: str,
+    *,
+    domain: str | None,
+    setting: Callable[[], contextlib.AbstractContextManager[None]],
+) -> list[Hit]:
+    """One text query, ranked under ``setting`` (see :func:`context_reach`)."""
+    with setting():
         return engine.query(text=question, limit=LIMIT, domain=domain)
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [h.record.record_id for h in hits]
 
 
 def check_hits(name: str, question: str, hits: list[Hit], wanted: int, domain: str | None) -> str:
@@ -187,6 +215,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also time each query with context from N neighbours a side, taking turns",
     )
+    parser.add_argument(
+        "--time-phrase",
+        metavar="WORDS",
+        help="append these words (such as 'last week') to every query",
+    )
+    parser.add_argument(
+        "--compare-before",
+        action="store_true",
+        help="also time each query ranked as before the time prior, taking turns",
+    )
     args = parser.parse_args(argv)
     harness.at_least(parser, args, records=LIMIT, queries=1)
     spec = (args.embedder or os.environ.get(EMBEDDER_ENV, "")).strip() or "builtin"
@@ -203,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed + 1)
     items = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
     questions = sentences(args.queries, args.seed + 2, 3, 8)
+    if args.time_phrase:
+        questions = [f"{q} {args.time_phrase}" for q in questions]
     results: dict[str, Any] = {
         "records": args.records,
         "queries": args.queries,
@@ -230,33 +270,52 @@ def main(argv: list[str] | None = None) -> int:
             ("no gate", None, min(LIMIT, len(items) + 1)),
             ("domain gate", GATED_DOMAIN, min(LIMIT, in_domain)),
         )
-        reaches = {"default": None}
+        settings: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+            "default": contextlib.nullcontext
+        }
         if args.compare_reach is not None:
-            reaches["compared"] = args.compare_reach
+            reach = args.compare_reach
+            settings["compared"] = lambda: context_reach(reach)
+        if args.compare_before:
+            settings["before"] = ranking_before
+        timeless = [time_window(q, time.time()) is None for q in questions]
+        results["queries_naming_a_time"] = len(questions) - sum(timeless)
         for name, domain, wanted in gates:
             for q in questions[:10]:
                 engine.query(text=q, domain=domain)
             calls = {
-                label: functools.partial(ask, engine, domain=domain, reach=reach)
-                for label, reach in reaches.items()
+                label: functools.partial(ask, engine, domain=domain, setting=setting)
+                for label, setting in settings.items()
             }
+            answers = {label: [call(q) for q in questions] for label, call in calls.items()}
             problems = [
                 problem
-                for call in calls.values()
-                for q in questions
-                if (problem := check_hits(name, q, call(q), wanted, domain))
+                for found in answers.values()
+                for q, hits in zip(questions, found)
+                if (problem := check_hits(name, q, hits, wanted, domain))
             ]
+            if "before" in answers:
+                problems += [
+                    f"{name}: {q!r} names no time, yet ranked otherwise before"
+                    for q, no_time, now, before in zip(
+                        questions, timeless, answers["default"], answers["before"]
+                    )
+                    if no_time and ids(now) != ids(before)
+                ]
             if problems:
                 return failed(args, embedder, problems)
-            # With --compare-reach the two settings take turns going first.
+            # The settings take turns going first.
             samples = harness.alternate(calls, questions)
             times = [t for per_q in samples["default"] for t in per_q]
             results[name] = {
                 "p50_s": statistics.median(times),
                 "p95_s": harness.percentile(times, 0.95),
             }
+            pooled = harness.pooled_medians(samples)
             if "compared" in samples:
-                results[name]["p50_s_reach_compared"] = harness.pooled_medians(samples)["compared"]
+                results[name]["p50_s_reach_compared"] = pooled["compared"]
+            if "before" in samples:
+                results[name]["p50_s_before"] = pooled["before"]
     rss_mb = peak_rss_mb()
     results["max_rss_mb"] = rss_mb
 
@@ -266,6 +325,14 @@ def main(argv: list[str] | None = None) -> int:
         f"check: OK - {args.records:,} records stored, each with a vector; every query found "
         f"its {LIMIT} hits (with the domain gate, all in {GATED_DOMAIN})"
     )
+    if args.compare_before:
+        timed = results["queries_naming_a_time"]
+        print(
+            f"check: OK - the {args.queries - timed} queries that name no time got the same "
+            f"hits ranked as before the time prior; {timed} name one"
+            if timed < args.queries
+            else "check: every query names a time, so the hits may differ from before"
+        )
     print(
         f"store_many with embedding ({embedder.name}): {results['store_rate']:,.0f} records/s "
         f"(target >= {TARGET_STORE_RATE:,.0f}/s)"
@@ -285,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
                 f"(the default: {recall.CONTEXT_REACH}): p50 {harness.fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
+            )
+        if "p50_s_before" in row:
+            before = row["p50_s_before"]
+            print(
+                "  the same queries ranked as before the time prior: "
+                f"p50 {harness.fmt_ms(before)}; "
+                f"now / before = {row['p50_s'] / before:.2f}x (target <= 1.20x)"
             )
     print(f"peak resident memory: {rss_mb:,.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
     note = "" if scale else f" (targets are set at {TARGET_RECORDS:,} records)"

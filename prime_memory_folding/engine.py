@@ -304,6 +304,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         since: object = None,
         until: object = None,
         reinforce: bool = False,
+        now: object = None,
     ) -> list[Hit]:
         """Find memories, best first.
 
@@ -318,6 +319,13 @@ class MemoryEngine(Views, MaintenanceVerbs):
         unknown scope matches nothing. ``since`` and ``until`` keep records last
         stored or changed in that window: a ``datetime``, Unix seconds, an ISO
         date, or an age such as ``"7d"`` or ``"2 weeks"`` (:mod:`~.when`).
+
+        A ``text`` that names a span of time ("yesterday", "last week", "in
+        May", "two years ago", "2023") gives the memories stored in it a soft
+        lead, not a gate (``time`` in the score parts; see docs/recall.md).
+        Ages and those spans are read against ``now``, the query's time: the
+        engine's clock unless given (a ``datetime``, Unix seconds, an ISO date,
+        or an age).
 
         With ``reinforce``, what the query returns counts as recalled: each hit
         is reinforced as storing it again would, in a write shared with other
@@ -338,7 +346,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         if max_tokens is not None:
             budget.check_budget(max_tokens)
         filters = Filters(
-            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until, now
         )
         hits = self._reader.hits_of(text, filters, vector, limit)
         if max_tokens is not None:

@@ -166,8 +166,13 @@ def by_text(
     text: str,
     unit: npt.NDArray[np.float32] | None,
     limit: int,
+    window: tuple[float, float] | None = None,
 ) -> Window:
-    """BM25 and cosine fused, as the embedded store ranks a text query."""
+    """BM25 and cosine fused, as the embedded store ranks a text query.
+
+    ``window`` is the span of time the text names, if any (see
+    :func:`~prime_memory_folding.recall.hybrid_rank`).
+    """
     found = store.lexical(text, gates, LEXICAL_BUDGET)
     lexical_ids: Sequence[str] = list(found.scores)
     # The lexical hits' neighbours come too, gated or not: they lend context,
@@ -197,4 +202,4 @@ def by_text(
     if lexical:
         keep = np.isin(np.fromiter(lexical, dtype=np.int64), rows)
         lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
-    return Window(index, hybrid_rank(index, rows, lexical, unit, limit))
+    return Window(index, hybrid_rank(index, rows, lexical, unit, limit, window=window))

@@ -30,7 +30,7 @@ from .query import RankedRow, rank_by_salience, rank_by_vector
 from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
 from .storage import Pushdown, SqlStorage, StoredRow, archive
-from .when import parse_when
+from .when import parse_when, time_window
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -77,9 +77,9 @@ class Reader:
         f = filters
         strength = check_unit_interval("min_strength", f.min_strength)
         visible = self.visible(f.scopes)
-        now = self._parts.now
-        start = None if f.since is None else parse_when(f.since, now(), "since")
-        end = None if f.until is None else parse_when(f.until, now(), "until")
+        now = self.query_time(f)
+        start = None if f.since is None else parse_when(f.since, now, "since")
+        end = None if f.until is None else parse_when(f.until, now, "until")
         labels = self._parts.registry.gates(
             f.domain, f.subdomain, f.tags, f.any_tags, f.exclude_tags
         )
@@ -92,7 +92,16 @@ class Reader:
         if strength == 0.0:
             return labels
         # Gate on the strength decayed to now (folding), without writing anything.
-        return replace(labels, min_strength=strength, now=self._parts.now())
+        return replace(labels, min_strength=strength, now=now)
+
+    def query_time(self, filters: Filters) -> float:
+        """The time a read is asked at: ``filters.now``, else the engine's clock.
+
+        Raises:
+            InvalidInput: ``now`` is not a time.
+        """
+        clock = self._parts.now()
+        return clock if filters.now is None else parse_when(filters.now, clock, "now")
 
     def visible(self, scope_names: Iterable[str] | None) -> tuple[str, ...] | None:
         """The scopes a read sees; None when that is every scope the index holds.
@@ -150,7 +159,7 @@ class Reader:
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
-            now = self._parts.now()  # scores show strength decayed to now (folding)
+            now = self.query_time(filters)  # scores show strength decayed to now (folding)
             ranked: list[RankedRow]
             if query_vector is not None:
                 norm = float(np.linalg.norm(query_vector))
@@ -191,6 +200,8 @@ class Reader:
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
+            named = time_window(text, self.query_time(filters)) if recall.TIME_WEIGHT else None
+            window = None if named is None else (named.start, named.end)
             unit = None
             if query_vector is not None:
                 unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
@@ -202,10 +213,10 @@ class Reader:
             ):
                 unit = self._parts.text.embed([text])[0]
             if self._pushdown is not None:
-                window = pushdown.by_text(
-                    self._pushdown, self._live.columns, gates, text, unit, limit
+                found_window = pushdown.by_text(
+                    self._pushdown, self._live.columns, gates, text, unit, limit, window
                 )
-                return self.hits(window.ranked, window.index, window.stored)
+                return self.hits(found_window.ranked, found_window.index, found_window.stored)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
             while True:
@@ -224,7 +235,7 @@ class Reader:
                 if depth is None or found.exhaustive or len(lexical) >= limit:
                     break
                 depth = None
-            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit)
+            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit, window=window)
             return self.hits(ranked)
 
     def hits(

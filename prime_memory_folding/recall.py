@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from .embeddings import BUILTIN_MODEL, EMBEDDER_ENV, Embedder, load_embedder
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
+from .priors import time_closeness
 from .query import RankedRow, top_k
 from .storage.base import SqlStorage
 from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
@@ -64,6 +65,8 @@ __all__ = [
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
     "SESSION_GAP_S",
+    "TIME_TAIL",
+    "TIME_WEIGHT",
     "LexicalHits",
     "LexicalQuery",
     "TextEmbedding",
@@ -87,6 +90,11 @@ CONTEXT_WEIGHT = 0.5
 CONTEXT_REACH = 2
 #: Memories stored this close together count as one session.
 SESSION_GAP_S = 1800.0
+#: Weight of a memory's closeness to the span of time its query names ("in May").
+TIME_WEIGHT = 0.4
+#: Outside that span closeness falls by e every this many span lengths (at least
+#: a week each; see priors.time_closeness).
+TIME_TAIL = 0.5
 #: BM25 hits taken from FTS before the structural gates are applied.
 LEXICAL_DEPTH = 1000
 #: Stores of at most this many records always rank text exactly.
@@ -610,18 +618,26 @@ def hybrid_rank(
     *,
     cosine_weight: float | None = None,
     context_weight: float | None = None,
+    window: tuple[float, float] | None = None,
+    time_weight: float | None = None,
 ) -> list[RankedRow]:
     """Fuse BM25 (by index row, already gated) and cosine over ``gate_rows`` (None: all).
 
-    Weights default to :data:`COSINE_WEIGHT` and :data:`CONTEXT_WEIGHT`. Score
-    parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query vector in
-    the index's space), ``context`` (when a neighbour lifted the score) and
+    Weights default to :data:`COSINE_WEIGHT`, :data:`CONTEXT_WEIGHT` and
+    :data:`TIME_WEIGHT`. ``window`` is the span of time the query names, if
+    any: each memory then gains ``time_weight`` times its closeness to it
+    (:func:`~prime_memory_folding.priors.time_closeness` of its ``updated_at``).
+    Score parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query
+    vector in the index's space), ``context`` (when a neighbour lifted the
+    score), ``time`` (the closeness, when the query names a window) and
     ``fused``; without a query vector ``lexical_only`` is 1.
     """
     if cosine_weight is None:
         cosine_weight = COSINE_WEIGHT
     if context_weight is None:
         context_weight = CONTEXT_WEIGHT
+    if time_weight is None:
+        time_weight = TIME_WEIGHT
     if limit <= 0:
         return []
     if gate_rows is None:
@@ -683,7 +699,13 @@ def hybrid_rank(
     context = np.zeros(len(candidates))
     if context_weight:
         context = _neighbour_best(index, gate_rows, candidates, fused_of)
-    final = fused + context_weight * context
+    matched = fused + context_weight * context
+    final = matched
+    closeness = None
+    if window is not None and time_weight:
+        stamps = index.updated_at(candidates)
+        closeness = time_closeness(stamps, window, TIME_TAIL)
+        final = matched + time_weight * closeness
     order = top_k(final, limit)
     chosen = candidates[order]
     raw_of = lexical_of(chosen, lex_raw)
@@ -697,10 +719,12 @@ def hybrid_rank(
             parts["cosine"] = cosine if math.isfinite(cosine) else 0.0
         if context_weight and context[i] > 0:
             parts["context"] = float(context[i])
+        if closeness is not None:
+            parts["time"] = float(closeness[i])
         if cos_pos is None:
             parts["lexical_only"] = 1.0
         parts["fused"] = float(final[i])
-        if final[i] <= 0 and parts["bm25"] <= 0:
+        if matched[i] <= 0 and parts["bm25"] <= 0:  # a prior alone is no match
             continue
         hits.append(RankedRow(int(chosen[n]), float(final[i]), parts))
     return hits

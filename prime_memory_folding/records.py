@@ -271,3 +271,5 @@ class Filters:
     scopes: Iterable[str] | None = None
     since: object = None
     until: object = None
+    #: The query's time, when not the engine's clock (what parse_when reads).
+    now: object = None

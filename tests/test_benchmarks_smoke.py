@@ -506,6 +506,24 @@ def test_locomo_recall_benchmark_scores_a_tiny_dataset(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
 
 
+def test_locomo_recall_measures_recall_counts_on_later_questions(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "locomo.json"
+    result = run(
+        "locomo_recall.py", "--data", str(data), "--no-st", "--recalls", "--json", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "recall counts: later questions' R@10" in result.stdout
+    found = json.loads(out.read_text())["recall_counts"]
+    assert set(found) == {"returned", "evidence"}
+    for table in found.values():
+        assert "no term" in table["in_sample"]
+        later = table["in_sample"]["no term"]["overall"]
+        assert later["n"] == 1  # of the three questions with evidence, the second one
+        assert table["held_out"]["overall"]["n"] == 1
+
+
 def test_the_locomo_report_labels_the_published_figure_apart() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -580,6 +598,33 @@ def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> 
     assert len(report["leave_one_out"]) == 4
 
 
+def test_recall_ideas_scores_the_weak_categories_per_category(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "weak.json"
+    result = run(
+        "recall_ideas.py", "--tiny", "--weak", "--locomo", str(data), "--json", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agreement: OK" in result.stdout
+    weak = json.loads(out.read_text())["weak_categories"]
+    assert set(weak) == {"engine", *recall_ideas_families()}
+    for name in recall_ideas_families():
+        for table in (weak[name]["in_sample"], weak[name]["held_out"]):
+            assert {"overall", "multi-hop", "single-hop"} <= set(table)
+            assert all(0.0 <= v <= 100.0 for v in table.values())
+        assert set(weak[name]["longmemeval"]) == {"lme turn all@10", "lme session all@5"}
+
+
+def recall_ideas_families() -> list[str]:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import recall_ideas
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return list(recall_ideas.WEAK_IDEAS)
+
+
 def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_path: Path) -> None:
     out = tmp_path / "text.json"
     result = run(
@@ -595,6 +640,27 @@ def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_pat
     for gate in ("no gate", "domain gate"):
         assert report[gate]["p50_s_reach_compared"] > 0
     assert "with context from 1 neighbour(s) a side" in result.stdout
+
+
+def test_text_query_benchmark_times_the_ranking_before_the_time_prior(tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    result = run(
+        "text_query.py", "--records", "600", "--queries", "6", "--compare-before",
+        "--embedder", "builtin", "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    for gate in ("no gate", "domain gate"):
+        assert report[gate]["p50_s_before"] > 0
+    timeless = 6 - report["queries_naming_a_time"]
+    assert f"the {timeless} queries that name no time got the same hits" in result.stdout
+    assert "now / before = " in result.stdout
+    timed = run(
+        "text_query.py", "--records", "600", "--queries", "4", "--compare-before",
+        "--time-phrase", "yesterday", "--embedder", "builtin", "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert timed.returncode == 0, timed.stdout + timed.stderr
+    assert json.loads(out.read_text())["queries_naming_a_time"] == 4
 
 
 def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:

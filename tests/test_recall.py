@@ -536,3 +536,53 @@ def test_failed_reembed_changes_nothing(
         after = [memory.get(h.record.record_id).vector for h in memory.query(limit=10)]
         assert after == before
         assert memory.query(text="apple")  # still usable in its old space
+
+
+# -- the time prior -----------------------------------------------------------------
+
+MAY_10 = 1_683_720_000.0  # 2023-05-10 12:00 UTC
+JULY_10 = 1_688_990_400.0  # 2023-07-10 12:00 UTC
+
+
+@pytest.fixture
+def may_and_july(words_engine: MemoryEngine, clock: FakeClock) -> MemoryEngine:
+    """The same words stored in May and, a little more strongly, in July."""
+    clock.now = MAY_10
+    words_engine.store("apple notes")
+    clock.now = JULY_10
+    words_engine.store("apple apple notes")
+    return words_engine
+
+
+def test_a_time_expression_leads_to_what_was_stored_then(
+    may_and_july: MemoryEngine, clock: FakeClock
+) -> None:
+    clock.now = JULY_10 + 30 * 86_400
+    assert contents(may_and_july.query(text="apple notes")) == ["apple apple notes", "apple notes"]
+    hits = may_and_july.query(text="apple notes from May")
+    assert contents(hits) == ["apple notes", "apple apple notes"]  # a lead, not a gate
+    assert hits[0].score_parts["time"] == 1.0
+    assert 0.0 < hits[1].score_parts["time"] < 1.0
+    for hit in hits:
+        assert (
+            hit.score == pytest.approx(hit.score_parts["fused"], rel=1e-9)
+            and hit.score_parts["fused"] > recall.TIME_WEIGHT * hit.score_parts["time"]
+        )
+
+
+def test_a_query_without_a_time_expression_shows_no_time_part(
+    may_and_july: MemoryEngine,
+) -> None:
+    assert all("time" not in hit.score_parts for hit in may_and_july.query(text="apple"))
+
+
+def test_time_expressions_are_read_at_the_query_time(may_and_july: MemoryEngine) -> None:
+    in_may = may_and_july.query(text="apple notes from yesterday", now=MAY_10 + 86_400)
+    in_july = may_and_july.query(text="apple notes from yesterday", now="2023-07-11")
+    assert contents(in_may)[0] == "apple notes"
+    assert contents(in_july)[0] == "apple apple notes"
+
+
+def test_a_bad_query_time_is_a_clear_error(may_and_july: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="now"):
+        may_and_july.query(text="apple yesterday", now="whenever")

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.when import parse_when
+from prime_memory_folding.when import parse_when, time_window
 from tests.backends import emptied, examples
 from tests.cli_helpers import one_line_error
 from tests.conftest import FakeClock
@@ -116,3 +116,128 @@ def test_the_cli_and_mcp_take_since_and_until(run: Any, clock: FakeClock) -> Non
     older = json.loads(run("query", "-d", "decision", "--until", "1 week ago", "--json").stdout)
     assert [hit["record"]["content"] for hit in older] == ["old decision"]
     one_line_error(run("query", "--since", "someday"), "not a time")
+
+
+# -- time expressions in a query's text ---------------------------------------------
+
+TUESDAY = "2023-11-14T22:13:20"  # NOW
+SATURDAY = "2024-03-02T09:00:00"  # in a leap year
+
+
+def at(moment: str) -> float:
+    return datetime.fromisoformat(moment).replace(tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("text", "asked", "start", "end"),
+    [
+        ("what did we decide yesterday?", TUESDAY, "2023-11-13", "2023-11-14"),
+        ("today", TUESDAY, "2023-11-14", "2023-11-15"),
+        ("the day before yesterday", TUESDAY, "2023-11-12", "2023-11-13"),
+        ("notes from last week", TUESDAY, "2023-11-06", "2023-11-13"),
+        ("this week", TUESDAY, "2023-11-13", "2023-11-20"),
+        ("last weekend", TUESDAY, "2023-11-11", "2023-11-13"),
+        ("last month", TUESDAY, "2023-10-01", "2023-11-01"),
+        ("the bug we fixed in May", TUESDAY, "2023-05-01", "2023-06-01"),
+        ("in December", TUESDAY, "2022-12-01", "2023-01-01"),
+        ("in November", TUESDAY, "2023-11-01", "2023-12-01"),
+        ("last November", TUESDAY, "2022-11-01", "2022-12-01"),
+        ("early May", TUESDAY, "2023-05-01", "2023-05-11T08:00:00"),
+        ("two years ago", TUESDAY, "2021-01-01", "2022-01-01"),
+        ("3 days ago", TUESDAY, "2023-11-11", "2023-11-12"),
+        ("a couple of weeks ago", TUESDAY, "2023-10-30", "2023-11-06"),
+        ("a few days ago", TUESDAY, "2023-11-10", "2023-11-13"),
+        ("3 hours ago", TUESDAY, "2023-11-14T18:43:20", "2023-11-14T19:43:20"),
+        ("the past 3 days", TUESDAY, "2023-11-11T22:13:20", TUESDAY),
+        ("2023", TUESDAY, "2023-01-01", "2024-01-01"),
+        ("in 2021 and 2022", TUESDAY, "2021-01-01", "2023-01-01"),
+        ("May 2022", TUESDAY, "2022-05-01", "2022-06-01"),
+        ("8 May 2023", TUESDAY, "2023-05-08", "2023-05-09"),
+        ("May 8th", TUESDAY, "2023-05-08", "2023-05-09"),
+        ("December 25", TUESDAY, "2022-12-25", "2022-12-26"),
+        ("December 1,2023", TUESDAY, "2023-12-01", "2023-12-02"),
+        ("February 30, 2023", TUESDAY, "2023-01-01", "2024-01-01"),  # no such day: its year
+        ("2023-05-08", TUESDAY, "2023-05-08", "2023-05-09"),
+        ("last Friday", TUESDAY, "2023-11-10", "2023-11-11"),
+        ("on Tuesday", TUESDAY, "2023-11-14", "2023-11-15"),
+        ("last Tuesday", TUESDAY, "2023-11-07", "2023-11-08"),
+        ("last summer", TUESDAY, "2023-06-01", "2023-09-01"),
+        ("in the winter", TUESDAY, "2022-12-01", "2023-03-01"),
+        ("since March", TUESDAY, "2023-03-01", TUESDAY),
+        ("before May 2023", TUESDAY, "2023-03-31", "2023-05-01"),
+        ("last Friday, as mentioned on 23 May 2022", TUESDAY, "2022-05-23", "2022-05-24"),
+        ("yesterday", SATURDAY, "2024-03-01", "2024-03-02"),
+        ("last week", SATURDAY, "2024-02-19", "2024-02-26"),
+        ("last weekend", SATURDAY, "2024-02-24", "2024-02-26"),
+        ("this weekend", SATURDAY, "2024-03-02", "2024-03-04"),
+        ("in May", SATURDAY, "2023-05-01", "2023-06-01"),
+        ("last month", SATURDAY, "2024-02-01", "2024-03-01"),
+        ("two years ago", SATURDAY, "2022-01-01", "2023-01-01"),
+        ("a month ago", SATURDAY, "2024-02-01", "2024-03-01"),
+        ("last winter", SATURDAY, "2023-12-01", "2024-03-01"),
+        ("last Saturday", SATURDAY, "2024-02-24", "2024-02-25"),
+        ("next week", SATURDAY, "2024-03-04", "2024-03-11"),
+    ],
+)
+def test_time_expressions_name_their_window(text: str, asked: str, start: str, end: str) -> None:
+    window = time_window(text, at(asked))
+    assert window is not None
+    assert (window.start, window.end) == (at(start), at(end))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "May I ask what you think?",
+        "this may be wrong",
+        "the Spring Fling Market",
+        "Summer Sounds played",
+        "how long ago was it",
+        "a march through town",
+        "the 1990s",
+        "due by June",
+        "",
+    ],
+)
+def test_words_that_only_look_like_times_name_no_window(text: str) -> None:
+    assert time_window(text, NOW) is None
+
+
+def test_a_window_says_which_words_it_read() -> None:
+    window = time_window("what changed since March, and last Friday?", NOW)
+    assert window is not None
+    assert window.phrases == ("since March", "last Friday")
+
+
+_SPANS = st.sampled_from(
+    ["yesterday", "today", "last week", "3 days ago", "last Friday", "the past 2 weeks"]
+)
+_MOMENTS = st.floats(86_400 * 400, 4_000_000_000)
+
+
+@given(_SPANS, _MOMENTS, st.integers(-500, 500))
+def test_day_and_week_windows_move_with_the_query_time(text: str, now: float, weeks: int) -> None:
+    moved = now + weeks * 7 * DAY
+    here, there = time_window(text, now), time_window(text, moved)
+    assert here is not None and there is not None
+    assert there.start - here.start == pytest.approx(weeks * 7 * DAY)
+    assert there.end - here.end == pytest.approx(weeks * 7 * DAY)
+
+
+@given(
+    st.sampled_from(
+        ["in May", "last summer", "two years ago", "a few weeks ago", "last month", "8 May"]
+    ),
+    _MOMENTS,
+)
+def test_a_past_window_begins_by_the_query_time(text: str, now: float) -> None:
+    window = time_window(text, now)
+    assert window is not None
+    assert window.start < window.end
+    assert window.start <= now
+
+
+@given(st.text(max_size=60), _MOMENTS)
+def test_any_text_reads_without_error(text: str, now: float) -> None:
+    window = time_window(text, now)
+    assert window is None or window.start < window.end
