@@ -638,8 +638,8 @@ class StructuralIndex:
         if given is not None and len(columns.vector_rows):
             with_vector = np.asarray(columns.vector_rows, dtype=np.int64)
             if take_over:
-                self._vectors = matrix = given[: self._capacity]  # taken over, not copied
-                matrix = matrix[:n]
+                self._vectors = given  # taken over, not copied: its rows are the capacity
+                matrix = given[:n]
             else:
                 self._vectors = np.zeros((self._capacity, given.shape[1]), dtype=np.float32)
                 if aligned:  # in order: fill the column block, normalise it in place

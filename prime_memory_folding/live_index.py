@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import StoreError
 from .folding import FoldPolicy, decay_columns, decay_terms
 from .index import IndexColumns, IndexEntry, StructuralIndex
 from .labels import LabelRegistry
 from .primes import Kind
 from .records import Record
 from .storage import IndexRow, IndexTable, Storage, StoredRow
+from .storage.base import damaged_vectors
 
 __all__ = ["LiveIndex"]
 
@@ -139,10 +139,7 @@ class LiveIndex:
         sizes = {len(blob) for blob in given}  # type: ignore[arg-type]
         size = sizes.pop() if len(sizes) == 1 else 0
         if size == 0 or size % 4:
-            raise StoreError(
-                f"store {self._path} holds vectors of different or impossible lengths; "
-                "the store is damaged"
-            )
+            raise damaged_vectors(self._path)
         # A bytearray, so that the index can take the matrix over without a copy.
         joined = bytearray().join(given)  # type: ignore[arg-type]
         return vector_rows, np.frombuffer(joined, dtype="<f4").reshape(len(given), size // 4)

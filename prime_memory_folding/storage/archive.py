@@ -73,7 +73,7 @@ REASONS = ("pruned", "folded", "forgotten", "replaced")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "
-    "accessed_at, access_count, strength_at, {tier}, vector, "
+    "accessed_at, access_count, strength_at, {tier}, {vector}, "
     "scope FROM records"
 )
 #: ``metadata["tier"]``, in each backend's words (a tier that is no string counts as none).
@@ -86,8 +86,9 @@ def _tier(storage: SqlStorage) -> str:
     return _SQLITE_TIER if isinstance(storage, SQLiteStorage) else _PG_TIER
 
 
-def _snapshot_sql(storage: SqlStorage) -> str:
-    return _SNAPSHOT_SQL.format(tier=_tier(storage))
+def _snapshot_sql(storage: SqlStorage, *, vectors: bool = True) -> str:
+    """The snapshot's columns; without ``vectors``, a NULL where the vector goes."""
+    return _SNAPSHOT_SQL.format(tier=_tier(storage), vector="vector" if vectors else "NULL")
 
 
 #: The page cache a fold uses (KiB); SQLite's default of 2 MiB makes archiving
@@ -376,10 +377,7 @@ def _read_columns(storage: SqlStorage, *, with_vectors: bool) -> Snapshot:
     has_vector = np.zeros(n, dtype=bool)
     columns = ColumnReader(14, shared=(1, 2, 3, 11, 13), numbers=(5, 6, 7, 8, 9, 10))
     at = 0
-    sql = _snapshot_sql(storage)
-    if not with_vectors:
-        sql = sql.replace(", vector,", ", NULL,")
-    for chunk in storage.batches(sql):
+    for chunk in storage.batches(_snapshot_sql(storage, vectors=with_vectors)):
         if at + len(chunk) > n:
             raise StoreError(f"store {storage.path} changed while a fold read it")
         values = columns.add(chunk, skip=(12,))

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import StoreError
 from ..index import TagQuery
 from ..primes import Kind
 from ..records import Record
@@ -105,6 +106,13 @@ class IndexTable:
 
     def __len__(self) -> int:
         return len(self.record_ids)
+
+
+def damaged_vectors(path: str) -> StoreError:
+    """The error for a store whose vectors are not all of one possible length."""
+    return StoreError(
+        f"store {path} holds vectors of different or impossible lengths; the store is damaged"
+    )
 
 
 class Storage(Protocol):

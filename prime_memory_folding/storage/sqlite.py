@@ -21,7 +21,7 @@ from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
 from . import token_table
-from .base import IndexRow, IndexTable, StoredRow
+from .base import IndexRow, IndexTable, StoredRow, damaged_vectors
 from .migrations import MIGRATIONS, Migration, latest_version
 
 __all__ = ["SQLiteStorage", "index_row", "record_values", "stored_row"]
@@ -507,11 +507,8 @@ class SQLiteStorage(token_table.TokenTable):
             "SELECT length(vector) FROM records WHERE length(vector) > 0 LIMIT 1"
         ).fetchone()
         size = int(found[0]) if found else 0
-        damaged = f"store {self.path} holds vectors of different or impossible lengths; " + (
-            "the store is damaged"
-        )
         if size % 4:
-            raise StoreError(damaged)
+            raise damaged_vectors(self.path)
         matrix = np.zeros((n + n // 2 + 1_024, size // 4), dtype=np.float32) if size else None
         present = np.zeros(len(matrix) if matrix is not None else 0, dtype=bool)
         columns = ColumnReader(15, shared=(1, 2, 3, 13, 14), numbers=(5, 6, 7, 9, 10, 11, 12))
@@ -525,13 +522,13 @@ class SQLiteStorage(token_table.TokenTable):
                     present = np.concatenate([present, np.zeros_like(present)])
                 rows = [i for i, blob in enumerate(blobs) if blob is not None]
                 if any(len(blobs[i]) != size for i in rows):
-                    raise StoreError(damaged)
+                    raise damaged_vectors(self.path)
                 if rows:
                     block = np.frombuffer(b"".join(blobs[i] for i in rows), dtype="<f4")
                     matrix[np.asarray(rows) + at] = block.reshape(len(rows), size // 4)
                     present[np.asarray(rows) + at] = True
             elif any(blob is not None for blob in blobs):
-                raise StoreError(damaged)
+                raise damaged_vectors(self.path)
             at += len(batch)
         parsed = _parse_many_tags(columns.texts(3))
         return IndexTable(
