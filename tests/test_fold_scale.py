@@ -267,19 +267,22 @@ def test_records_fading_out_are_found_by_their_prune_moment(
 
 @pytest.mark.parametrize("rebuild_from", [1, 10_000])
 def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
-    store_path: Path, clock: FakeClock, rebuild_from: int, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock, rebuild_from: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # From few marks on, a full fold rebuilds the index on prune moments.
     monkeypatch.setattr(archive, "_REBUILD_MARKS", rebuild_from)
-    with MemoryEngine(store_path, clock=clock) as engine:
+    with MemoryEngine(backend_store, clock=clock) as engine:
         faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
         engine.store("a lasting note", importance=0.9, vector=unit(2))
         assert engine.fold(full=True).pruned == 0
-        indexes = engine.storage.db.execute(  # type: ignore[attr-defined]
-            "SELECT name FROM sqlite_master WHERE tbl_name = 'fold_marks' AND type = 'index' "
-            "AND name = 'fold_marks_prune_at'"
-        ).fetchall()
-        assert indexes == [("fold_marks_prune_at",)]
+        catalog = (
+            "SELECT indexname FROM pg_indexes WHERE indexname = 'fold_marks_prune_at' "
+            "AND schemaname = current_schema()"
+            if backend_store.startswith("postgresql")
+            else "SELECT name FROM sqlite_master WHERE name = 'fold_marks_prune_at'"
+        )
+        indexes = engine.storage.db.execute(catalog).fetchall()  # type: ignore[attr-defined]
+        assert [tuple(row) for row in indexes] == [("fold_marks_prune_at",)]
         clock.advance(5 * DAY)
         report = engine.fold()
         assert report.incremental and report.pruned_ids == (faint.record_id,)
