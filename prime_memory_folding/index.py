@@ -16,7 +16,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -272,6 +272,29 @@ class StructuralIndex:
         self._has_vector[row] = False
         self._dead += 1
 
+    def _remove_rows(self, rows: list[int]) -> None:
+        """:meth:`remove` for many rows: each posting list loses its rows in one step."""
+        tables: tuple[dict[Any, BitMap], ...] = (
+            self._scope_rows, self._domain_rows, self._subdomain_rows, self._tag_rows,
+        )  # fmt: skip
+        lists: dict[tuple[int, Any], list[int]] = {}
+        for row in rows:
+            domain, subdomain, tags = self._entry_keys[row]
+            for entry in ((0, self._scope_of[row]), (1, domain), (2, subdomain)):
+                lists.setdefault(entry, []).append(row)
+            for prime in tags:
+                lists.setdefault((3, prime), []).append(row)
+            self._ids[row] = None
+            self._entry_keys[row] = (0, 0, ())
+        for (table, label), found in lists.items():
+            tables[table][label].difference_update(_bitmap(np.asarray(found, dtype=np.int64)))
+        self._scope_unions.clear()
+        at = np.asarray(rows, dtype=np.int64)
+        self._id_column[at] = None
+        self._alive[at] = False
+        self._has_vector[at] = False
+        self._dead += len(rows)
+
     def needs_compaction(self) -> bool:
         return self._dead > 1024 and self._dead > len(self._row_of)
 
@@ -284,8 +307,11 @@ class StructuralIndex:
         ids = [rid for rid in dict.fromkeys(record_ids) if rid in self._row_of]
         dead = self._dead + len(ids)
         if dead <= 1024 or dead <= len(self._row_of) - len(ids):
-            for rid in ids:
-                self.remove(rid)
+            if len(ids) < _BATCH_REMOVE:
+                for rid in ids:
+                    self.remove(rid)
+            else:
+                self._remove_rows([self._row_of.pop(rid) for rid in ids])
             return
         self._alive[[self._row_of.pop(rid) for rid in ids]] = False
         self._compact()
@@ -652,6 +678,11 @@ class StructuralIndex:
             if not aligned:
                 self._vectors[with_vector] = matrix
             self._has_vector[with_vector] = True
+
+
+#: From this many records at once, :meth:`StructuralIndex.remove_many` takes
+#: them out of each posting list in one step rather than one by one.
+_BATCH_REMOVE = 64
 
 
 def _posting(postings: dict[K, BitMap], key: K) -> BitMap:

@@ -163,3 +163,41 @@ def test_tag_products_past_64_bits_are_tested_exactly(candidate_paths: int) -> N
     assert ids(any_of=(big, bigger)) == {8, 9, 10, 11}
     assert ids(all_of=(3,), none_of=(big,)) == set(range(8)) | {9}
     assert ids(all_of=(3,), any_of=(bigger, 7)) == {9, 10}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(PRIMES[:3]),
+            st.sets(st.sampled_from(PRIMES), max_size=3),
+            st.floats(0, 1),
+            st.booleans(),
+        ),
+        min_size=70,
+        max_size=140,
+    ),
+    st.data(),
+)
+def test_removing_many_at_once_equals_removing_one_by_one(
+    specs: list[tuple[int, set[int], float, bool]], data: st.DataObject
+) -> None:
+    items = _entries(specs)
+    ids = [item.record_id for item in items]
+    # Enough ids to take the batched path, some of them unknown or repeated.
+    gone = data.draw(st.lists(st.sampled_from([*ids, "unknown"]), min_size=64, max_size=len(ids)))
+    many, single = StructuralIndex(), StructuralIndex()
+    many.rebuild(items)
+    single.rebuild(items)
+    many.remove_many(gone)
+    for rid in gone:
+        single.remove(rid)
+    assert len(many) == len(single) == len(set(ids) - set(gone))
+    for domain in (None, *PRIMES[:3]):
+        for tags in ((), *((p,) for p in PRIMES)):
+            gates = TagQuery(domain_prime=domain, all_of=tags)
+            assert many.select(gates).tolist() == single.select(gates).tolist()
+    assert many.counts() == single.counts()
+    query = np.array([0.6, 0.8], dtype=np.float32)
+    assert np.array_equal(many.cosine(None, query), single.cosine(None, query))
+    assert set(many.record_ids(many.alive_rows())) == set(ids) - set(gone)
