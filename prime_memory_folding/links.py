@@ -207,10 +207,8 @@ COMMON_WORD_SHARE = 1 / 500
 
 def _codes(labels: Sequence[str]) -> npt.NDArray[np.int64]:
     """Each label's number: equal labels, equal numbers."""
-    table: dict[str, int] = {}
-    return np.fromiter(
-        (table.setdefault(label, len(table)) for label in labels), dtype=np.int64, count=len(labels)
-    )
+    table = {label: code for code, label in enumerate(dict.fromkeys(labels))}
+    return np.fromiter(map(table.__getitem__, labels), dtype=np.int64, count=len(labels))
 
 
 def _screen_all(
@@ -343,7 +341,7 @@ def _sorted_columns(columns: list[Ints]) -> tuple[Ints, ...]:
         key <<= width
         key |= column
     columns.clear()
-    key.sort()
+    key.sort(kind="stable")  # fast on runs already in order (rows, in a row's words)
     out: list[Ints] = []
     for width in reversed(bits):
         part = key & ((1 << width) - 1)

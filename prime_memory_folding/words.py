@@ -73,7 +73,10 @@ def word_table(contents: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDAr
     for start in range(0, len(numbers), step):  # row and word as one key, in place
         numbers[start : start + step] += rows[start : start + step] * np.int64(width)
     del rows
-    numbers.sort()
+    # Rows come in order, so the keys are sorted but within each row: a merge
+    # sort (numpy's "stable") finds those runs and is several times faster
+    # here than its default quicksort.
+    numbers.sort(kind="stable")
     keys = numbers[np.concatenate([[True], numbers[1:] != numbers[:-1]])[: len(numbers)]]
     del numbers
     rows, numbers = np.divmod(keys, width)
