@@ -50,6 +50,7 @@ import numpy.typing as npt
 
 from .errors import InvalidInput
 from .links import PlanStep, cluster, jaccard, linked_pairs, word_set
+from .storage import StoredRow
 from .storage.archive import Snapshot, SnapshotRow, UnitVectors
 
 __all__ = [
@@ -303,7 +304,7 @@ def fold_groups(snapshot: Snapshot) -> Sequence[str]:
     a fold never merges across scopes or domains. A NUL joins the two, which
     neither a scope name nor a label holds.
     """
-    return [f"{scope}\x00{domain}" for scope, domain in zip(snapshot.scopes, snapshot.domains)]
+    return list(map("\x00".join, zip(snapshot.scopes, snapshot.domains)))
 
 
 # -- plan -----------------------------------------------------------------------
@@ -431,6 +432,53 @@ def prune_moments(
     out[below] = -np.inf
     out[fading] = since[fading] + half[fading] * np.log2(strength[fading] / prune_below)
     return out
+
+
+def prune_moment(strength: float, since: float, half: float, prune_below: float) -> float:
+    """:func:`prune_moments` for one record, to the last bit (numpy's ``log2`` for both)."""
+    if prune_below <= 0 or not math.isfinite(half):
+        return math.nan
+    if strength < prune_below:
+        return -math.inf
+    return since + half * float(np.log2(strength / prune_below))
+
+
+def stored_prune_moments(
+    policy: FoldPolicy, rows: Sequence[StoredRow]
+) -> tuple[list[tuple[str, float]], list[str]]:
+    """The prune moments of rows as they are written: ``(marks, unmarked ids)``.
+
+    The same moments a fold computes from the same columns (see
+    :func:`plan_fold`), so that a store can keep them from the moment it
+    writes a record and a later full fold finds them already in place.
+    ``unmarked`` are the rows that never fade out (no moment).
+    """
+    if not rows:
+        return [], []
+    records = [row.record for row in rows]
+    labels = [r.metadata.get("tier") for r in records]
+    if len(rows) == 1:  # one store: the same arithmetic without the columns' overhead
+        r, label = records[0], labels[0]
+        since, half = decay_terms(
+            policy, r.importance, label if isinstance(label, str) else None,
+            r.created_at, r.accessed_at, r.access_count, rows[0].strength_at,
+        )  # fmt: skip
+        at = prune_moment(r.strength, since, half, policy.prune_below)
+        return ([], [r.record_id]) if math.isnan(at) else ([(r.record_id, at)], [])
+    since, half = decay_columns(
+        policy,
+        [r.importance for r in records],
+        [label if isinstance(label, str) else None for label in labels],
+        [r.created_at for r in records],
+        [r.accessed_at for r in records],
+        [r.access_count for r in records],
+        [row.strength_at for row in rows],
+    )
+    strength = np.array([r.strength for r in records], dtype=np.float64)
+    moments = prune_moments(strength, since, half, policy.prune_below).tolist()
+    marks = [(r.record_id, at) for r, at in zip(records, moments) if not math.isnan(at)]
+    unmarked = [r.record_id for r, at in zip(records, moments) if math.isnan(at)]
+    return marks, unmarked
 
 
 def prune_margin(now: float) -> float:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from . import recall
+from . import folding, recall
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .errors import DimensionMismatch, InvalidInput, NotFound
 from .labels import LabelRegistry
@@ -252,6 +252,11 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
+        # Each record's prune moment, kept from the start: a full fold then
+        # finds most of them in place instead of writing every one.
+        if isinstance(storage, SqlStorage):
+            marks, unmarked = folding.stored_prune_moments(engine.fold_policy, list(rows.values()))
+            archive.replace_marks(storage, marks, forget=unmarked)
         engine.wrote()
     engine.registry.add(primes)
     engine.after_write(rows.values())

@@ -110,6 +110,22 @@ def test_the_word_table_holds_each_texts_distinct_words(texts: list[str]) -> Non
             assert len(mine & theirs) == len(sets[i] & sets[j])
 
 
+_finite = st.floats(0, 1e10, allow_nan=False)
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1), _finite, st.one_of(_finite, st.just(np.inf))), max_size=40),
+    st.sampled_from([0.0, 0.05, 0.3]),
+)
+def test_one_records_prune_moment_is_the_columns_to_the_last_bit(
+    rows: list[tuple[float, float, float]], prune_below: float
+) -> None:
+    strength, since, half = (np.array(column, dtype=np.float64) for column in zip(*rows, [0, 0, 1]))
+    columns = prune_moments(strength, since, half, prune_below)
+    one = [folding.prune_moment(*row, prune_below) for row in zip(strength, since, half)]
+    np.testing.assert_array_equal(np.array(one), columns)
+
+
 def test_prune_moments_mark_when_the_decayed_strength_crosses_the_threshold() -> None:
     strength = np.array([1.0, 0.5, 0.01, 0.8])
     since = np.array([100.0, 100.0, 100.0, 100.0])
@@ -269,12 +285,21 @@ def test_records_fading_out_are_found_by_their_prune_moment(
 def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
     backend_store: str, clock: FakeClock, rebuild_from: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # From few marks on, a full fold rebuilds the index on prune moments.
+    # From few changed marks on, a full fold rebuilds the index on prune moments.
+    # Its policy is not the one the store marked records with, so every mark changes.
     monkeypatch.setattr(archive, "_REBUILD_MARKS", rebuild_from)
+    policy = FoldPolicy(prune_below=0.1)
     with MemoryEngine(backend_store, clock=clock) as engine:
         faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
         engine.store("a lasting note", importance=0.9, vector=unit(2))
-        assert engine.fold(full=True).pruned == 0
+        with engine.storage.transaction():  # type: ignore[attr-defined]
+            engine.storage.db.execute(  # type: ignore[attr-defined]
+                "INSERT INTO fold_marks VALUES ('not a record', 5)"
+            )
+        assert engine.fold(full=True, policy=policy).pruned == 0
+        # Written anew, the table loses the orphan; row by row, it stays.
+        orphan = [] if rebuild_from == 1 else [("not a record", 5.0)]
+        assert marks_of(engine) == sorted([*expected_marks(engine, policy), *orphan])
         catalog = (
             "SELECT indexname FROM pg_indexes WHERE indexname = 'fold_marks_prune_at' "
             "AND schemaname = current_schema()"
@@ -284,8 +309,63 @@ def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
         indexes = engine.storage.db.execute(catalog).fetchall()  # type: ignore[attr-defined]
         assert [tuple(row) for row in indexes] == [("fold_marks_prune_at",)]
         clock.advance(5 * DAY)
-        report = engine.fold()
+        report = engine.fold(policy=policy)
         assert report.incremental and report.pruned_ids == (faint.record_id,)
+
+
+def marks_of(engine: MemoryEngine) -> list[tuple[str, float]]:
+    sql = "SELECT record_id, prune_at FROM fold_marks ORDER BY record_id"
+    return [tuple(row) for row in engine.storage.db.execute(sql)]  # type: ignore[attr-defined, misc]
+
+
+def expected_marks(engine: MemoryEngine, policy: FoldPolicy) -> list[tuple[str, float]]:
+    """The prune moments a fold computes for every live record, from its stored columns."""
+    snapshot = archive.read_snapshot_columns(engine.storage)  # type: ignore[arg-type]
+    _, since, half = folding.effective_columns(snapshot, policy, 0.0)
+    moments = prune_moments(snapshot.strength, since, half, policy.prune_below)
+    return sorted(
+        (rid, at) for rid, at in zip(snapshot.record_ids, moments.tolist()) if not np.isnan(at)
+    )
+
+
+def test_a_store_keeps_each_records_prune_moment_from_the_start(
+    backend_store: str, clock: FakeClock
+) -> None:
+    with MemoryEngine(backend_store, clock=clock) as engine:
+        engine.store("a scratch note", importance=0.1, vector=unit(1))
+        engine.store("a lasting note", importance=0.95, vector=unit(2))
+        engine.store_many([{"content": f"note {i}", "importance": 0.5} for i in range(5)])
+        clock.advance(DAY)
+        engine.store("note 3", importance=0.5)  # reinforced: a later, longer-lived moment
+        kept = marks_of(engine)
+        assert kept == expected_marks(engine, engine.fold_policy)
+        assert len(kept) == 6  # the permanent note never fades
+
+
+def test_a_full_fold_writes_only_the_prune_moments_that_differ(
+    backend_store: str, clock: FakeClock
+) -> None:
+    with MemoryEngine(backend_store, clock=clock) as engine:
+        ids = [engine.store(f"note number {i}", vector=unit(i)).record_id for i in range(6)]
+        db = engine.storage.db  # type: ignore[attr-defined]
+        # As a store written before moments were kept: one missing, one wrong, one orphan.
+        with engine.storage.transaction():  # type: ignore[attr-defined]
+            db.execute("DELETE FROM fold_marks WHERE record_id = ?", (ids[0],))
+            db.execute("UPDATE fold_marks SET prune_at = 1 WHERE record_id = ?", (ids[1],))
+            db.execute("INSERT INTO fold_marks VALUES ('not a record', 5)")
+        traced = not backend_store.startswith("postgresql")  # SQLite tells each statement
+        statements: list[str] = []
+        if traced:
+            db.set_trace_callback(statements.append)
+        engine.fold(full=True)
+        if traced:
+            db.set_trace_callback(None)
+            inserted = [sql for sql in statements if sql.startswith("INSERT INTO fold_marks")]
+            assert len(inserted) == 2  # the missing and the wrong moment, nothing else
+        expected = expected_marks(engine, engine.fold_policy)
+        # The orphan stays (no live record, never due) until the table is written anew.
+        assert marks_of(engine) == sorted([*expected, ("not a record", 5.0)])
+        assert engine.fold().pruned == 0
 
 
 def test_a_different_policy_or_full_true_screens_everything(

@@ -454,34 +454,44 @@ def replace_marks(
     forget: Sequence[str] = (),
     everything: bool = False,
 ) -> None:
-    """Write prune moments ``(record_id, prune_at)``; drop ``forget``'s (or, all first).
+    """Write prune moments ``(record_id, prune_at)``; drop ``forget``'s.
 
-    Call inside a transaction.
+    With ``everything``, ``marks`` are every live record's moment, and only
+    those that differ from the stored ones are written: a store keeps most of
+    them from the moment it writes a record. Moments no live record needs
+    stay behind (:func:`due_for_pruning` looks only at live records, and an
+    incremental fold drops those of the records it reads), until they and the
+    changes reach a quarter of the table: the table is then written anew,
+    without them. Call inside a transaction.
     """
     db = storage.db
-    # Many marks at once go in faster without the index on prune_at, built
-    # again after in one sorted pass (same name and columns on both backends).
-    rebuild = everything and len(marks) >= _REBUILD_MARKS
     if everything:
-        db.execute("DELETE FROM fold_marks")
-        if rebuild:
+        stored = dict(db.execute("SELECT record_id, prune_at FROM fold_marks").fetchall())
+        changed = [(rid, at) for rid, at in marks if stored.pop(rid, None) != at]
+        if len(changed) + len(stored) < max(_REBUILD_MARKS, len(marks) // 4):
+            marks, forget = changed, ()
+        else:
+            # Many moments at once go in faster without the index on prune_at,
+            # built again after in one sorted pass (same name and columns on
+            # both backends).
+            db.execute("DELETE FROM fold_marks")
             db.execute("DROP INDEX fold_marks_prune_at")
-    else:
-        for chunk in _chunks(list(forget)):
-            db.execute(
-                f"DELETE FROM fold_marks WHERE record_id IN ({','.join('?' * len(chunk))})", chunk
-            )
+            db.executemany("INSERT INTO fold_marks (record_id, prune_at) VALUES (?, ?)", marks)
+            db.execute("CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at)")
+            return
+    for chunk in _chunks(list(forget)):
+        db.execute(
+            f"DELETE FROM fold_marks WHERE record_id IN ({','.join('?' * len(chunk))})", chunk
+        )
     db.executemany(
         "INSERT INTO fold_marks (record_id, prune_at) VALUES (?, ?) "
         "ON CONFLICT (record_id) DO UPDATE SET prune_at = excluded.prune_at",
         marks,
     )
-    if rebuild:
-        db.execute("CREATE INDEX fold_marks_prune_at ON fold_marks (prune_at)")
 
 
-#: From this many marks, a full fold rebuilds the index on prune_at rather than
-#: keeping it up to date row by row.
+#: From this many changed or left-over marks (and a quarter of the table), a
+#: full fold writes the table anew rather than row by row.
 _REBUILD_MARKS = 50_000
 
 
