@@ -320,6 +320,44 @@ def test_gate_that_drops_every_planned_hit_looks_at_every_match(
         assert contents(memory.query(text="apple", domain="rare")) == ["apple pie"]
 
 
+# -- words that no record holds -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "without"),
+    [
+        ("common qxjq", "common"),  # the unknown word would be the rarest
+        ("qxjq zebra common jjqx", "zebra common"),
+        ("everywhere qxjq", "everywhere"),  # every word left is in most records
+        ("zebra filler qxjq", "zebra filler"),
+    ],
+)
+def test_a_word_in_no_record_leaves_the_plan_as_it_was(
+    large_store: MemoryEngine, text: str, without: str
+) -> None:
+    found = lexical(large_store, text, LARGE_STORE_SIZE)
+    assert found.scores
+    assert found == lexical(large_store, without, LARGE_STORE_SIZE)
+
+
+def test_a_word_in_no_record_does_not_make_a_query_score_every_match(
+    large_store: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    depths: list[int | None] = []
+    scores = recall.lexical_scores
+
+    def spy(storage: Any, query: Any, depth: int | None, *args: Any) -> Any:
+        depths.append(depth)
+        return scores(storage, query, depth, *args)
+
+    monkeypatch.setattr(recall, "lexical_scores", spy)
+    expected = large_store.query(text="common", limit=5)
+    assert depths == [recall.LEXICAL_DEPTH]  # the plan found enough
+    depths.clear()
+    assert large_store.query(text="common qxjq", limit=5) == expected
+    assert depths == [recall.LEXICAL_DEPTH]
+
+
 # -- hybrid -------------------------------------------------------------------------
 
 
