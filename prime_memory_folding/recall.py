@@ -433,6 +433,9 @@ def lexical_scores(
     in all. A broader query in a larger store is planned instead, from each
     word's share of the newest :data:`SAMPLE_RECORDS` records:
 
+    - a word in no record is left out: it matches nothing and adds nothing to
+      any BM25 score, so the plan is the one the other words make. (Only the
+      words in none of the newest records are looked up in the whole store.)
     - a word estimated to be in more than half of the store is left out (when
       all are, the rarest stays). FTS5 gives a word in half of the records or
       more an IDF of 1e-6, so it adds under 3e-6 to a score; leaving it out
@@ -569,7 +572,12 @@ def _plan_words(
     estimate = [part * store_size for part in share]
     if sum(estimate) <= LEXICAL_BUDGET:
         return None
-    by_rarity = sorted(range(len(terms)), key=lambda i: estimate[i])
+    # A word in none of the newest records may be in no record at all: it would
+    # then choose no candidate, and it adds nothing to any record's BM25.
+    unsampled = [term for term, part in zip(terms, share) if part == 0.0]
+    held = _held_terms(db, unsampled)
+    known = [i for i in range(len(terms)) if share[i] > 0.0 or terms[i] in held]
+    by_rarity = sorted(known, key=lambda i: estimate[i])
     kept = [i for i in by_rarity if estimate[i] <= store_size / 2] or by_rarity[:1]
     rare = [kept[0]]
     total = estimate[kept[0]]
@@ -582,6 +590,15 @@ def _plan_words(
         rare=tuple(terms[i] for i in rare),
         other=tuple(terms[i] for i in kept[len(rare) :]),
     )
+
+
+def _held_terms(db: sqlite3.Connection, terms: Sequence[str]) -> set[str]:
+    """Those of ``terms`` that some record holds."""
+    if not terms:
+        return set()
+    held = ", ".join("EXISTS (SELECT 1 FROM records_fts WHERE records_fts MATCH ?)" for _ in terms)
+    row = db.execute(f"SELECT {held}", list(terms)).fetchone()
+    return {term for term, found in zip(terms, row) if found}
 
 
 def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,16 +11,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from prime_memory_folding import (
     DimensionMismatch,
     EmbeddingError,
     InvalidInput,
     MemoryEngine,
+    pushdown,
     recall,
 )
 from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
 from prime_memory_folding.storage import SQLiteStorage
+from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 
 
@@ -318,6 +323,96 @@ def test_gate_that_drops_every_planned_hit_looks_at_every_match(
         memory.store("apple pie", domain="rare")
         memory.store_many([f"apple tart {i}" for i in range(30)])
         assert contents(memory.query(text="apple", domain="rare")) == ["apple pie"]
+
+
+# -- words that no record holds -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "without"),
+    [
+        ("common qxjq", "common"),  # the unknown word would be the rarest
+        ("qxjq zebra common jjqx", "zebra common"),
+        ("everywhere qxjq", "everywhere"),  # every word left is in most records
+        ("zebra filler qxjq", "zebra filler"),
+    ],
+)
+def test_a_word_in_no_record_leaves_the_plan_as_it_was(
+    large_store: MemoryEngine, text: str, without: str
+) -> None:
+    found = lexical(large_store, text, LARGE_STORE_SIZE)
+    assert found.scores
+    assert found == lexical(large_store, without, LARGE_STORE_SIZE)
+
+
+def test_a_word_in_no_record_does_not_make_a_query_score_every_match(
+    large_store: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    depths: list[int | None] = []
+    scores = recall.lexical_scores
+
+    def spy(storage: Any, query: Any, depth: int | None, *args: Any) -> Any:
+        depths.append(depth)
+        return scores(storage, query, depth, *args)
+
+    monkeypatch.setattr(recall, "lexical_scores", spy)
+    expected = large_store.query(text="common", limit=5)
+    assert depths == [recall.LEXICAL_DEPTH]  # the plan found enough
+    depths.clear()
+    assert large_store.query(text="common qxjq", limit=5) == expected
+    assert depths == [recall.LEXICAL_DEPTH]
+
+
+def test_a_word_in_no_record_is_found_once_stored(words_engine: MemoryEngine) -> None:
+    words_engine.store("an apple note")
+    assert words_engine.query(text="qxjq") == []
+    rec = words_engine.store("the qxjq note")
+    assert [hit.record.record_id for hit in words_engine.query(text="qxjq")] == [rec.record_id]
+
+
+#: Words of the stores below; no query word made of q, x and j is among them.
+STORE_WORDS = ("apple", "river", "guitar", "ocean", "laptop", "mountain", "harbour", "meadow")
+unknown_words = st.text(alphabet="qxj", min_size=3, max_size=7)
+
+
+@pytest.fixture
+def planned_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores of more than 5 records plan their broad text queries, on each backend."""
+    monkeypatch.setattr(recall, "EXACT_STORE", 5)
+    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 3)
+    monkeypatch.setattr(pushdown, "LEXICAL_BUDGET", 3)
+
+
+def test_words_in_no_record_change_no_hit(
+    backend_store: str, clock: FakeClock, planned_early: None
+) -> None:
+    # Earlier words are far commoner: most queries are broad enough to be planned.
+    last = len(STORE_WORDS) - 1
+    contents = st.lists(
+        st.integers(0, len(STORE_WORDS) ** 2 - 1).map(lambda n: STORE_WORDS[last - math.isqrt(n)]),
+        min_size=1,
+        max_size=5,
+    ).map(" ".join)
+
+    @examples(backend_store, sqlite=60, postgres=20)
+    @given(
+        st.lists(contents, min_size=1, max_size=60),
+        st.lists(st.sampled_from(STORE_WORDS), min_size=1, max_size=3),
+        st.lists(st.tuples(st.integers(0, 3), unknown_words), min_size=1, max_size=2),
+        st.integers(1, 10),
+    )
+    def check(
+        stored: list[str], words: list[str], unknown: list[tuple[int, str]], limit: int
+    ) -> None:
+        text = list(words)
+        for at, word in unknown:
+            text.insert(min(at, len(text)), word)
+        with MemoryEngine(emptied(backend_store), clock=clock, embedder="none") as memory:
+            memory.store_many([f"{content} {n}" for n, content in enumerate(stored)])
+            expected = memory.query(text=" ".join(words), limit=limit)
+            assert memory.query(text=" ".join(text), limit=limit) == expected
+
+    check()
 
 
 # -- hybrid -------------------------------------------------------------------------

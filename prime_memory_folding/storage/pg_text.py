@@ -5,7 +5,8 @@ configuration: Snowball stems, stop words left out, Latin diacritics folded),
 gated in the same statement. Each is scored with FTS5's BM25 formula
 (:func:`bm25`), from document frequencies and the store's average length that
 :class:`TextSearch` keeps per process, read again after
-:data:`STATS_STALE_CHANGES` changes (or 1% of the store).
+:data:`STATS_STALE_CHANGES` changes (or 1% of the store); a word counted in
+no record is counted again at each query, so that it is found once stored.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ class TextSearch:
 
     def _frequencies(self, stats: _TextStats, lexemes: Sequence[str]) -> dict[str, int]:
         assert stats.df is not None
-        missing = [lex for lex in lexemes if lex not in stats.df]
+        # A word counted in no record is counted again: stored since, it must be found.
+        missing = [lex for lex in lexemes if not stats.df.get(lex)]
         for lex in missing:
             row = self._run(
                 "SELECT count(*) FROM records WHERE lex @@ %s::tsquery", (_tsquery([lex]),)
@@ -110,8 +112,9 @@ class TextSearch:
         """BM25 scores of a text query's gated candidates (FTS5's formula).
 
         The query's words are stemmed as the records' (PostgreSQL's ``english``
-        configuration). A word in more than half of the store is left out
-        (unless every word is), as FTS5's BM25 gives it almost nothing. When the
+        configuration). A word in no record is left out, and so is a word in
+        more than half of the store (unless every word left is), as FTS5's
+        BM25 gives it almost nothing. When the
         words left match more than ``budget`` records, the rarest words that fit
         the budget together choose the candidates, and the newest ``budget`` of
         them are scored; ``exhaustive`` then says False. Text without word
@@ -163,11 +166,13 @@ class TextSearch:
         stats = self._text_stats()
         df = self._frequencies(stats, lexemes)
         total = max(stats.total, 1)
-        rarest = min(lexemes, key=df.__getitem__)
-        kept = [lex for lex in lexemes if df[lex] <= total / 2] or [rarest]
-        kept = [lex for lex in kept if df[lex] > 0]
-        if not kept:
+        # A word in no record matches nothing and adds nothing to a score: the
+        # answer is the one the other words give.
+        known = [lex for lex in lexemes if df[lex] > 0]
+        if not known:
             return LexicalCandidates({}, True)
+        rarest = min(known, key=df.__getitem__)
+        kept = [lex for lex in known if df[lex] <= total / 2] or [rarest]
         by_rarity = sorted(kept, key=df.__getitem__)
         choosers = [by_rarity[0]]
         expected = df[by_rarity[0]]
