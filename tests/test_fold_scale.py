@@ -110,6 +110,16 @@ def test_the_word_table_holds_each_texts_distinct_words(texts: list[str]) -> Non
             assert len(mine & theirs) == len(sets[i] & sets[j])
 
 
+_hex_ids = st.integers(0, 2**128 - 1).map(lambda a: f"{a:032x}")
+_other_ids = st.text(alphabet="0123456789abcdefABCDEF`:g ", min_size=0, max_size=34)
+
+
+@given(st.lists(st.one_of(_hex_ids, _hex_ids.map(lambda r: r[:4] + "0" * 28), _other_ids)))
+def test_record_ids_are_ranked_in_string_order_ties_as_given(ids: list[str]) -> None:
+    order = archive.id_order(ids).tolist()
+    assert order == sorted(range(len(ids)), key=lambda i: (ids[i], i))
+
+
 _finite = st.floats(0, 1e10, allow_nan=False)
 
 
