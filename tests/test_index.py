@@ -11,15 +11,13 @@ from prime_memory_folding.index import IndexEntry, StructuralIndex, TagQuery
 #: Python int, both as a record's tag product and as a query's.
 PRIMES = [2, 3, 5, 7, 11, 13, 2**31 - 1, 4_294_967_311, 2**61 - 1]
 
-entries = st.lists(
-    st.tuples(
-        st.sampled_from(PRIMES[:3]),
-        st.sets(st.sampled_from(PRIMES), max_size=3),
-        st.floats(0, 1),
-        st.booleans(),
-    ),
-    max_size=30,
+entry_specs = st.tuples(
+    st.sampled_from(PRIMES[:3]),
+    st.sets(st.sampled_from(PRIMES), max_size=3),
+    st.floats(0, 1),
+    st.booleans(),
 )
+entries = st.lists(entry_specs, max_size=30)
 
 
 def _entries(specs: list[tuple[int, set[int], float, bool]]) -> list[IndexEntry]:
@@ -166,19 +164,7 @@ def test_tag_products_past_64_bits_are_tested_exactly(candidate_paths: int) -> N
 
 
 @settings(max_examples=50, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(PRIMES[:3]),
-            st.sets(st.sampled_from(PRIMES), max_size=3),
-            st.floats(0, 1),
-            st.booleans(),
-        ),
-        min_size=70,
-        max_size=140,
-    ),
-    st.data(),
-)
+@given(st.lists(entry_specs, min_size=70, max_size=140), st.data())
 def test_removing_many_at_once_equals_removing_one_by_one(
     specs: list[tuple[int, set[int], float, bool]], data: st.DataObject
 ) -> None:
