@@ -459,11 +459,11 @@ def stored_prune_moments(
     labels = [r.metadata.get("tier") for r in records]
     if len(rows) == 1:  # one store: the same arithmetic without the columns' overhead
         r, label = records[0], labels[0]
-        since, half = decay_terms(
+        set_at, lasts = decay_terms(
             policy, r.importance, label if isinstance(label, str) else None,
             r.created_at, r.accessed_at, r.access_count, rows[0].strength_at,
         )  # fmt: skip
-        at = prune_moment(r.strength, since, half, policy.prune_below)
+        at = prune_moment(r.strength, set_at, lasts, policy.prune_below)
         return ([], [r.record_id]) if math.isnan(at) else ([(r.record_id, at)], [])
     since, half = decay_columns(
         policy,

@@ -10,7 +10,6 @@ as methods of the same names.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -314,13 +313,13 @@ def _incremental(
     vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
     rowids: set[int] = set()
     scan: list[int] = []
-    lists: dict[str, list[int] | None] = {}
+    lists: dict[str, npt.NDArray[np.int64] | None] = {}
     # Common past a share of the store, as in a full fold: fewer records then
     # consist mostly of common words, which only a pass over every vector finds.
     limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
     for i in np.flatnonzero(fresh.has_vector).tolist():
         words = word_set(fresh.contents[i])
-        rare: list[tuple[int, str, list[int]]] = []
+        rare: list[tuple[int, str, npt.NDArray[np.int64]]] = []
         for word in words:
             if word not in lists:
                 lists[word] = archive.rows_with_word(storage, word, limit)
@@ -335,11 +334,10 @@ def _incremental(
         # A record it may fold with holds beta of its rare words or more: one of
         # its rare - beta + 1 rarest, or (beta >= 2) two of its rare - beta + 2 rarest.
         need = 2 if beta >= 2 else 1
-        rare.sort()
-        seen: Counter[int] = Counter()
-        for _, _, rows in rare[: len(rare) - beta + need]:
-            seen.update(rows)
-        rowids.update(row for row, times in seen.items() if times >= need)
+        rare.sort(key=lambda entry: entry[:2])
+        lead = [rows for _, _, rows in rare[: len(rare) - beta + need]]
+        found, times = np.unique(np.concatenate(lead), return_counts=True)
+        rowids.update(found[times >= need].tolist())
     near = _similar(engine, storage, fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
     snapshot = archive.read_snapshot_of(
         storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)

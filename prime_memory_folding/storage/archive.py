@@ -535,7 +535,7 @@ def due_for_pruning(storage: SqlStorage, until: float) -> list[str]:
     ]
 
 
-def rows_with_word(storage: SqlStorage, word: str, limit: int) -> list[int] | None:
+def rows_with_word(storage: SqlStorage, word: str, limit: int) -> npt.NDArray[np.int64] | None:
     """Row ids of records whose text holds ``word``, or None past ``limit`` of them.
 
     Asks the full-text index, whose tokens are stemmed: it may give more
@@ -555,15 +555,19 @@ def rows_with_word(storage: SqlStorage, word: str, limit: int) -> list[int] | No
         return None
     phrase = word.replace('"', '""')
     try:
-        found = storage.db.execute(
-            "SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?",
+        # Counted and joined inside SQLite: a common word costs no row objects.
+        count, joined = storage.db.execute(
+            "SELECT count(*), group_concat(rowid) FROM "
+            "(SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)",
             (f'"{phrase}"', limit + 1),
-        ).fetchall()
+        ).fetchone()
     except sqlite3.Error:
         return None
-    if len(found) > limit:
+    if count > limit:
         return None
-    return [int(r[0]) for r in found]
+    if not count:
+        return np.zeros(0, dtype=np.int64)
+    return np.array(joined.split(","), dtype=np.int64)
 
 
 def archive_records(
