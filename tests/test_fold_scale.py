@@ -16,6 +16,7 @@ from prime_memory_folding import FoldPolicy, MemoryEngine, folding, links
 from prime_memory_folding.folding import prune_moments
 from prime_memory_folding.links import linked_pairs, word_set, word_table
 from prime_memory_folding.storage import archive
+from prime_memory_folding.storage.ranks import id_order
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -116,7 +117,7 @@ _other_ids = st.text(alphabet="0123456789abcdefABCDEF`:g ", min_size=0, max_size
 
 @given(st.lists(st.one_of(_hex_ids, _hex_ids.map(lambda r: r[:4] + "0" * 28), _other_ids)))
 def test_record_ids_are_ranked_in_string_order_ties_as_given(ids: list[str]) -> None:
-    order = archive.id_order(ids).tolist()
+    order = id_order(ids).tolist()
     assert order == sorted(range(len(ids)), key=lambda i: (ids[i], i))
 
 
