@@ -419,3 +419,22 @@ def test_fold_refuses_a_bad_full_flag(engine: MemoryEngine) -> None:
         engine.fold(full="yes")  # type: ignore[arg-type]
     with pytest.raises(folding.InvalidInput, match="exhaustive"):
         FoldPolicy(exhaustive=1)  # type: ignore[arg-type]
+
+
+def test_a_fold_maps_the_file_into_memory_only_while_it_runs(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        engine.store("a note", vector=unit(1))
+        db = engine.storage.db  # type: ignore[attr-defined]
+
+        def settings() -> tuple[int, int]:
+            return tuple(
+                db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("mmap_size", "cache_size")
+            )  # type: ignore[return-value]
+
+        before = settings()
+        during: list[tuple[int, int]] = []
+        engine.fold(full=True, progress=lambda *_: during.append(settings()))
+        assert during and all(mapped > before[0] for mapped, _ in during)
+        assert settings() == before
