@@ -249,14 +249,14 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
                 continue
             rows[key] = reinforced(rows.get(key) or known[key], item, now)
             created.append(False)
-        storage.insert(rows[key] for key in first_new)
-        if len(rows) > len(first_new):
-            storage.replace(row for key, row in rows.items() if key not in first_new)
         # Each record's prune moment, kept from the start: a full fold then
         # finds most of them in place instead of writing every one.
         if isinstance(storage, SqlStorage):
             marks, unmarked = folding.stored_prune_moments(engine.fold_policy, list(rows.values()))
             archive.replace_marks(storage, marks, forget=unmarked)
+        storage.insert(rows[key] for key in first_new)
+        if len(rows) > len(first_new):
+            storage.replace(row for key, row in rows.items() if key not in first_new)
         engine.wrote()
     engine.registry.add(primes)
     engine.after_write(rows.values())
