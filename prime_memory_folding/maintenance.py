@@ -309,6 +309,19 @@ def _incremental(
     due = archive.due_for_pruning(storage, now + prune_margin(now))
     if not changed_ids and not due:
         return _Source(None, True, records, 0, nothing_to_do=True)
+    with archive.mapped_file(storage):
+        return _screened(engine, storage, policy, records, changed_ids, due)
+
+
+def _screened(
+    engine: EngineParts,
+    storage: SqlStorage,
+    policy: FoldPolicy,
+    records: int,
+    changed_ids: list[str],
+    due: list[str],
+) -> _Source:
+    """:func:`_incremental`'s records: the changed ones and all they may fold with."""
     fresh = archive.read_snapshot_of(storage, record_ids=changed_ids)
     vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
     rowids: set[int] = set()

@@ -421,20 +421,30 @@ def test_fold_refuses_a_bad_full_flag(engine: MemoryEngine) -> None:
         FoldPolicy(exhaustive=1)  # type: ignore[arg-type]
 
 
-def test_a_fold_maps_the_file_into_memory_only_while_it_runs(
-    store_path: Path, clock: FakeClock
+def test_an_incremental_fold_maps_the_file_into_memory_while_it_looks_words_up(
+    store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with MemoryEngine(store_path, clock=clock) as engine:
-        engine.store("a note", vector=unit(1))
+        engine.store("a note about the harbour", vector=unit(1))
         db = engine.storage.db  # type: ignore[attr-defined]
 
-        def settings() -> tuple[int, int]:
-            return tuple(
-                db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("mmap_size", "cache_size")
-            )  # type: ignore[return-value]
+        def mapped() -> int:
+            return int(db.execute("PRAGMA mmap_size").fetchone()[0])
 
-        before = settings()
-        during: list[tuple[int, int]] = []
-        engine.fold(full=True, progress=lambda *_: during.append(settings()))
-        assert during and all(mapped > before[0] for mapped, _ in during)
-        assert settings() == before
+        before = mapped()
+        during: list[int] = []
+        look_up = archive.rows_with_word
+
+        def spy(*args: Any) -> Any:
+            during.append(mapped())
+            return look_up(*args)
+
+        monkeypatch.setattr(archive, "rows_with_word", spy)
+        # A full fold reads in order: no mapping, so its memory stays its own.
+        engine.fold(full=True, progress=lambda *_: during.append(mapped()))
+        assert during and set(during) == {before}
+        during.clear()
+        engine.store("another note about the harbour", vector=unit(2))
+        assert engine.fold().incremental
+        assert during and all(size > before for size in during)
+        assert mapped() == before

@@ -138,9 +138,6 @@ def read_snapshot(storage: SqlStorage) -> contextlib.AbstractContextManager[None
 def bulk_cache(storage: SqlStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None]:
     """A larger page cache while a fold reads and rewrites much of the store (SQLite).
 
-    The file is also mapped into memory (up to SQLite's limit) meanwhile, so
-    that reading a page is no system call: an incremental fold makes
-    thousands of look-ups in the full-text index, each a few pages.
     PostgreSQL's shared buffers are the server's to size: nothing changes there.
     """
     if not isinstance(storage, SQLiteStorage):
@@ -148,21 +145,38 @@ def bulk_cache(storage: SqlStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None
         return
     db = storage.db
     before = db.execute("PRAGMA cache_size").fetchone()[0]
+    db.execute(f"PRAGMA cache_size = {-int(kib)}")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA cache_size = {int(before)}")
+
+
+@contextlib.contextmanager
+def mapped_file(storage: SqlStorage) -> Iterator[None]:
+    """The file mapped into memory (up to SQLite's limit) meanwhile (SQLite).
+
+    Reading a page is then no system call: an incremental fold makes
+    thousands of look-ups in the full-text index, each a few pages. A full
+    fold reads in order and does without, so that its memory stays its own.
+    """
+    if not isinstance(storage, SQLiteStorage):
+        yield
+        return
+    db = storage.db
     # No answer where the file cannot be mapped (a database in memory).
     mapped = db.execute("PRAGMA mmap_size").fetchone()
-    db.execute(f"PRAGMA cache_size = {-int(kib)}")
     if mapped is not None:
-        db.execute(f"PRAGMA mmap_size = {_BULK_MMAP_BYTES}")
+        db.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
     try:
         yield
     finally:
         if mapped is not None:
             db.execute(f"PRAGMA mmap_size = {int(mapped[0])}")
-        db.execute(f"PRAGMA cache_size = {int(before)}")
 
 
-#: How much of the file a fold maps into memory; SQLite caps it (2 GiB by default).
-_BULK_MMAP_BYTES = 1 << 34
+#: How much of the file to map; SQLite caps it (2 GiB by default).
+_MMAP_BYTES = 1 << 34
 
 
 def snapshot_rows(storage: SqlStorage) -> list[SnapshotRow]:
