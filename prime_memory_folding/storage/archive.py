@@ -154,29 +154,20 @@ def bulk_cache(storage: SqlStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None
 
 @contextlib.contextmanager
 def mapped_file(storage: SqlStorage) -> Iterator[None]:
-    """The file mapped into memory (up to SQLite's limit) meanwhile (SQLite).
-
-    Reading a page is then no system call: an incremental fold makes
-    thousands of look-ups in the full-text index, each a few pages. A full
-    fold reads in order and does without, so that its memory stays its own.
+    """The SQLite file mapped into memory meanwhile (up to SQLite's cap, 2 GiB by
+    default): reading a page is then no system call, for an incremental fold's
+    thousands of full-text look-ups. No answer: the file cannot be mapped.
     """
-    if not isinstance(storage, SQLiteStorage):
+    is_sqlite = isinstance(storage, SQLiteStorage)
+    mapped = storage.db.execute("PRAGMA mmap_size").fetchone() if is_sqlite else None
+    if mapped is None:
         yield
         return
-    db = storage.db
-    # No answer where the file cannot be mapped (a database in memory).
-    mapped = db.execute("PRAGMA mmap_size").fetchone()
-    if mapped is not None:
-        db.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+    storage.db.execute(f"PRAGMA mmap_size = {1 << 34}")
     try:
         yield
     finally:
-        if mapped is not None:
-            db.execute(f"PRAGMA mmap_size = {int(mapped[0])}")
-
-
-#: How much of the file to map; SQLite caps it (2 GiB by default).
-_MMAP_BYTES = 1 << 34
+        storage.db.execute(f"PRAGMA mmap_size = {int(mapped[0])}")
 
 
 def snapshot_rows(storage: SqlStorage) -> list[SnapshotRow]:
