@@ -122,8 +122,9 @@ class Haystack:
     sentence_bm25: list[Array] = field(default_factory=list)
     #: Per query: the span of time it names, read at the time it is asked.
     windows: list[tuple[float, float] | None] = field(default_factory=list)
-    #: Per feedback setting, per query: BM25 of the words its first hits lent it.
-    lent_bm25: dict[tuple[int, int], list[Array]] = field(default_factory=dict)
+    #: Per feedback setting (see lent_key), per query: BM25 of the words its first hits
+    #: lent it.
+    lent_bm25: dict[Any, list[Array]] = field(default_factory=dict)
     #: Per text: its tag (LoCoMo: the speaker), when the store has tags.
     labels: list[str] = field(default_factory=list)
     #: Per kind of asking (see Idea.ask_kind), per text: whether it asks.
@@ -327,7 +328,7 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
         lexical = np.where(lexical > 0, idea.rrf / (idea.rrf + by_lexical), 0.0)
         cosine = idea.rrf / (idea.rrf + by_cosine)
     if idea.lend_docs and query is None:
-        lent = _normalised(h.lent_bm25[(idea.lend_docs, idea.lend_words)][q])
+        lent = _normalised(h.lent_bm25[lent_key(idea)][q])
         lexical = (1 - idea.lend_weight) * lexical + idea.lend_weight * lent
         raw = np.where((raw > 0) | (lent > 0), np.maximum(raw, 1e-9), 0.0)
     if idea.near_similarity:
@@ -387,6 +388,12 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
     return [int(i) for i in order]
 
 
+def lent_key(idea: Idea) -> Idea:
+    """What the words lexical feedback lends depend on: the first hits (by ``idea``
+    without feedback), how many lend and how many words; not the feedback's weight."""
+    return replace(idea, lend_weight=0.0)
+
+
 def second_bm25(h: Haystack, queries: list[str]) -> list[Array]:
     """BM25 over ``h.texts`` of each of ``queries`` (0 everywhere for an empty one)."""
     asked = [text for text in queries if text]
@@ -437,7 +444,7 @@ class Bench:
                 h.near_bm25[near] = second_bm25(h, found)
         if not idea.lend_docs:
             return
-        key = (idea.lend_docs, idea.lend_words)
+        key = lent_key(idea)
         first_idea = replace(idea, lend_docs=0)
         for h, depth in stores:
             if key in h.lent_bm25:
@@ -657,6 +664,42 @@ WEAK_IDEAS: dict[str, list[Idea]] = {
         ask_lend=(0.2,),
         lend_docs=(0, 5),
         lend_weight=(0.2,),
+    ),
+    "query IDF, questions and lexical feedback, a lighter or heavier feedback": _family(
+        query_idf=(0.25, 0.5),
+        ask_kind=("only",),
+        ask_penalty=(0.3,),
+        ask_lend=(0.2,),
+        lend_docs=(5,),
+        lend_weight=(0.2, 0.4),
+    ),
+    "query IDF, questions and lexical feedback, the store's mean out": _family(
+        query_idf=(0.5,),
+        centre=(0.25, 0.5),
+        memory_idf=(0.0, 0.5),
+        ask_kind=("only",),
+        ask_penalty=(0.3,),
+        ask_lend=(0.2,),
+        lend_docs=(5,),
+        lend_weight=(0.2,),
+    ),
+    "query IDF, questions and lexical feedback, the table's neighbours": _family(
+        query_idf=(0.5,),
+        near_similarity=(0.6, 0.7),
+        near_weight=(0.1,),
+        ask_kind=("only",),
+        ask_penalty=(0.3,),
+        ask_lend=(0.2,),
+        lend_docs=(5,),
+        lend_weight=(0.2,),
+    ),
+    "store-adaptive vectors, with questions": _family(
+        query_idf=(0.5,),
+        memory_idf=(0.5,),
+        centre=(0.25, 0.5),
+        ask_kind=("only", "short"),
+        ask_penalty=(0.3,),
+        ask_lend=(0.2,),
     ),
     "query IDF, with questions and a second hop": _family(
         query_idf=(0.5, 1.0),
