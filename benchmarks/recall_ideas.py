@@ -33,12 +33,18 @@ Run from the repository root::
 
     python3 benchmarks/recall_ideas.py [--model model2vec:/path ...] [--json OUT]
 
-``--weak`` scores only the ideas for LoCoMo's weak categories (``WEAK_IDEAS``:
-feedback, a second hop, links, speaker labels, questions, variety) on top of the
-engine's ranking, per category, in sample and tuned leave-one-conversation-out,
-with LongMemEval's headline metrics beside them. The re-implementation includes
-the time prior, each query's span read at the time it is asked (LoCoMo: its
-conversation's last session).
+``--weak`` scores only the ideas for LoCoMo's weak categories (``WEAK_IDEAS``,
+from the families in ``recall_families.py``: feedback, a second hop, links,
+speaker labels, questions, variety; query and memory vectors weighted by IDF in
+the store or less its mean vector, the model's word neighbours as a second BM25
+query, vectors mixed with their neighbours', a wider pool by cosine; and
+combinations) on top of the engine's ranking, per category, in sample and tuned
+leave-one-conversation-out, with LongMemEval's headline metrics beside them;
+``--only PART`` keeps the families whose names hold PART. The terms read from
+the static model's token table are in ``recall_terms.py``; the script checks
+that the table, every token weighing 1, gives the embedder's query vectors. The
+re-implementation includes the time prior, each query's span read at the time
+it is asked (LoCoMo: its conversation's last session).
 
 ``--tiny`` runs on LongMemEval's generated questions alone (and, with
 ``--weak``, the LoCoMo file given), for smoke tests.
@@ -61,6 +67,7 @@ import locomo_recall as locomo
 import longmemeval_recall as lme
 import numpy as np
 import numpy.typing as npt
+import recall_families
 import recall_terms as terms
 
 from prime_memory_folding import MemoryEngine, recall
@@ -242,6 +249,7 @@ class Idea:
     lend_docs: int = 0
     lend_words: int = 10
     lend_weight: float = 0.3
+    lend_plain: bool = False  # the first hits by the engine's ranking, not by this idea's
     # A second hop: every memory gains ``hop_weight`` x its best cosine with one of the
     # first ``hop_docs`` hits (times that hit's score over the best's).
     hop_docs: int = 0
@@ -390,7 +398,10 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
 
 def lent_key(idea: Idea) -> Idea:
     """What the words lexical feedback lends depend on: the first hits (by ``idea``
-    without feedback), how many lend and how many words; not the feedback's weight."""
+    without feedback, or by the engine's ranking), how many lend and how many words;
+    not the feedback's weight."""
+    if idea.lend_plain:
+        return Idea(lend_docs=idea.lend_docs, lend_words=idea.lend_words, lend_plain=True)
     return replace(idea, lend_weight=0.0)
 
 
@@ -445,7 +456,7 @@ class Bench:
         if not idea.lend_docs:
             return
         key = lent_key(idea)
-        first_idea = replace(idea, lend_docs=0)
+        first_idea = Idea() if idea.lend_plain else replace(idea, lend_docs=0)
         for h, depth in stores:
             if key in h.lent_bm25:
                 continue
@@ -607,108 +618,7 @@ def _family(**values: Sequence[Any]) -> list[Idea]:
 #: Ideas for LoCoMo's weak categories (multi-hop, open-domain), on top of the engine's
 #: ranking; each family is tuned leave-one-conversation-out (with "off" among its choices).
 WEAK_IDEAS: dict[str, list[Idea]] = {
-    "lexical feedback: the first hits lend words": _family(
-        lend_docs=(3, 5), lend_words=(5, 10), lend_weight=(0.2, 0.4)
-    ),
-    "vector feedback: query + mean of the first hits": _family(
-        feedback=(3, 5), feedback_weight=(0.3, 0.6)
-    ),
-    "second hop: likeness to the first hits": _family(
-        hop_docs=(1, 3, 5), hop_weight=(0.05, 0.1, 0.3)
-    ),
-    "second hop, among the candidates only": _family(
-        hop_docs=(3, 5), hop_weight=(0.05, 0.1, 0.15), hop_widens=(False,)
-    ),
-    "links: rare words shared with the first hits": _family(
-        link_docs=(3, 5), link_weight=(0.1, 0.3), link_names=(False, True)
-    ),
-    "labels: the query names the turn's speaker": _family(label_weight=(0.05, 0.1, 0.2, 0.3)),
-    "questions: rank lower, lend the next memory more": _family(
-        ask_kind=("only", "short"), ask_penalty=(0.3, 0.6), ask_lend=(0.1, 0.2)
-    ),
-    "questions, with lexical feedback": _family(
-        ask_kind=("only",),
-        ask_penalty=(0.3, 0.6),
-        ask_lend=(0.1, 0.2),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
-    ),
-    "questions, with a second hop": _family(
-        ask_kind=("short",),
-        ask_penalty=(0.3, 0.6),
-        ask_lend=(0.1, 0.2),
-        hop_docs=(3,),
-        hop_weight=(0.1,),
-    ),
-    "variety: a cost per hit from the same session": _family(session_penalty=(0.05, 0.1, 0.2)),
-    "variety: maximal marginal relevance": _family(mmr=(0.05, 0.1, 0.2)),
-    "query vector: tokens weighted by their IDF in the store": _family(query_idf=(0.5, 1.0, 2.0)),
-    "query vector: without the tokens most of the store holds": _family(
-        query_drop=(0.05, 0.1, 0.2)
-    ),
-    "the table's neighbours of the query's words (a second BM25 query)": _family(
-        near_similarity=(0.6, 0.7), near_weight=(0.1, 0.2, 0.3)
-    ),
-    "vector context: a vector mixed with its neighbours' mean": _family(
-        context_vector=(0.1, 0.2, 0.3), context_own=(0.0, 0.5)
-    ),
-    "a wider pool by cosine (x limit)": _family(pool=(6, 12, 100)),
-    "memory vectors too: tokens weighted by their IDF in the store": _family(
-        query_idf=(0.5, 1.0), memory_idf=(0.5, 1.0)
-    ),
-    "vectors less the store's mean": _family(centre=(0.5, 1.0), query_idf=(0.0, 0.5)),
-    "query IDF, with questions and lexical feedback": _family(
-        query_idf=(0.5, 1.0),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(0, 5),
-        lend_weight=(0.2,),
-    ),
-    "query IDF, questions and lexical feedback, a lighter or heavier feedback": _family(
-        query_idf=(0.25, 0.5),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2, 0.4),
-    ),
-    "query IDF, questions and lexical feedback, the store's mean out": _family(
-        query_idf=(0.5,),
-        centre=(0.25, 0.5),
-        memory_idf=(0.0, 0.5),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
-    ),
-    "query IDF, questions and lexical feedback, the table's neighbours": _family(
-        query_idf=(0.5,),
-        near_similarity=(0.6, 0.7),
-        near_weight=(0.1,),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
-    ),
-    "store-adaptive vectors, with questions": _family(
-        query_idf=(0.5,),
-        memory_idf=(0.5,),
-        centre=(0.25, 0.5),
-        ask_kind=("only", "short"),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-    ),
-    "query IDF, with questions and a second hop": _family(
-        query_idf=(0.5, 1.0),
-        ask_kind=("short",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        hop_docs=(0, 3),
-        hop_weight=(0.1,),
-    ),
+    name: _family(**values) for name, values in recall_families.FAMILIES.items()
 }
 
 
