@@ -105,6 +105,15 @@ FAMILIES: dict[str, dict[str, Sequence[Any]]] = {
         lend_weight=(0.2,),
         lend_plain=(True,),
     ),
+    "query IDF, questions and lexical feedback, sentence vectors": dict(
+        query_idf=(0.5,),
+        whole_share=(0.5, 0.7),
+        ask_kind=("only",),
+        ask_penalty=(0.3,),
+        ask_lend=(0.2,),
+        lend_docs=(5,),
+        lend_weight=(0.2,),
+    ),
     "store-adaptive vectors, with questions": dict(
         query_idf=(0.5,),
         memory_idf=(0.5,),
