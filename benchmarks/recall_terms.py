@@ -54,7 +54,7 @@ class Vocabulary:
         words = sorted(
             (i, w)
             for w, i in vocab.items()
-            if _PLAIN_WORD.fullmatch(w) and w not in recall._STOPWORDS
+            if _PLAIN_WORD.fullmatch(w) and w not in recall.STOPWORDS
         )
         self.words = [w for _, w in words]
         rows = self.table[[i for i, _ in words]]
@@ -123,7 +123,7 @@ def expansion(
 ) -> str:
     """The table's nearest words to the query's content words that the store holds."""
     words = [w.lower() for w in _WORD.findall(query)]
-    content = {w for w in words if _PLAIN_WORD.fullmatch(w) and w not in recall._STOPWORDS}
+    content = {w for w in words if _PLAIN_WORD.fullmatch(w) and w not in recall.STOPWORDS}
     found: dict[str, None] = {}
     for word in sorted(content):
         for other in vocab.neighbours(word, similarity, top):

@@ -65,6 +65,7 @@ __all__ = [
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
     "SESSION_GAP_S",
+    "STOPWORDS",
     "TIME_TAIL",
     "TIME_WEIGHT",
     "LexicalHits",
@@ -127,7 +128,8 @@ _STOPWORD_TEXT = """
     under until up very was we were what when where which while who whom why will with
     would you your yours yourself yourselves
 """
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+#: The words a text query drops unless nothing else is left (lower case).
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 # -- the configured embedder ---------------------------------------------------------
@@ -380,7 +382,7 @@ def parse_query(text: str) -> LexicalQuery:
     unsegmented = _UNSEGMENTED_RUN.findall(text)
     rest = _UNSEGMENTED_RUN.sub(" ", text)
     words = [w.lower() for w in _WORD.findall(rest)]
-    content = [w for w in words if w not in _STOPWORDS]
+    content = [w for w in words if w not in STOPWORDS]
     words = list(dict.fromkeys(content or words))
     grams: list[str] = []
     short: list[str] = []
