@@ -292,6 +292,43 @@ def test_records_fading_out_are_found_by_their_prune_moment(
         assert not any("FROM records" in sql and "WHERE" not in sql for sql in statements)
 
 
+def test_a_full_fold_drops_the_prune_moments_of_the_records_it_archives(
+    backend_store: str, clock: FakeClock
+) -> None:
+    with MemoryEngine(backend_store, clock=clock) as engine:
+        faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
+        twin = [
+            engine.store("the deploy runs at noon", vector=unit(2)).record_id,
+            engine.store("the deploy runs at noon daily", vector=unit(2)).record_id,
+        ]
+        engine.store("a lasting note", importance=0.6, vector=unit(3))
+        clock.advance(5 * DAY)
+        report = engine.fold(full=True)
+        assert report.pruned_ids == (faint.record_id,) and report.folded == 2
+        kept = marks_of(engine)
+        # The pruned record's moment was due and would stay due: it goes with the
+        # record, and so do the merged ones'. The live records' stay; the folded
+        # record is new to the next fold, which marks it.
+        assert {faint.record_id, *twin}.isdisjoint(rid for rid, _ in kept)
+        expected = expected_marks(engine, engine.fold_policy)
+        assert kept == [m for m in expected if m[0] not in report.created_ids]
+        engine.fold()
+        assert marks_of(engine) == expected
+
+
+def test_the_records_due_come_from_a_range_of_the_prune_moment_index(store_path: Path) -> None:
+    with MemoryEngine(store_path) as engine:
+        db = engine.storage.db  # type: ignore[attr-defined]
+        statements: list[str] = []
+        db.set_trace_callback(statements.append)
+        assert archive.due_for_pruning(engine.storage, 0.0) == []  # type: ignore[arg-type]
+        db.set_trace_callback(None)
+        (sql,) = [s for s in statements if "fold_marks" in s]
+        steps = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}")]
+        # Not a scan of every moment in id order: a range of the index on prune_at.
+        assert any("fold_marks_prune_at (prune_at<?)" in step for step in steps), steps
+
+
 @pytest.mark.parametrize("rebuild_from", [1, 10_000])
 def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
     backend_store: str, clock: FakeClock, rebuild_from: int, monkeypatch: pytest.MonkeyPatch
