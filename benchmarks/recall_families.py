@@ -11,6 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+#: The best "questions" setting with the best lexical feedback, which later families build on.
+_QUESTIONS_AND_FEEDBACK: dict[str, Sequence[Any]] = dict(
+    ask_kind=("only",), ask_penalty=(0.3,), ask_lend=(0.2,), lend_docs=(5,), lend_weight=(0.2,)
+)
+
 FAMILIES: dict[str, dict[str, Sequence[Any]]] = {
     "lexical feedback: the first hits lend words": dict(
         lend_docs=(3, 5), lend_words=(5, 10), lend_weight=(0.2, 0.4)
@@ -58,61 +63,39 @@ FAMILIES: dict[str, dict[str, Sequence[Any]]] = {
         query_idf=(0.5, 1.0), memory_idf=(0.5, 1.0)
     ),
     "vectors less the store's mean": dict(centre=(0.5, 1.0), query_idf=(0.0, 0.5)),
-    "query IDF, with questions and lexical feedback": dict(
-        query_idf=(0.5, 1.0),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(0, 5),
-        lend_weight=(0.2,),
-    ),
-    "query IDF, questions and lexical feedback, a lighter or heavier feedback": dict(
-        query_idf=(0.25, 0.5),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2, 0.4),
-    ),
+    "query IDF, with questions and lexical feedback": {
+        "query_idf": (0.5, 1.0),
+        **_QUESTIONS_AND_FEEDBACK,
+        "lend_docs": (0, 5),
+    },
+    "query IDF, questions and lexical feedback, a lighter or heavier feedback": {
+        "query_idf": (0.25, 0.5),
+        **_QUESTIONS_AND_FEEDBACK,
+        "lend_weight": (0.2, 0.4),
+    },
     "query IDF, questions and lexical feedback, the store's mean out": dict(
         query_idf=(0.5,),
         centre=(0.25, 0.5),
         memory_idf=(0.0, 0.5),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
+        **_QUESTIONS_AND_FEEDBACK,
     ),
     "query IDF, questions and lexical feedback, the table's neighbours": dict(
         query_idf=(0.5,),
         near_similarity=(0.6, 0.7),
         near_weight=(0.1,),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
+        **_QUESTIONS_AND_FEEDBACK,
     ),
     "store-adaptive vectors, questions, lexical feedback from the engine's ranking": dict(
         query_idf=(0.5,),
         memory_idf=(0.0, 0.5),
         centre=(0.0, 0.5),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
+        **_QUESTIONS_AND_FEEDBACK,
         lend_plain=(True,),
     ),
     "query IDF, questions and lexical feedback, sentence vectors": dict(
         query_idf=(0.5,),
         whole_share=(0.5, 0.7),
-        ask_kind=("only",),
-        ask_penalty=(0.3,),
-        ask_lend=(0.2,),
-        lend_docs=(5,),
-        lend_weight=(0.2,),
+        **_QUESTIONS_AND_FEEDBACK,
     ),
     "store-adaptive vectors, with questions": dict(
         query_idf=(0.5,),
