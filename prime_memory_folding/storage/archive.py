@@ -156,7 +156,7 @@ def bulk_cache(storage: SqlStorage, kib: int = _BULK_CACHE_KIB) -> Iterator[None
 def mapped_file(storage: SqlStorage) -> Iterator[None]:
     """The SQLite file mapped into memory meanwhile (up to SQLite's cap, 2 GiB by
     default): reading a page is then no system call, for an incremental fold's
-    thousands of full-text look-ups. No answer: the file cannot be mapped.
+    thousands of full-text look-ups. Where it cannot be mapped, nothing changes.
     """
     is_sqlite = isinstance(storage, SQLiteStorage)
     mapped = storage.db.execute("PRAGMA mmap_size").fetchone() if is_sqlite else None
