@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .storage.archive import UnitVectors
-from .words import distinct, word_set, word_table
+from .words import STOPWORDS, distinct, word_set, word_table
 
 __all__ = [
     "COMMON_WORD_ROWS",
@@ -30,6 +30,7 @@ __all__ = [
     "jaccard",
     "linked_pairs",
     "overlap_floor",
+    "probe_rows",
     "word_set",
     "word_table",
 ]
@@ -240,6 +241,43 @@ def overlap_floor(overlap: float, sizes: npt.NDArray[np.int64]) -> npt.NDArray[n
     """
     floor: npt.NDArray[np.int64] = np.maximum(np.floor(overlap * sizes - 1e-9), 0).astype(np.int64)
     return floor
+
+
+def probe_rows(
+    words: frozenset[str],
+    overlap: float,
+    posting: Callable[[str], npt.NDArray[np.int64] | None],
+) -> tuple[list[npt.NDArray[np.int64]], int] | None:
+    """The rows lists that lead to every record ``words`` may fold with, and how many
+    of them such a record is in; None when only a pass over every vector finds them.
+
+    A record overlapping by ``overlap`` shares ``f = floor(overlap * |words|)``
+    of the words or more, so it lacks at most ``|words| - f`` of them: of any
+    ``|words| - f + 2`` rare words (each held by few enough records to be
+    listed), it holds two or more. Those are asked for first that are likeliest
+    to be rare (longer words before shorter ones, stop words last), and no
+    more words are asked for once enough rare ones are found. With fewer rare
+    words than that, it holds ``rare - |words| + f`` of all of them, if that
+    is at least one.
+    """
+    if overlap <= 0:
+        return None
+    slack = len(words) - int(overlap_floor(overlap, np.array([len(words)]))[0])
+    enough = slack + 2
+    lead: list[npt.NDArray[np.int64]] = []
+    for word in sorted(words, key=_likely_rare_first):
+        rows = posting(word)
+        if rows is not None:
+            lead.append(rows)
+            if len(lead) == enough:
+                return lead, 2
+    need = len(lead) - slack
+    return (lead, need) if need >= 1 else None
+
+
+def _likely_rare_first(word: str) -> tuple[bool, int, str]:
+    """Which words to ask the index for first: the likeliest to be rare."""
+    return word in STOPWORDS, -len(word), word
 
 
 def _prefix_candidates(

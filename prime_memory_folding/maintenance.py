@@ -33,10 +33,10 @@ from .folding import (
 )
 from .gc_pause import paused_gc
 from .index import TagQuery
-from .links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, overlap_floor, word_set
+from .links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, probe_rows, word_set
 from .primes import Kind
 from .records import Record
-from .storage import SqlStorage, StoredRow, archive, pushdown_of
+from .storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -141,6 +141,10 @@ def fold(
     with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
         step("reading records")
+        if not (full or dry_run) and _changed_since_fold(storage):
+            # An incremental fold looks up each new record's words: in fewer
+            # segments of the full-text index, each look-up seeks less.
+            tidy_text_index(storage)
         with archive.read_snapshot(storage):
             engine.refresh()
             seen = storage.newest_change()
@@ -186,15 +190,16 @@ def fold(
                     entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
                 archive.archive_records(storage, entries, when)
                 archive.set_strengths(storage, plan.decayed, when)
-                archive.replace_marks(
+                fold_marks.replace_marks(
                     storage,
                     plan.marks,
                     forget=[*plan.unmarked, *source.vanished],
                     everything=not source.incremental,
+                    compare=source.incremental,
                 )
                 # Everything up to here has been screened; the folded records
                 # inserted next are new to the next fold.
-                archive.set_fold_state(storage, storage.newest_change(), policy_key(policy))
+                fold_marks.set_fold_state(storage, storage.newest_change(), policy_key(policy))
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
                 engine.wrote()
@@ -210,6 +215,10 @@ def fold(
             engine.after_write(new_rows)
             engine.folded()
             if len(entries) >= max(1_000, source.records // 10):
+                # A tenth of the store or more went: the full-text index is
+                # merged anew without their entries (every later word look-up
+                # seeks in one segment), and the log is copied into the file.
+                tidy_text_index(storage, everything=True)
                 archive.checkpoint(storage)
         folded = sum(len(m.member_ids) for m in plan.merges)
         created_ids = tuple(row.record.record_id for row in new_rows)
@@ -295,7 +304,7 @@ def _incremental(
     words is compared by vector with every record instead, in the engine's
     in-memory index.
     """
-    state = archive.fold_state(storage)
+    state = fold_marks.fold_state(storage)
     if state is None or state[1] != policy_key(policy):
         return None
     changed, _, gap = storage.changes_since(state[0])
@@ -306,11 +315,17 @@ def _incremental(
     changed_ids = [rid for rid in dict.fromkeys(changed) if rid]
     if len(changed_ids) > max(1_000, _INCREMENTAL_SHARE * records):
         return None
-    due = archive.due_for_pruning(storage, now + prune_margin(now))
+    due = fold_marks.due_for_pruning(storage, now + prune_margin(now))
     if not changed_ids and not due:
         return _Source(None, True, records, 0, nothing_to_do=True)
     with archive.mapped_file(storage):
         return _screened(engine, storage, policy, records, changed_ids, due)
+
+
+def _changed_since_fold(storage: SqlStorage) -> bool:
+    """Whether anything was written since the last fold (which left its position)."""
+    state = fold_marks.fold_state(storage)
+    return state is not None and storage.newest_change() != state[0]
 
 
 def _screened(
@@ -330,25 +345,19 @@ def _screened(
     # Common past a share of the store, as in a full fold: fewer records then
     # consist mostly of common words, which only a pass over every vector finds.
     limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
+
+    def posting(word: str) -> npt.NDArray[np.int64] | None:
+        """``word``'s rows from the full-text index (None when common), asked once."""
+        if word not in lists:
+            lists[word] = fold_marks.rows_with_word(storage, word, limit)
+        return lists[word]
+
     for i in np.flatnonzero(fresh.has_vector).tolist():
-        words = word_set(fresh.contents[i])
-        rare: list[tuple[int, str, npt.NDArray[np.int64]]] = []
-        for word in words:
-            if word not in lists:
-                lists[word] = archive.rows_with_word(storage, word, limit)
-            rows = lists[word]
-            if rows is not None:
-                rare.append((len(rows), word, rows))
-        beta = int(overlap_floor(policy.word_overlap, np.array([len(words)]))[0])
-        beta -= len(words) - len(rare)
-        if policy.word_overlap <= 0 or beta <= 0:
+        probe = probe_rows(word_set(fresh.contents[i]), policy.word_overlap, posting)
+        if probe is None:
             scan.append(i)
             continue
-        # A record it may fold with holds beta of its rare words or more: one of
-        # its rare - beta + 1 rarest, or (beta >= 2) two of its rare - beta + 2 rarest.
-        need = 2 if beta >= 2 else 1
-        rare.sort(key=lambda entry: entry[:2])
-        lead = [rows for _, _, rows in rare[: len(rare) - beta + need]]
+        lead, need = probe
         found, times = np.unique(np.concatenate(lead), return_counts=True)
         rowids.update(found[times >= need].tolist())
     near = _similar(engine, storage, fresh.vectors[scan], policy.similarity - SCREEN_SLACK)

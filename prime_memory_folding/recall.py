@@ -52,6 +52,7 @@ from .priors import time_closeness
 from .query import RankedRow, top_k
 from .storage.base import SqlStorage
 from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
+from .words import STOPWORDS
 
 if TYPE_CHECKING:
     from .index import Rows, StructuralIndex
@@ -116,20 +117,6 @@ _UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
 _WORD = re.compile(r"\w+")
 #: Trigram queries need three characters; shorter runs are found by substring scan.
 _GRAM = 3
-
-# Words too common to say anything; dropped from a query unless nothing else is left.
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves
-"""
-#: The words a text query drops unless nothing else is left (lower case).
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 # -- the configured embedder ---------------------------------------------------------

@@ -23,11 +23,26 @@ import numpy.typing as npt
 
 from .storage.migrations import UNSEGMENTED_RANGES
 
-__all__ = ["distinct", "word_set", "word_table"]
+__all__ = ["STOPWORDS", "distinct", "word_set", "word_table"]
 
 IntT = TypeVar("IntT", np.int64, np.uint64)
 
 _WORD = re.compile(r"\w+")
+
+# Words too common to say anything; dropped from a query unless nothing else is left.
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves
+"""
+#: The words a text query drops unless nothing else is left (lower case).
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
 #: Scripts written without spaces between words: their words are character pairs.
 _UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
 #: Bytes of text hashed at once: the chunk's arrays stay within the CPU caches' reach.

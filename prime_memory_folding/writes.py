@@ -32,7 +32,7 @@ from .records import (
     check_vector,
 )
 from .scopes import GLOBAL, normalise_scope
-from .storage import SqlStorage, Storage, StoredRow, archive
+from .storage import SqlStorage, Storage, StoredRow, archive, fold_marks
 from .tokens import CREATED_BY
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         # finds most of them in place instead of writing every one.
         if isinstance(storage, SqlStorage):
             marks, unmarked = folding.stored_prune_moments(engine.fold_policy, list(rows.values()))
-            archive.replace_marks(storage, marks, forget=unmarked)
+            fold_marks.replace_marks(storage, marks, forget=unmarked)
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from prime_memory_folding import FoldPolicy, MemoryEngine, folding, links
 from prime_memory_folding.folding import prune_moments
 from prime_memory_folding.links import linked_pairs, word_set, word_table
-from prime_memory_folding.storage import archive
+from prime_memory_folding.storage import archive, fold_marks
 from prime_memory_folding.storage.ranks import id_order
 from tests.conftest import FakeClock
 
@@ -321,7 +321,7 @@ def test_the_records_due_come_from_a_range_of_the_prune_moment_index(store_path:
         db = engine.storage.db  # type: ignore[attr-defined]
         statements: list[str] = []
         db.set_trace_callback(statements.append)
-        assert archive.due_for_pruning(engine.storage, 0.0) == []  # type: ignore[arg-type]
+        assert fold_marks.due_for_pruning(engine.storage, 0.0) == []  # type: ignore[arg-type]
         db.set_trace_callback(None)
         (sql,) = [s for s in statements if "fold_marks" in s]
         steps = [row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}")]
@@ -335,7 +335,7 @@ def test_a_full_fold_keeps_the_prune_moments_indexed_however_it_writes_them(
 ) -> None:
     # From few changed marks on, a full fold rebuilds the index on prune moments.
     # Its policy is not the one the store marked records with, so every mark changes.
-    monkeypatch.setattr(archive, "_REBUILD_MARKS", rebuild_from)
+    monkeypatch.setattr(fold_marks, "_REBUILD_MARKS", rebuild_from)
     policy = FoldPolicy(prune_below=0.1)
     with MemoryEngine(backend_store, clock=clock) as engine:
         faint = engine.store("a scratch note", importance=0.1, vector=unit(1))
@@ -470,13 +470,13 @@ def test_an_incremental_fold_maps_the_file_into_memory_while_it_looks_words_up(
 
         before = mapped()
         during: list[int] = []
-        look_up = archive.rows_with_word
+        look_up = fold_marks.rows_with_word
 
         def spy(*args: Any) -> Any:
             during.append(mapped())
             return look_up(*args)
 
-        monkeypatch.setattr(archive, "rows_with_word", spy)
+        monkeypatch.setattr(fold_marks, "rows_with_word", spy)
         # A full fold reads in order: no mapping, so its memory stays its own.
         engine.fold(full=True, progress=lambda *_: during.append(mapped()))
         assert during and set(during) == {before}
@@ -485,3 +485,106 @@ def test_an_incremental_fold_maps_the_file_into_memory_while_it_looks_words_up(
         assert engine.fold().incremental
         assert during and all(size > before for size in during)
         assert mapped() == before
+
+
+# -- what an incremental fold asks the full-text index ------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_texts, min_size=2, max_size=30),
+    st.integers(0, 29),
+    st.integers(1, 12),
+    st.sampled_from([0.2, 0.5, 0.8]),
+)
+def test_the_words_an_incremental_fold_looks_up_lead_to_every_record_it_may_fold_with(
+    texts: list[list[int]], at: int, limit: int, overlap: float
+) -> None:
+    sets = [word_set(text_of(t)) for t in texts]
+    x = sets[at % len(sets)]
+    asked: list[str] = []
+
+    def posting(word: str) -> np.ndarray | None:
+        asked.append(word)
+        rows = [i for i, s in enumerate(sets) if word in s]
+        # Words held by more than ``limit`` records are common: not listed.
+        return None if len(rows) > limit else np.array(rows, dtype=np.int64)
+
+    probe = links.probe_rows(x, overlap, posting)
+    assert len(asked) == len(set(asked)) <= len(x)
+    if probe is None:
+        return  # a pass over every vector compares it instead
+    lead, need = probe
+    found, times = np.unique(np.concatenate(lead), return_counts=True)
+    reached = set(found[times >= need].tolist())
+    for i, other in enumerate(sets):
+        if x and links.jaccard(x, other) >= overlap:
+            assert i in reached
+
+
+def fts_segments(engine: MemoryEngine) -> int:
+    db = engine.storage.db  # type: ignore[attr-defined]
+    return int(db.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0])
+
+
+def test_an_incremental_fold_first_merges_the_small_segments_of_the_text_index(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        for i in range(40):
+            engine.store(f"note {i} on harbour tide {i % 7} and crane {i % 5}", vector=unit(i))
+        engine.fold()
+        for i in range(12):  # one commit, and one small segment, each
+            engine.store(f"later note {i} on harbour crane {i % 3}", vector=unit(100 + i))
+        storage = engine.storage
+        words = sorted({w for i in range(12) for w in word_set(f"later note {i} on harbour")})
+        before = [fold_marks.rows_with_word(storage, w, 1_000).tolist() for w in words]  # type: ignore[arg-type,union-attr]
+        segments = fts_segments(engine)
+        assert segments >= 4
+        report = engine.fold()
+        assert report.incremental and report.screened == 12
+        assert fts_segments(engine) < segments
+        after = [fold_marks.rows_with_word(storage, w, 1_000).tolist() for w in words]  # type: ignore[arg-type,union-attr]
+        assert after == before
+
+
+def test_a_fold_that_archives_a_tenth_of_the_store_leaves_one_text_segment(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder="none") as engine:
+        for batch in range(20):  # one commit, and one segment, each
+            engine.store_many(
+                [
+                    {"content": f"scratch note {batch} {i}", "importance": 0.1 if i % 2 else 0.9}
+                    for i in range(120)
+                ]
+            )
+        assert fts_segments(engine) > 1
+        clock.advance(60 * DAY)
+        report = engine.fold()
+        assert report.pruned == 1_200
+        assert fts_segments(engine) == 1
+        hits = engine.query(text="scratch", limit=2_000)
+        assert sorted(h.record.record_id for h in hits) == sorted(engine.match_ids())
+
+
+def test_an_incremental_fold_writes_only_the_prune_moments_that_differ(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        for i in range(8):
+            engine.store(f"the tide table for pier {i} and the crane rota", vector=unit(i))
+        engine.fold()
+        twin = engine.store("the tide table for pier 3 and the crane rota!", vector=unit(50))
+        db = engine.storage.db  # type: ignore[attr-defined]
+        statements: list[str] = []
+        db.set_trace_callback(statements.append)
+        report = engine.fold()
+        db.set_trace_callback(None)
+        assert report.incremental and report.records_before == 9
+        written = [sql for sql in statements if sql.startswith("INSERT INTO fold_marks")]
+        # It planned over the records sharing words with the new one, whose
+        # moments a store wrote: none of them is written again.
+        assert len(written) == 0
+        assert marks_of(engine) == expected_marks(engine, engine.fold_policy)
+        assert twin.record_id in dict(marks_of(engine))

@@ -33,6 +33,7 @@ __all__ = [
     "is_postgres_url",
     "open_storage",
     "pushdown_of",
+    "tidy_text_index",
 ]
 
 
@@ -57,3 +58,13 @@ def pushdown_of(storage: Storage) -> Pushdown | None:
     if getattr(storage, "pushdown", False) is True:
         return storage  # type: ignore[return-value]
     return None
+
+
+def tidy_text_index(storage: Storage, *, everything: bool = False) -> None:
+    """Merge the small segments of an SQLite store's full-text index, or with
+    ``everything`` all of them (see :meth:`SQLiteStorage.merge_text_segments`),
+    in a transaction of its own. PostgreSQL keeps its indexes itself.
+    """
+    if isinstance(storage, SQLiteStorage):
+        with storage.transaction():
+            storage.merge_text_segments(everything=everything)

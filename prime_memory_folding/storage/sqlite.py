@@ -39,6 +39,11 @@ _CHUNK = 500
 #: checkpoint copy each of them once for more commits.
 WAL_AUTOCHECKPOINT_PAGES = 4_000
 
+#: The full-text merge (see :meth:`SQLiteStorage.merge_text_segments`): pages
+#: written per step, and at most this many steps per index.
+_MERGE_PAGES = 64
+_MERGE_ROUNDS = 16
+
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
@@ -410,8 +415,31 @@ class SQLiteStorage(token_table.TokenTable):
             # Most of the text index is new: merge it into one segment while
             # that is cheap. Left to itself, the full-text index would go on
             # merging its many new segments a little in every later commit.
-            for table in ("records_fts", "records_grams"):
+            self.merge_text_segments(everything=True)
+
+    def merge_text_segments(self, *, everything: bool = False) -> None:
+        """Merge the full-text indexes' small segments, a bounded amount of work.
+
+        Every commit that stores records adds a small segment to each index,
+        which SQLite merges only a little at a time: after a thousand stores in
+        ten commits, a store of a million records had 20 segments, and every
+        look-up of a word seeks in each (about 0.1 ms, against 0.03 ms in one).
+        Merging the levels where segments pile up costs milliseconds, since
+        those are the small ones. With ``everything``, each index is merged
+        into one segment, without the entries of deleted records (seconds at
+        a million records). Call inside a transaction.
+        """
+        for table in ("records_fts", "records_grams"):
+            if everything:
                 self.db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                continue
+            for _ in range(_MERGE_ROUNDS):
+                before = self.db.total_changes
+                self.db.execute(
+                    f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)", (_MERGE_PAGES,)
+                )
+                if self.db.total_changes - before < 2:  # SQLite's sign that nothing was left
+                    break
 
     def staged(self, name: str, columns: str, values: Sequence[Sequence[Any]]) -> Iterator[str]:
         """Load ``values`` into a staging table in chunks; yields its name once per chunk.
