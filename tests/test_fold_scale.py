@@ -522,6 +522,12 @@ def test_the_words_an_incremental_fold_looks_up_lead_to_every_record_it_may_fold
             assert i in reached
 
 
+def store_notes(engine: MemoryEngine, texts: list[str], seed: int = 0) -> None:
+    """Each text stored on its own (one commit each), with a vector of its own."""
+    for i, text in enumerate(texts):
+        engine.store(text, vector=unit(seed + i))
+
+
 def fts_segments(engine: MemoryEngine) -> int:
     db = engine.storage.db  # type: ignore[attr-defined]
     return int(db.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0])
@@ -531,11 +537,11 @@ def test_an_incremental_fold_first_merges_the_small_segments_of_the_text_index(
     store_path: Path, clock: FakeClock
 ) -> None:
     with MemoryEngine(store_path, clock=clock) as engine:
-        for i in range(40):
-            engine.store(f"note {i} on harbour tide {i % 7} and crane {i % 5}", vector=unit(i))
+        older = [f"note {i} on harbour tide {i % 7} and crane {i % 5}" for i in range(40)]
+        store_notes(engine, older)
         engine.fold()
-        for i in range(12):  # one commit, and one small segment, each
-            engine.store(f"later note {i} on harbour crane {i % 3}", vector=unit(100 + i))
+        # One commit, and one small segment, each.
+        store_notes(engine, [f"later note {i} on harbour crane {i % 3}" for i in range(12)], 100)
         storage = engine.storage
         words = sorted({w for i in range(12) for w in word_set(f"later note {i} on harbour")})
         before = [fold_marks.rows_with_word(storage, w, 1_000).tolist() for w in words]  # type: ignore[arg-type,union-attr]
@@ -572,8 +578,7 @@ def test_an_incremental_fold_writes_only_the_prune_moments_that_differ(
     store_path: Path, clock: FakeClock
 ) -> None:
     with MemoryEngine(store_path, clock=clock) as engine:
-        for i in range(8):
-            engine.store(f"the tide table for pier {i} and the crane rota", vector=unit(i))
+        store_notes(engine, [f"the tide table for pier {i} and the crane rota" for i in range(8)])
         engine.fold()
         twin = engine.store("the tide table for pier 3 and the crane rota!", vector=unit(50))
         db = engine.storage.db  # type: ignore[attr-defined]
