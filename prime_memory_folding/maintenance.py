@@ -141,7 +141,7 @@ def fold(
     with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
         step("reading records")
-        if not (full or dry_run) and _changed_since_fold(storage):
+        if not (full or dry_run) and _changed_since_fold(storage, policy):
             # An incremental fold looks up each new record's words: in fewer
             # segments of the full-text index, each look-up seeks less.
             tidy_text_index(storage)
@@ -322,10 +322,13 @@ def _incremental(
         return _screened(engine, storage, policy, records, changed_ids, due)
 
 
-def _changed_since_fold(storage: SqlStorage) -> bool:
-    """Whether anything was written since the last fold (which left its position)."""
+def _changed_since_fold(storage: SqlStorage, policy: FoldPolicy) -> bool:
+    """Whether anything was written since the last fold, which had this policy's rules
+    (otherwise this fold is a full one, which looks no word up)."""
     state = fold_marks.fold_state(storage)
-    return state is not None and storage.newest_change() != state[0]
+    if state is None or state[1] != policy_key(policy):
+        return False
+    return storage.newest_change() != state[0]
 
 
 def _screened(

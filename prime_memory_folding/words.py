@@ -29,7 +29,8 @@ IntT = TypeVar("IntT", np.int64, np.uint64)
 
 _WORD = re.compile(r"\w+")
 
-# Words too common to say anything; dropped from a query unless nothing else is left.
+# Words too common to say anything: a text query drops them unless nothing else is
+# left, and an incremental fold looks them up last.
 _STOPWORD_TEXT = """
     a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for
@@ -40,7 +41,7 @@ _STOPWORD_TEXT = """
     under until up very was we were what when where which while who whom why will with
     would you your yours yourself yourselves
 """
-#: The words a text query drops unless nothing else is left (lower case).
+#: Words too common to say anything (lower case).
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 #: Scripts written without spaces between words: their words are character pairs.
