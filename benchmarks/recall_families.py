@@ -48,6 +48,9 @@ FAMILIES: dict[str, dict[str, Sequence[Any]]] = {
         hop_docs=(3,),
         hop_weight=(0.1,),
     ),
+    "sessions: a lead from the memory's session": dict(
+        session_kind=("max", "top2", "cos"), session_weight=(0.05, 0.1, 0.2, 0.4)
+    ),
     "variety: a cost per hit from the same session": dict(session_penalty=(0.05, 0.1, 0.2)),
     "variety: maximal marginal relevance": dict(mmr=(0.05, 0.1, 0.2)),
     "query vector: tokens weighted by their IDF in the store": dict(query_idf=(0.5, 1.0, 2.0)),

@@ -262,6 +262,9 @@ class Idea:
     link_weight: float = 0.3
     link_share: float = 0.02
     link_names: bool = False
+    # Sessions: a memory gains this x its session's score (see recall_terms.session_lead).
+    session_weight: float = 0.0
+    session_kind: str = "max"
     # Variety: each hit already taken from a memory's session costs it this much.
     session_penalty: float = 0.0
     # Labels named: a memory gains this when the query names one of its tags (LoCoMo:
@@ -368,6 +371,8 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
         context = np.maximum(context, np.where(ok, lent, 0.0))
     matched = fused + context
     final = matched.copy()
+    if idea.session_weight:
+        final += idea.session_weight * terms.session_lead(h, lending, vector, idea.session_kind)
     window = h.windows[q] if h.windows else None
     if window is not None and idea.time_weight:
         final += idea.time_weight * time_closeness(h.stamps, window, idea.time_tail)

@@ -215,6 +215,28 @@ def varied(h: Haystack, final: Array, order: npt.NDArray[np.int64], penalty: flo
     return np.array(out, dtype=np.int64)
 
 
+def session_lead(h: Haystack, lending: Array, vector: Any, kind: str) -> Array:
+    """Per memory, its session's score: the best ``lending`` score in it ("max"), the mean
+    of its two best ("top2"), or its mean vector's cosine with the query ("cos"), over the
+    best session's."""
+    _, session = np.unique(h.stamps, return_inverse=True)
+    count = int(session.max()) + 1 if len(session) else 0
+    if kind == "cos":
+        sums = np.zeros((count, h.whole.shape[1]))
+        np.add.at(sums, session, h.whole)
+        score = np.maximum(unit_rows(sums) @ vector, 0.0)
+    elif kind == "top2":
+        score = np.zeros(count)
+        for s in range(count):
+            best = np.sort(lending[session == s])[-2:]
+            score[s] = best.mean()
+    else:
+        score = np.zeros(count)
+        np.maximum.at(score, session, lending)
+    top = float(score.max()) if len(score) else 0.0
+    return score[session] / top if top > 0 else np.zeros(len(session))
+
+
 def marginal(h: Haystack, final: Array, order: npt.NDArray[np.int64], weight: float) -> Any:
     """``order`` again, each hit costing the later ones ``weight`` x their cosine with it."""
     left = [int(i) for i in order]
