@@ -16,7 +16,9 @@ TIMEOUT = 60  # seconds; generous, since CI machines may be busy
 class InspectorProcess:
     """A running inspector; ``url`` is the address it printed, token included."""
 
-    def __init__(self, store: Path, *args: str) -> None:
+    def __init__(self, store: Path, *args: str, sigint_ignored: bool = False) -> None:
+        """Start it; ``sigint_ignored`` starts it as a script's background job
+        is started: with SIGINT ignored until the server handles it itself."""
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -34,6 +36,7 @@ class InspectorProcess:
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ),
+            preexec_fn=_ignore_sigint if sigint_ignored else None,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stdout: list[str] = []
@@ -83,3 +86,7 @@ class InspectorProcess:
             if pipe is not None:
                 pipe.close()
         return "".join(self.stdout) + self.stderr
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

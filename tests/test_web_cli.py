@@ -55,6 +55,18 @@ def test_the_printed_address_opens_the_inspector_and_the_token_is_never_logged(
     assert f"Open: {inspector.url}" in printed
 
 
+def test_ctrl_c_as_soon_as_the_address_shows_stops_a_background_inspector(
+    store_path: Path,
+) -> None:
+    # A background job of a script starts with SIGINT ignored: the address
+    # shows only once the server handles Ctrl-C itself, so one sent at once stops it.
+    MemoryEngine(store_path).close()
+    for _ in range(3):
+        inspector = InspectorProcess(store_path, sigint_ignored=True)
+        printed = inspector.close()
+        assert inspector.proc.returncode == 0, printed  # it stopped by itself, not killed
+
+
 def test_two_runs_get_different_tokens(store_path: Path) -> None:
     MemoryEngine(store_path).close()
     first = InspectorProcess(store_path)
@@ -87,10 +99,14 @@ def test_binding_off_loopback_with_a_token_warns(
 
     MemoryEngine(store_path).close()
     served: list[object] = []
-    # Bind loopback in the test whatever the host says, and serve nothing.
+
+    async def stop_at_once(self: uvicorn.Server) -> None:
+        served.append(self)
+
+    # Bind loopback in the test whatever the host says; start, then stop at once.
     bind = server.listening_socket
     monkeypatch.setattr(server, "listening_socket", lambda host, port: bind("127.0.0.1", 0))
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: served.append(sockets))
+    monkeypatch.setattr(uvicorn.Server, "main_loop", stop_at_once)
     token = "a-long-enough-secret-token"
     result = CliRunner().invoke(
         cli,

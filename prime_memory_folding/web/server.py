@@ -101,9 +101,21 @@ def _serve_on(
     app = create_app(engine, keys, _hosts(host, bound))
     url = f"http://{shown}:{bound}/?token={token}"
     print(f"Prime Memory inspector for {engine.path}", file=out)
-    print(f"Open: {url}", file=out, flush=True)
+
+    class Announcing(uvicorn.Server):
+        """Prints the address once the server has started.
+
+        By then it handles Ctrl-C (SIGINT): a process started with SIGINT
+        ignored, as a script's background job is, would otherwise drop a
+        Ctrl-C sent as soon as the address shows, and keep serving.
+        """
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(f"Open: {url}", file=out, flush=True)
+                if open_browser:
+                    threading.Timer(0.5, webbrowser.open, args=(url,)).start()
+
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
-    if open_browser:
-        threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-    server.run(sockets=[sock])
+    Announcing(config).run(sockets=[sock])
