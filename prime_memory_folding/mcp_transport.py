@@ -67,6 +67,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from .announce import run_announced
 from .errors import InvalidInput
 from .scopes import named_project
 from .storage.base import TokenRow
@@ -551,9 +552,11 @@ def run_http(
     )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     name = f"[{host}]" if ":" in host else host
-    print(
-        f"prime-memory-mcp: serving streamable HTTP on http://{name}:{bound_port}/mcp",
-        file=sys.stderr,
-        flush=True,
+    address = f"http://{name}:{bound_port}/mcp"
+    run_announced(
+        config,
+        [sock],
+        lambda: print(
+            f"prime-memory-mcp: serving streamable HTTP on {address}", file=sys.stderr, flush=True
+        ),
     )
-    uvicorn.Server(config).run(sockets=[sock])

@@ -39,7 +39,10 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-ADAPTERS = ("cli", "web", "mcp_server", "mcp_access", "mcp_args", "mcp_models", "mcp_transport")
+ADAPTERS = (
+    *("cli", "web", "announce"),
+    *("mcp_server", "mcp_access", "mcp_args", "mcp_models", "mcp_transport"),
+)
 ADAPTER_LIBRARIES = (
     *("mcp", "pydantic", "click", "typer", "rich"),
     *("starlette", "jinja2", "uvicorn", "markupsafe"),

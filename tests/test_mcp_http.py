@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -38,7 +39,13 @@ INITIALIZE = json.dumps(
 class HttpServer:
     """The server process; ``port`` is read from the line it prints to stderr."""
 
-    def __init__(self, store: Path | str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Path | str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        sigint_ignored: bool = False,
+    ) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -56,6 +63,10 @@ class HttpServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
+            # As a script's background job starts: SIGINT ignored.
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
         )
         lines: queue.Queue[bytes] = queue.Queue()
         self.reader = threading.Thread(target=self._drain, args=(lines,), daemon=True)
@@ -103,6 +114,17 @@ class HttpServer:
             self.reader.join(timeout=TIMEOUT)
             if self.proc.stderr is not None:
                 self.proc.stderr.close()
+
+
+def test_ctrl_c_as_soon_as_it_serves_stops_a_background_server(tmp_path: Path) -> None:
+    # It says where it serves only once it handles Ctrl-C itself.
+    for _ in range(3):
+        server = HttpServer(tmp_path / "memory.db", sigint_ignored=True)
+        try:
+            server.proc.send_signal(signal.SIGINT)
+            assert server.proc.wait(timeout=TIMEOUT) == 0  # stopped by itself
+        finally:
+            server.stop()
 
 
 @pytest.fixture(scope="module")

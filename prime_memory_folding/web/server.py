@@ -8,6 +8,7 @@ import webbrowser
 from collections.abc import Callable
 from typing import TextIO
 
+from ..announce import run_announced
 from ..engine import MemoryEngine
 from .app import create_app
 from .security import Secrets, allowed_hosts, is_loopback
@@ -102,20 +103,10 @@ def _serve_on(
     url = f"http://{shown}:{bound}/?token={token}"
     print(f"Prime Memory inspector for {engine.path}", file=out)
 
-    class Announcing(uvicorn.Server):
-        """Prints the address once the server has started.
-
-        By then it handles Ctrl-C (SIGINT): a process started with SIGINT
-        ignored, as a script's background job is, would otherwise drop a
-        Ctrl-C sent as soon as the address shows, and keep serving.
-        """
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                print(f"Open: {url}", file=out, flush=True)
-                if open_browser:
-                    threading.Timer(0.5, webbrowser.open, args=(url,)).start()
+    def announce() -> None:
+        print(f"Open: {url}", file=out, flush=True)
+        if open_browser:
+            threading.Timer(0.5, webbrowser.open, args=(url,)).start()
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    Announcing(config).run(sockets=[sock])
+    run_announced(config, [sock], announce)
