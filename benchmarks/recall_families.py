@@ -54,6 +54,9 @@ FAMILIES: dict[str, dict[str, Sequence[Any]]] = {
     "variety: a cost per hit from the same session": dict(session_penalty=(0.05, 0.1, 0.2)),
     "variety: maximal marginal relevance": dict(mmr=(0.05, 0.1, 0.2)),
     "query vector: tokens weighted by their IDF in the store": dict(query_idf=(0.5, 1.0, 2.0)),
+    "query vector: without its stop words, or its hedges too": dict(
+        query_strip=("stop", "hedge"), query_idf=(0.0, 0.5)
+    ),
     "query vector: without the tokens most of the store holds": dict(query_drop=(0.05, 0.1, 0.2)),
     "the table's neighbours of the query's words (a second BM25 query)": dict(
         near_similarity=(0.6, 0.7), near_weight=(0.1, 0.2, 0.3)

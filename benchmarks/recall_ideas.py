@@ -190,13 +190,16 @@ class Haystack:
         if self.vocab is not None:
             self.token_holders = self.vocab.holders(self.text_ids)
 
-    def query_vector(self, q: int, power: float, drop: float) -> Any:
-        """Query ``q`` encoded with its tokens weighted by their IDF here (terms.token_weights)."""
-        key = ("query", q, power, drop)
+    def query_vector(self, q: int, power: float, drop: float, strip: str = "") -> Any:
+        """Query ``q`` encoded with its tokens weighted by their IDF here (terms.token_weights),
+        and without its stop words (and hedges) with ``strip`` (terms.stripped)."""
+        key = ("query", q, power, drop, strip)
         if key not in self.made:
             assert self.vocab is not None, "weighted queries need a model2vec model"
             ids = self.query_ids[q]
             weights = terms.token_weights(ids, self.token_holders, len(self.texts), power, drop)
+            if strip:
+                weights = weights * terms.stripped(self.vocab, ids, strip)
             self.made[key] = self.vocab.weighted(ids, weights)
         return self.made[key]
 
@@ -283,6 +286,8 @@ class Idea:
     # (0: the model's own mean), without the tokens more than ``query_drop`` of it holds.
     query_idf: float = 0.0
     query_drop: float = 1.0
+    # ...and without its stop words ("stop") or its stop words and hedges ("hedge").
+    query_strip: str = ""
     # The memories' vectors likewise (their tokens weighted by IDF to this power), and this
     # share of the store's mean vector taken from them and from the query's.
     memory_idf: float = 0.0
@@ -310,8 +315,8 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
     """Indices of ``h.texts`` best first, at most ``limit``, as the engine would rank them."""
     n = len(h.texts)
     vector = h.queries[q] if query is None else query
-    if query is None and (idea.query_idf or idea.query_drop < 1.0):
-        vector = h.query_vector(q, idea.query_idf, idea.query_drop)
+    if query is None and (idea.query_idf or idea.query_drop < 1.0 or idea.query_strip):
+        vector = h.query_vector(q, idea.query_idf, idea.query_drop, idea.query_strip)
     whole = h.whole
     if idea.memory_idf or idea.centre:
         whole, mean = h.memory_vectors(idea.memory_idf, idea.centre)

@@ -118,6 +118,22 @@ def token_weights(
     return kept if kept.any() else np.ones(len(ids))
 
 
+#: Words that hedge or frame a question ("Would X likely ...", "What might X's ... be?")
+#: rather than name what it asks about.
+HEDGES = frozenset(("would", "could", "might", "may", "likely", "probably", "possibly",
+                    "considered", "consider", "be", "kind", "type", "sort"))  # fmt: skip
+
+
+def stripped(vocab: Vocabulary, ids: Sequence[int], which: str) -> Array:
+    """Per token of a query: 0 for a stop word ("stop") or a stop word or hedge ("hedge"),
+    else 1; all 1 if that leaves none."""
+    words = recall.STOPWORDS | (HEDGES if which == "hedge" else frozenset())
+    table = vocab.model.tokenizer.get_vocab()
+    out = {table[w] for w in words if w in table}
+    weights = np.array([0.0 if i in out else 1.0 for i in ids])
+    return weights if weights.any() else np.ones(len(ids))
+
+
 def expansion(
     vocab: Vocabulary, query: str, holders: Counter[str], similarity: float, top: int
 ) -> str:
