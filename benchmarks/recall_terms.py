@@ -60,6 +60,14 @@ class Vocabulary:
         rows = self.table[[i for i, _ in words]]
         self.word_units = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
         self._near: dict[tuple[str, float, int], list[str]] = {}
+        self._ids: dict[frozenset[str], frozenset[int]] = {}
+
+    def word_ids(self, words: frozenset[str]) -> frozenset[int]:
+        """The token ids of those of ``words`` that are one token of the table."""
+        if words not in self._ids:
+            table = self.model.tokenizer.get_vocab()
+            self._ids[words] = frozenset(table[w] for w in words if w in table)
+        return self._ids[words]
 
     def tokens(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's token ids, as the model reads them."""
@@ -127,9 +135,7 @@ HEDGES = frozenset(("would", "could", "might", "may", "likely", "probably", "pos
 def stripped(vocab: Vocabulary, ids: Sequence[int], which: str) -> Array:
     """Per token of a query: 0 for a stop word ("stop") or a stop word or hedge ("hedge"),
     else 1; all 1 if that leaves none."""
-    words = recall.STOPWORDS | (HEDGES if which == "hedge" else frozenset())
-    table = vocab.model.tokenizer.get_vocab()
-    out = {table[w] for w in words if w in table}
+    out = vocab.word_ids(recall.STOPWORDS | (HEDGES if which == "hedge" else frozenset()))
     weights = np.array([0.0 if i in out else 1.0 for i in ids])
     return weights if weights.any() else np.ones(len(ids))
 

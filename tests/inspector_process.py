@@ -36,7 +36,7 @@ class InspectorProcess:
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ),
-            preexec_fn=_ignore_sigint if sigint_ignored else None,
+            preexec_fn=ignore_sigint if sigint_ignored else None,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stdout: list[str] = []
@@ -88,5 +88,6 @@ class InspectorProcess:
         return "".join(self.stdout) + self.stderr
 
 
-def _ignore_sigint() -> None:
+def ignore_sigint() -> None:
+    """Ignore SIGINT in a child about to start, as a script's background job does."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

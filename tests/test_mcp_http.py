@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from prime_memory_folding.mcp_transport import http_bind_problem
+from tests.inspector_process import ignore_sigint
 
 TIMEOUT = 60
 TOKEN = "s3cret-token"
@@ -63,10 +64,7 @@ class HttpServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
-            # As a script's background job starts: SIGINT ignored.
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-            if sigint_ignored
-            else None,
+            preexec_fn=ignore_sigint if sigint_ignored else None,
         )
         lines: queue.Queue[bytes] = queue.Queue()
         self.reader = threading.Thread(target=self._drain, args=(lines,), daemon=True)
