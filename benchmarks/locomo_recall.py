@@ -55,7 +55,7 @@ from typing import Any
 import _harness as harness
 from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
-from prime_memory_folding import MemoryEngine, recall
+from prime_memory_folding import MemoryEngine, query_weights, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
@@ -270,7 +270,15 @@ PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = 
         {"TIME_WEIGHT": (0.0, 0.2, 0.4, 0.6), "TIME_TAIL": (0.5, 1.0)},
         {"TIME_WEIGHT": 0.0},
     ),
+    ("query weights", {"QUERY_IDF": (0.0, 0.5, 1.0)}, {"QUERY_IDF": 0.0}),
 )
+
+
+def _module_of(name: str) -> Any:
+    """The module that holds the ranking constant ``name``."""
+    return query_weights if hasattr(query_weights, name) else recall
+
+
 Setting = tuple[tuple[str, float], ...]
 Scores = dict[str, list[tuple[int, dict[int, float]]]]
 
@@ -310,17 +318,17 @@ def leave_one_out(
     def scores(values: dict[str, float]) -> Scores:
         key = _setting(values)
         if key not in memo:
-            saved = {k: getattr(recall, k) for k in values}
+            saved = {k: getattr(_module_of(k), k) for k in values}
             try:
                 for k, v in values.items():
-                    setattr(recall, k, v)
+                    setattr(_module_of(k), k, v)
                 memo[key] = {
                     conv.sample_id: list(recalls(engine, dia_of, conv, by_text))
                     for conv, (engine, dia_of) in zip(convs, stores)
                 }
             finally:
                 for k, v in saved.items():
-                    setattr(recall, k, v)
+                    setattr(_module_of(k), k, v)
             if not quiet:
                 print(f"  --loo: {dict(key)} done", file=sys.stderr)
         return memo[key]
@@ -335,8 +343,8 @@ def leave_one_out(
         steps = []
         for name, tuned, off in PARTS:
             for k in off:
-                defaults[k] = getattr(recall, k)
-            defaults.update({k: getattr(recall, k) for k in tuned})
+                defaults[k] = getattr(_module_of(k), k)
+            defaults.update({k: getattr(_module_of(k), k) for k in tuned})
             held: list[tuple[int, dict[int, float]]] = []
             folds = []
             for conv in convs:

@@ -43,7 +43,8 @@ import importlib
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -71,6 +72,7 @@ EMBEDDER_ENV = "PRIME_MEMORY_EMBEDDER"
 API_KEY_ENV = "PRIME_MEMORY_EMBEDDER_API_KEY"
 BUILTIN_MODEL = "minilm-distilled-256"
 HUB_PREFIX = "hf:"
+_WORD = re.compile(r"\w+")
 
 
 @runtime_checkable
@@ -149,6 +151,43 @@ class StaticEmbedder:
             return self._model.encode(batch, use_multiprocessing=False)
 
         return _embed_with(encode, texts, self.dim, self.name, lambda: self.dim)
+
+    def embed_weighted(self, text: str, weights: Mapping[str, float]) -> Matrix:
+        """``text``'s unit vector with each token's row times its word's weight.
+
+        ``weights`` maps words (``\\w+`` runs of ``text``, in lower case) to
+        weights; a token outside every word, or of a word without a weight,
+        weighs nothing. With every token weighing the same, the vector is
+        :meth:`embed`'s. Where no token weighs anything, or the text is longer
+        than the model reads, it is :meth:`embed`'s too.
+        """
+        import numpy as np
+
+        model = self._model
+        encoding = model.tokenizer.encode(text, add_special_tokens=False)
+        kept = [
+            (token, span)
+            for token, span in zip(encoding.ids, encoding.offsets)
+            if token != model.unk_token_id
+        ]
+        limit = getattr(model, "max_length", None)
+        word_at: dict[int, str] = {}
+        for match in _WORD.finditer(text):
+            word_at.update(dict.fromkeys(range(match.start(), match.end()), match.group().lower()))
+        scale = np.array([weights.get(word_at.get(start, ""), 0.0) for _, (start, _) in kept])
+        if not kept or (limit is not None and len(kept) > limit) or not scale.any():
+            return self._one(text)
+        rows = np.asarray(model.encode_as_sequence(text), dtype=np.float64)
+        if rows.shape != (len(kept), self.dim):  # another tokenisation: no weights
+            return self._one(text)
+        mean = (rows * scale[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(mean))
+        vector: Matrix = (mean / norm if norm > 0 else mean).astype(np.float32)
+        return vector
+
+    def _one(self, text: str) -> Matrix:
+        vector: Matrix = self.embed([text])[0]
+        return vector
 
     def __repr__(self) -> str:
         return f"StaticEmbedder(name={self.name!r}, dim={self.dim})"

@@ -27,6 +27,7 @@ from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
+from .query_weights import SharesOf
 from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
 from .storage import Pushdown, SqlStorage, StoredRow, archive
@@ -211,7 +212,12 @@ class Reader:
                 and not recall.is_custom(space)
                 and (self._pushdown is not None or self._index.dim is not None)
             ):
-                unit = self._parts.text.embed([text])[0]
+                shares_of: SharesOf
+                if self._pushdown is not None:
+                    shares_of = self._pushdown.word_shares
+                else:
+                    shares_of = self.word_shares.of_store(storage, len(self._index))
+                unit = self._parts.text.embed_query(text, shares_of)
             if self._pushdown is not None:
                 found_window = pushdown.by_text(
                     self._pushdown, self._live.columns, gates, text, unit, limit, window

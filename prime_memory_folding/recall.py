@@ -50,6 +50,7 @@ from .embeddings import BUILTIN_MODEL, EMBEDDER_ENV, Embedder, load_embedder
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
+from .query_weights import SharesOf, WeightedEmbedder, word_weights
 from .storage.base import SqlStorage
 from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
 from .words import STOPWORDS
@@ -216,6 +217,24 @@ class TextEmbedding:
             )
         nonzero = np.any(matrix, axis=1)
         return [row if keep else None for row, keep in zip(matrix, nonzero)]
+
+    def embed_query(self, text: str, shares_of: SharesOf) -> npt.NDArray[np.float32] | None:
+        """A text query's unit vector: its words weighted by their rarity in the store
+        (``shares_of``, see :mod:`~prime_memory_folding.query_weights`) when the embedder
+        can weight them, else :meth:`embed`'s; None when the model cannot represent it.
+        """
+        embedder = self.get()
+        weights = word_weights(text, shares_of) if isinstance(embedder, WeightedEmbedder) else None
+        if weights is None:
+            return self.embed([text])[0]
+        assert isinstance(embedder, WeightedEmbedder)
+        vector = np.asarray(embedder.embed_weighted(text, weights), dtype=np.float32)
+        if vector.shape != (embedder.dim,) or not np.all(np.isfinite(vector)):
+            raise EmbeddingError(
+                f"{embedder.name} returned a query vector of shape {vector.shape}; "
+                f"set {self.setting} to a working embedding model"
+            )
+        return vector if vector.any() else None
 
 
 # -- the store's space --------------------------------------------------------------
@@ -522,6 +541,17 @@ class WordShares:
                 return None
             self._shares.update(zip(missing, sampled))
         return [self._shares[term] for term in terms]
+
+    def of_store(self, storage: Storage, total: int) -> SharesOf:
+        """Words' shares of a SQLite store of ``total`` records, for a query's vector
+        (:func:`~prime_memory_folding.query_weights.word_weights`)."""
+        db = _sqlite_db(storage, "text queries")
+
+        def shares(words: Sequence[str]) -> tuple[list[float | None], int] | None:
+            found = self.get(db, [_quote(word) for word in words])
+            return None if found is None else (list[float | None](found), total)
+
+        return shares
 
 
 def _sample_shares(db: sqlite3.Connection, terms: Sequence[str], since: int) -> list[float] | None:

@@ -108,6 +108,24 @@ class TextSearch:
             stats.df[lex] = int(row[0]) if row else 0
         return {lex: stats.df[lex] for lex in lexemes}
 
+    def word_shares(self, words: Sequence[str]) -> tuple[list[float | None], int] | None:
+        """Each word's share of the records (by its lexemes' counts; None for a word
+        the index keeps no lexeme of, such as a stop word) and the store's size."""
+        rows = self._run(
+            "SELECT coalesce((SELECT array_agg(lexeme) FROM unnest(to_tsvector('english', "
+            f"{folded('w')}))), '{{}}') FROM unnest(%s::text[]) WITH ORDINALITY AS t(w, n) "
+            "ORDER BY n",
+            (list(words),),
+        ).fetchall()
+        stats = self._text_stats()
+        if stats.total == 0:
+            return None
+        df = self._frequencies(stats, sorted({lex for (found,) in rows for lex in found}))
+        shares = [
+            max(df[lex] for lex in found) / stats.total if found else None for (found,) in rows
+        ]
+        return shares, stats.total
+
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
         """BM25 scores of a text query's gated candidates (FTS5's formula).
 

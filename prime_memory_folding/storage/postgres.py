@@ -9,10 +9,9 @@ memory before it answers:
   a GIN index over ``tag_primes`` (``@>`` all-of, ``&&`` any-of, ``NOT &&``
   none-of), each all-of candidate confirmed by the exact divisibility test on
   the stored tag product;
-- a text query's candidates come from the ``lex`` ``tsvector`` (GIN), and are
-  scored with FTS5's BM25 formula (:func:`bm25`), from document frequencies
-  and the average length that this class keeps, a little stale at most, per
-  connection pool;
+- a text query's candidates come from the ``lex`` ``tsvector`` (GIN), scored
+  with FTS5's BM25 formula (:func:`bm25`) from document frequencies and the
+  average length kept per connection pool (a little stale at most);
 - vectors are float32 ``bytea``, scored with numpy over gated candidates.
 
 Writes are transactions on one pooled connection. Prime assignment takes a
@@ -769,6 +768,9 @@ class PostgresStorage(token_table.TokenTable):
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
         """BM25 scores of a text query's gated candidates (:meth:`.pg_text.TextSearch.lexical`)."""
         return self._text.lexical(text, gates, budget)
+
+    def word_shares(self, words: Sequence[str]) -> tuple[list[float | None], int] | None:
+        return self._text.word_shares(words)  # see TextSearch.word_shares
 
     def label_counts(self) -> dict[str, dict[str, int]]:
         """Live records per domain, subdomain and tag label."""
