@@ -55,7 +55,7 @@ from typing import Any
 import _harness as harness
 from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
-from prime_memory_folding import MemoryEngine, query_weights, recall
+from prime_memory_folding import MemoryEngine, asking, feedback, query_weights, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
@@ -256,27 +256,33 @@ def run_system(
     return everything, per_conv
 
 
+#: The fusion weights ``--loo`` tries.
+FUSION_GRID = {"COSINE_WEIGHT": (0.5, 0.6, 0.7), "CONTEXT_WEIGHT": (0.0, 0.3, 0.5, 0.6, 0.9)}
 #: The parts of the text ranking, in the order they were added: a name, the
-#: ``recall`` constants ``--loo`` tunes for it with the values it tries, and the
+#: ranking constants ``--loo`` tunes for it with the values it tries, and the
 #: values that turn it off (the parts after the first are off until added).
 PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = (
-    (
-        "fusion",
-        {"COSINE_WEIGHT": (0.5, 0.6, 0.7), "CONTEXT_WEIGHT": (0.0, 0.3, 0.5, 0.6, 0.9)},
-        {},
-    ),
+    ("fusion", FUSION_GRID, {}),
     (
         "time prior",
         {"TIME_WEIGHT": (0.0, 0.2, 0.4, 0.6), "TIME_TAIL": (0.5, 1.0)},
         {"TIME_WEIGHT": 0.0},
     ),
     ("query weights", {"QUERY_IDF": (0.0, 0.5, 1.0)}, {"QUERY_IDF": 0.0}),
+    (
+        "questions",
+        {"ASK_PENALTY": (0.0, 0.3, 0.6), "ASK_LEND": (0.1, 0.2)},
+        {"ASK_PENALTY": 0.0},
+    ),
+    ("lexical feedback", {"LEND_WEIGHT": (0.0, 0.2, 0.4)}, {"LEND_WEIGHT": 0.0}),
+    # The fusion weights were first chosen with every later part off.
+    ("fusion, tuned again", FUSION_GRID, {}),
 )
 
 
 def _module_of(name: str) -> Any:
     """The module that holds the ranking constant ``name``."""
-    return query_weights if hasattr(query_weights, name) else recall
+    return next((m for m in (query_weights, asking, feedback) if hasattr(m, name)), recall)
 
 
 Setting = tuple[tuple[str, float], ...]

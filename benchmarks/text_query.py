@@ -12,13 +12,17 @@ of the same texts (target: 5,000 texts a second or more) and prints the bytes
 of vector each memory stores; ``--compare-reach N`` times every query also
 with context from N neighbours on each side, the two taking turns going first.
 ``--compare-before`` times every query also as the engine ranked before the
-time prior and the weighted query vector (no time expression read,
-``recall.TIME_WEIGHT = 0``; the model's own query vector,
-``query_weights.QUERY_IDF = 0``), taking turns, and checks that the queries
+time prior, the query weights, questions and lexical feedback (no time
+expression read, ``recall.TIME_WEIGHT = 0``; the model's own query vector,
+``query_weights.QUERY_IDF = 0``; ``asking.ASK_PENALTY = 0`` and
+``feedback.LEND_WEIGHT = 0``), taking turns, and checks that the queries
 that name no time get the same hits with and without the time prior (the
 vocabulary holds "yesterday", "friday" and other time words, so some name
 one). ``--time-phrase "last week"`` appends those words to every query,
-so that each names a time.
+so that each names a time. The vocabulary is small, so every word is in
+hundreds of records; ``--rare-words K`` adds K words to each memory, drawn
+from 20,000 made-up ones, as names and identifiers are in real notes (rare
+words are what lexical feedback lends).
 
 It measures embedding, so it refuses to run without an embedder
 (``PRIME_MEMORY_EMBEDDER=none``), and it prints the embedder it used. Before
@@ -52,7 +56,7 @@ from typing import Any
 import _harness as harness
 from _shared import DOMAINS, memory_kib, store_in_batches
 
-from prime_memory_folding import Hit, MemoryEngine, query_weights, recall
+from prime_memory_folding import Hit, MemoryEngine, asking, feedback, query_weights, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 from prime_memory_folding.when import time_window
 
@@ -61,6 +65,8 @@ TARGET_P50_S = 0.015
 TARGET_STORE_RATE = 1_000.0
 TARGET_RSS_MB = 400.0
 TARGET_EMBED_RATE = 5_000.0
+#: Made-up words ``--rare-words`` draws from: each is in a few records of 100,000.
+RARE_WORDS = 20_000
 #: Texts embedded alone, before the stores, to time the embedder by itself.
 EMBED_SAMPLE = 20_000
 LIMIT = 10
@@ -145,15 +151,15 @@ def without_time_prior() -> Iterator[None]:
 
 @contextlib.contextmanager
 def ranking_before() -> Iterator[None]:
-    """Text queries rank as before the time prior and the weighted query vector: no time
-    expression is read, and the query is the model's own vector."""
-    saved = query_weights.QUERY_IDF
-    query_weights.QUERY_IDF = 0.0
+    """Text queries rank as before the time prior, the query weights, questions and
+    lexical feedback (see the module's docstring)."""
+    saved = query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY
+    query_weights.QUERY_IDF = feedback.LEND_WEIGHT = asking.ASK_PENALTY = 0.0
     try:
         with without_time_prior():
             yield
     finally:
-        query_weights.QUERY_IDF = saved
+        query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY = saved
 
 
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
@@ -236,9 +242,16 @@ def main(argv: list[str] | None = None) -> int:
         help="append these words (such as 'last week') to every query",
     )
     parser.add_argument(
+        "--rare-words",
+        type=int,
+        default=0,
+        metavar="K",
+        help=f"add K words to each memory, drawn from {RARE_WORDS:,} made-up ones (names, codes)",
+    )
+    parser.add_argument(
         "--compare-before",
         action="store_true",
-        help="also time each query ranked as before the time prior and query weights, taking turns",
+        help="also time each query ranked as before the last four parts of ranking, taking turns",
     )
     args = parser.parse_args(argv)
     harness.at_least(parser, args, records=LIMIT, queries=1)
@@ -253,6 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     embedder = load_embedder(spec)
 
     texts = sentences(args.records, args.seed, 8, 20)
+    if args.rare_words:
+        names = random.Random(args.seed + 3)
+        texts = [
+            " ".join(
+                [text, *(f"n{names.randrange(RARE_WORDS):05d}x" for _ in range(args.rare_words))]
+            )
+            for text in texts
+        ]
     rng = random.Random(args.seed + 1)
     items = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
     questions = sentences(args.queries, args.seed + 2, 3, 8)
@@ -370,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         if "p50_s_before" in row:
             before = row["p50_s_before"]
             print(
-                "  the same queries ranked as before the time prior and the weighted query: "
+                "  the same queries ranked as before the time prior, query weights, questions "
+                "and feedback: "
                 f"p50 {harness.fmt_ms(before)}; "
                 f"now / before = {row['p50_s'] / before:.2f}x (target <= 1.20x)"
             )

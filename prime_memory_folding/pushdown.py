@@ -38,12 +38,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from .index import IndexColumns, StructuralIndex, TagQuery
+from .index import IndexColumns, Rows, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
 from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
-__all__ = ["WINDOW_MAX", "Window", "by_salience", "by_text", "by_vector", "matching_ids"]
+__all__ = [
+    "WINDOW_MAX",
+    "Asker",
+    "Lender",
+    "Window",
+    "by_salience",
+    "by_text",
+    "by_vector",
+    "gated_rows",
+    "matching_ids",
+]
 
 #: Gated records a query ranks exactly in one window.
 WINDOW_MAX = 20_000
@@ -55,6 +65,10 @@ SALIENCE_FIRST = 16
 NEAREST_FIRST = 64
 
 ColumnsOf = Callable[[IndexTable], IndexColumns]
+#: The words a text query's first hits (by record id, best first) lend it.
+Lender = Callable[[Sequence[str]], list[str]]
+#: Whether each record (by id) only asks.
+Asker = Callable[[Sequence[str]], list[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +173,22 @@ def _nearest(
     return [rid for _, _, rid in best], seen
 
 
+def gated_rows(
+    index: StructuralIndex, scores: Mapping[str, float], gate_rows: Rows | None
+) -> dict[int, float]:
+    """``scores`` by record id as scores by ``index`` row, of the rows in ``gate_rows``
+    (None: every row) only."""
+    lexical = {}
+    for rid, score in scores.items():
+        row = index.row_of(rid)
+        if row is not None:
+            lexical[row] = score
+    if gate_rows is not None and lexical:
+        keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
+        lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
+    return lexical
+
+
 def by_text(
     store: Pushdown,
     columns_of: ColumnsOf,
@@ -167,12 +197,17 @@ def by_text(
     unit: npt.NDArray[np.float32] | None,
     limit: int,
     window: tuple[float, float] | None = None,
+    readers: tuple[Lender | None, Asker | None] = (None, None),
 ) -> Window:
     """BM25 and cosine fused, as the embedded store ranks a text query.
 
     ``window`` is the span of time the text names, if any (see
-    :func:`~prime_memory_folding.recall.hybrid_rank`).
+    :func:`~prime_memory_folding.recall.hybrid_rank`). ``readers`` give the
+    words the first hits lend the query (:mod:`~prime_memory_folding.feedback`;
+    their BM25 reaches the records the window holds) and which memories only
+    ask (:mod:`~prime_memory_folding.asking`).
     """
+    lender, asker = readers
     found = store.lexical(text, gates, LEXICAL_BUDGET)
     lexical_ids: Sequence[str] = list(found.scores)
     # The lexical hits' neighbours come too, gated or not: they lend context,
@@ -194,12 +229,18 @@ def by_text(
             table = store.gated(gates, replace(read, also=also))
     index = _window(columns_of, table)
     rows = index.select(gates)
-    lexical: dict[int, float] = {}
-    for rid, score in found.scores.items():
-        row = index.row_of(rid)
-        if row is not None:
-            lexical[row] = score
-    if lexical:
-        keep = np.isin(np.fromiter(lexical, dtype=np.int64), rows)
-        lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
-    return Window(index, hybrid_rank(index, rows, lexical, unit, limit, window=window))
+    lexical = gated_rows(index, found.scores, rows)
+
+    def lend(first: npt.NDArray[np.int64]) -> dict[int, float]:
+        words = lender(index.record_ids(first)) if lender is not None else []
+        if not words:
+            return {}
+        lent = store.lexical(" ".join(words), gates, LEXICAL_BUDGET)
+        return gated_rows(index, lent.scores, rows)
+
+    def said(some: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        return np.array(asker(index.record_ids(some)) if asker else [], dtype=bool)
+
+    asks = None if asker is None else said
+    ranked = hybrid_rank(index, rows, lexical, unit, limit, window=window, lend=lend, asks=asks)
+    return Window(index, ranked)

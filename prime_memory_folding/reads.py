@@ -13,14 +13,15 @@ index (:mod:`~prime_memory_folding.pushdown`). It writes nothing:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from . import pushdown, recall, writes
+from . import asking, feedback, pushdown, recall, writes
 from . import scopes as scope_rules
 from .errors import InvalidInput
 from .index import StructuralIndex, TagQuery
@@ -67,6 +68,9 @@ class Reader:
         self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         #: Query words' shares of the newest records, for planning text queries.
         self.word_shares = recall.WordShares()
+        #: The same for the words a query's first hits may lend it.
+        self.lent_shares = recall.WordShares()
+        self._sql: bool | None = None  # whether the storage takes SQL
 
     def gates(self, filters: Filters) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
@@ -212,15 +216,21 @@ class Reader:
                 and not recall.is_custom(space)
                 and (self._pushdown is not None or self._index.dim is not None)
             ):
-                shares_of: SharesOf
-                if self._pushdown is not None:
-                    shares_of = self._pushdown.word_shares
-                else:
-                    shares_of = self.word_shares.of_store(storage, len(self._index))
-                unit = self._parts.text.embed_query(text, shares_of)
+                unit = self._parts.text.embed_query(text, self._shares_of(self.word_shares))
+            # What the first hits lend, and which memories only ask: for a hybrid query.
+            read: dict[str, str] = {}  # contents this query has read, by record id
+            lender = None if unit is None else self._lender(text, read)
+            asker = None if unit is None else functools.partial(self._asker, read)
             if self._pushdown is not None:
                 found_window = pushdown.by_text(
-                    self._pushdown, self._live.columns, gates, text, unit, limit, window
+                    self._pushdown,
+                    self._live.columns,
+                    gates,
+                    text,
+                    unit,
+                    limit,
+                    window,
+                    (lender, asker),
                 )
                 return self.hits(found_window.ranked, found_window.index, found_window.stored)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
@@ -229,20 +239,73 @@ class Reader:
                 found = recall.lexical_scores(
                     storage, parsed, depth, len(self._index), self.word_shares
                 )
-                lexical = {}
-                for rid, score in found.scores.items():
-                    row = self._index.row_of(rid)
-                    if row is not None:
-                        lexical[row] = score
-                if gate_rows is not None and lexical:
-                    keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
-                    lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
+                lexical = pushdown.gated_rows(self._index, found.scores, gate_rows)
                 # Gates may have dropped most of the best; then look at every match.
                 if depth is None or found.exhaustive or len(lexical) >= limit:
                     break
                 depth = None
-            ranked = recall.hybrid_rank(self._index, gate_rows, lexical, unit, limit, window=window)
+
+            def lend(rows: npt.NDArray[np.int64]) -> dict[int, float]:
+                words = lender(self._index.record_ids(rows)) if lender is not None else []
+                if not words:
+                    return {}
+                lent = recall.parse_query(" ".join(words))
+                size = len(self._index)
+                found = recall.lexical_scores(storage, lent, depth, size, self.word_shares)
+                return pushdown.gated_rows(self._index, found.scores, gate_rows)
+
+            def said(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+                record_ids = self._index.record_ids(rows)
+                return np.array(asker(record_ids) if asker else [], dtype=bool)
+
+            ranked = recall.hybrid_rank(
+                self._index,
+                gate_rows,
+                lexical,
+                unit,
+                limit,
+                window=window,
+                lend=lend,
+                asks=None if asker is None else said,
+            )
             return self.hits(ranked)
+
+    def _shares_of(self, memo: recall.WordShares) -> SharesOf:
+        """Words' shares of the store's records (see :mod:`.query_weights`)."""
+        if self._pushdown is not None:
+            return self._pushdown.word_shares
+        return memo.of_store(self._parts.storage, len(self._index))
+
+    def _lender(self, text: str, read: dict[str, str]) -> pushdown.Lender:
+        """What a text query's first hits (by record id) lend it (:mod:`.feedback`)."""
+        shares_of = self._shares_of(self.lent_shares)
+
+        def words(record_ids: Sequence[str]) -> list[str]:
+            found = self._contents(record_ids, read)
+            texts = [found[rid] for rid in record_ids if rid in found]
+            return feedback.telling_words(texts, text, shares_of)
+
+        return words
+
+    def _asker(self, read: dict[str, str], record_ids: Sequence[str]) -> list[bool]:
+        """Whether each record only asks (:func:`.asking.asks`); False for one gone."""
+        found = self._contents(record_ids, read)
+        return [asking.asks(found[rid]) if rid in found else False for rid in record_ids]
+
+    def _contents(self, record_ids: Sequence[str], read: dict[str, str]) -> dict[str, str]:
+        """The records' contents, by id, those not in ``read`` read and added to it."""
+        missing = [rid for rid in dict.fromkeys(record_ids) if rid not in read]
+        if missing:
+            read.update(self._read_contents(missing))
+        return read
+
+    def _read_contents(self, record_ids: list[str]) -> dict[str, str]:
+        storage = self._parts.storage
+        if self._sql is None:  # a runtime protocol check is slow: once per reader
+            self._sql = isinstance(storage, SqlStorage)
+        if self._sql:
+            return archive.contents(cast(SqlStorage, storage), record_ids)
+        return {rid: row.record.content for rid, row in storage.fetch(record_ids).items()}
 
     def hits(
         self,

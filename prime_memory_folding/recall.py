@@ -40,11 +40,13 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from . import asking as asking_rule
+from . import feedback
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
@@ -525,6 +527,44 @@ def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, f
 # -- fusion -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Lexical:
+    """The lexical side by index row (sorted): the query's BM25, and what fusion reads."""
+
+    rows: npt.NDArray[np.int64]
+    raw: npt.NDArray[np.float64]
+    norm: npt.NDArray[np.float64]
+    lent: npt.NDArray[np.float64] | None = None
+
+    @classmethod
+    def of(cls, scores: dict[int, float]) -> _Lexical:
+        rows = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+        raw = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        order = np.argsort(rows)
+        rows, raw = rows[order], raw[order]
+        top = float(raw.max()) if len(raw) else 0.0
+        return cls(rows, raw, raw / top if top > 0 else raw)
+
+    def at(
+        self, rows: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """``values`` (one per row of this side) at ``rows``, 0 where it has none."""
+        out = np.zeros(len(rows))
+        if len(self.rows):
+            at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+            hit = self.rows[at] == rows
+            out[hit] = values[at[hit]]
+        return out
+
+    def lending(self, scores: dict[int, float], weight: float) -> _Lexical:
+        """This side with ``weight`` of it the BM25 of words its first hits lent."""
+        lent = _Lexical.of(scores)
+        rows = np.union1d(self.rows, lent.rows)
+        share = lent.at(rows, lent.norm)
+        norm = (1 - weight) * self.at(rows, self.norm) + weight * share
+        return _Lexical(rows, self.at(rows, self.raw), norm, share)
+
+
 def hybrid_rank(
     index: StructuralIndex,
     gate_rows: Rows | None,
@@ -536,6 +576,8 @@ def hybrid_rank(
     context_weight: float | None = None,
     window: tuple[float, float] | None = None,
     time_weight: float | None = None,
+    lend: Callable[[npt.NDArray[np.int64]], dict[int, float]] | None = None,
+    asks: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]] | None = None,
 ) -> list[RankedRow]:
     """Fuse BM25 (by index row, already gated) and cosine over ``gate_rows`` (None: all).
 
@@ -543,10 +585,16 @@ def hybrid_rank(
     :data:`TIME_WEIGHT`. ``window`` is the span of time the query names, if
     any: each memory then gains ``time_weight`` times its closeness to it
     (:func:`~prime_memory_folding.priors.time_closeness` of its ``updated_at``).
+    ``lend``, given the rows of the first :data:`~.feedback.LEND_DOCS` hits,
+    answers the BM25 by row (gated) of the words they lend; the query then
+    ranks again with that share of its lexical side (:mod:`.feedback`; only
+    with a query vector). ``asks`` says which of some rows' memories only ask
+    (:mod:`.asking`), for the best candidates and the rows before them.
     Score parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query
-    vector in the index's space), ``context`` (when a neighbour lifted the
-    score), ``time`` (the closeness, when the query names a window) and
-    ``fused``; without a query vector ``lexical_only`` is 1.
+    vector in the index's space), ``lent`` (when lent words match),
+    ``context`` (when a neighbour lifted the score), ``asks`` (1 for a memory
+    that only asks), ``time`` (the closeness, when the query names a window)
+    and ``fused``; without a query vector ``lexical_only`` is 1.
     """
     if cosine_weight is None:
         cosine_weight = COSINE_WEIGHT
@@ -561,24 +609,6 @@ def hybrid_rank(
             return []
     elif len(gate_rows) == 0:
         return []
-    lex_rows = np.fromiter(lexical.keys(), dtype=np.int64, count=len(lexical))
-    lex_raw = np.fromiter(lexical.values(), dtype=np.float64, count=len(lexical))
-    top = float(lex_raw.max()) if len(lex_raw) else 0.0
-    lex_norm = lex_raw / top if top > 0 else lex_raw
-    by_row = np.argsort(lex_rows)
-    lex_sorted = lex_rows[by_row]
-
-    def lexical_of(
-        rows: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
-    ) -> npt.NDArray[np.float64]:
-        """``values`` of the lexical hits among ``rows``, 0 for the others."""
-        out = np.zeros(len(rows))
-        if len(lex_sorted):
-            at = np.minimum(np.searchsorted(lex_sorted, rows), len(lex_sorted) - 1)
-            hit = lex_sorted[at] == rows
-            out[hit] = values[by_row[at[hit]]]
-        return out
-
     cos_raw: npt.NDArray[np.float32] | None = None
     cos_pos: npt.NDArray[np.float32] | None = None
     use_vector = query_vector is not None and index.dim == len(query_vector)
@@ -597,35 +627,54 @@ def hybrid_rank(
 
     # Candidates: every lexical hit, plus the best by cosine (whose lexical part is 0).
     spare = 0 if cos_pos is None else limit * (3 if context_weight else 1)
-    candidates = np.sort(lex_rows)  # ties go to the older row, whatever found them
+    by_cosine = np.zeros(0, dtype=np.int64)
     if cos_pos is not None and spare:
         best = top_k(cos_pos, min(spare, len(cos_pos)))
-        best_rows = best if gate_rows is None else gate_rows[best]
-        candidates = np.union1d(lex_rows, best_rows)
+        by_cosine = best if gate_rows is None else gate_rows[best]
+
+    def ranked(side: _Lexical) -> tuple[Any, ...]:
+        candidates = np.union1d(side.rows, by_cosine)  # ties go to the older row
+
+        def fused_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            score = w_lex * side.at(rows, side.norm)
+            if cos_pos is not None:
+                score += w_cos * cos_pos[position(rows)]
+            return score
+
+        fused = fused_of(candidates)
+        context = np.zeros(len(candidates))
+        if context_weight and len(candidates):
+            context = _neighbour_best(index, gate_rows, candidates, fused_of)
+        matched = fused + context_weight * context
+        prior = np.zeros(len(candidates))
+        closeness = None
+        if window is not None and time_weight and len(candidates):
+            closeness = time_closeness(index.updated_at(candidates), window, TIME_TAIL)
+            prior = time_weight * closeness
+        asking = None
+        if asks is not None and asking_rule.ASK_PENALTY and len(candidates):
+            pool = top_k(matched + prior, min(asking_rule.ASK_POOL, len(candidates)))
+            matched, asking = _asking(
+                index, gate_rows, (candidates, pool), matched, fused, context_weight, fused_of, asks
+            )
+        return candidates, matched + prior, matched, context, closeness, asking
+
+    side = _Lexical.of(lexical)
+    candidates, final, matched, context, closeness, asking = ranked(side)
+    if lend is not None and cos_pos is not None and len(candidates):
+        found = np.where((matched > 0) | (side.at(candidates, side.raw) > 0), final, -np.inf)
+        first = top_k(found, min(feedback.LEND_DOCS, len(candidates)))
+        lent = lend(candidates[first[np.isfinite(found[first])]]) if feedback.LEND_WEIGHT else {}
+        if lent:
+            side = side.lending(lent, feedback.LEND_WEIGHT)
+            candidates, final, matched, context, closeness, asking = ranked(side)
     if len(candidates) == 0:
         return []
-
-    def fused_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        score = w_lex * lexical_of(rows, lex_norm)
-        if cos_pos is not None:
-            score += w_cos * cos_pos[position(rows)]
-        return score
-
-    fused = fused_of(candidates)
-    context = np.zeros(len(candidates))
-    if context_weight:
-        context = _neighbour_best(index, gate_rows, candidates, fused_of)
-    matched = fused + context_weight * context
-    final = matched
-    closeness = None
-    if window is not None and time_weight:
-        stamps = index.updated_at(candidates)
-        closeness = time_closeness(stamps, window, TIME_TAIL)
-        final = matched + time_weight * closeness
     order = top_k(final, limit)
     chosen = candidates[order]
-    raw_of = lexical_of(chosen, lex_raw)
-    norm_of = lexical_of(chosen, lex_norm)
+    raw_of = side.at(chosen, side.raw)
+    norm_of = side.at(chosen, side.norm)
+    lent_of = None if side.lent is None else side.at(chosen, side.lent)
     cos_of = None if cos_raw is None else cos_raw[position(chosen)]
     hits = []
     for n, i in enumerate(order.tolist()):
@@ -633,8 +682,12 @@ def hybrid_rank(
         if cos_of is not None:
             cosine = float(cos_of[n])
             parts["cosine"] = cosine if math.isfinite(cosine) else 0.0
+        if lent_of is not None and lent_of[n] > 0:
+            parts["lent"] = float(lent_of[n])
         if context_weight and context[i] > 0:
             parts["context"] = float(context[i])
+        if asking is not None and asking[i]:
+            parts["asks"] = 1.0
         if closeness is not None:
             parts["time"] = float(closeness[i])
         if cos_pos is None:
@@ -644,6 +697,59 @@ def hybrid_rank(
             continue
         hits.append(RankedRow(int(chosen[n]), float(final[i]), parts))
     return hits
+
+
+def _asking(
+    index: StructuralIndex,
+    gate_rows: Rows | None,
+    pooled: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    matched: npt.NDArray[np.float64],
+    fused: npt.NDArray[np.float64],
+    context_weight: float,
+    fused_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
+    asks: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """``matched`` with the pool's memories (``pooled``: the candidates, and the
+    positions of the best of them) that only ask given ``1 - ASK_PENALTY`` of
+    their fused score, and the memory after each one more of its score as
+    context; and which candidates only ask."""
+    candidates, pool = pooled
+    rows = candidates[pool]
+    before, ok = _neighbours(index, gate_rows, rows, -1)
+    said = asks(np.concatenate([rows, before[ok]]))
+    mine, theirs = said[: len(rows)], np.zeros(len(rows), dtype=bool)
+    theirs[ok] = said[len(rows) :]
+    lent = np.zeros(len(rows))
+    if theirs.any():
+        lent[theirs] = (context_weight + asking_rule.ASK_LEND) * fused_of(before[theirs])
+    own = fused[pool] * np.where(mine, 1.0 - asking_rule.ASK_PENALTY, 1.0)
+    out = matched.copy()
+    out[pool] = own + np.maximum(matched[pool] - fused[pool], lent)
+    flags = np.zeros(len(candidates), dtype=bool)
+    flags[pool] = mine
+    return out, flags
+
+
+def _neighbours(
+    index: StructuralIndex,
+    gate_rows: Rows | None,
+    rows: npt.NDArray[np.int64],
+    step: int,
+    alive: npt.NDArray[np.int64] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Each row's live neighbour ``step`` rows away, and whether it is one: in the
+    gate, and stored within :data:`SESSION_GAP_S` seconds of the row. ``alive`` is
+    the index's live rows, when the caller has them."""
+    if alive is None:
+        alive = index.alive_rows()
+    pos = np.searchsorted(alive, rows) + step
+    ok = (pos >= 0) & (pos < len(alive))
+    neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
+    ok &= np.abs(index.updated_at(neighbours) - index.updated_at(rows)) <= SESSION_GAP_S
+    if gate_rows is not None:
+        slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
+        ok &= gate_rows[slot] == neighbours
+    return neighbours, ok
 
 
 def _neighbour_best(
@@ -657,18 +763,10 @@ def _neighbour_best(
     Neighbours are the :data:`CONTEXT_REACH` live rows on each side of it,
     each stored within :data:`SESSION_GAP_S` seconds of it.
     """
-    alive = index.alive_rows()
-    stamps = index.updated_at(candidates)
     best = np.zeros(len(candidates))
-    at = np.searchsorted(alive, candidates)
+    alive = index.alive_rows()
     for step in (s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)):
-        pos = at + step
-        ok = (pos >= 0) & (pos < len(alive))
-        neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
-        ok &= np.abs(index.updated_at(neighbours) - stamps) <= SESSION_GAP_S
-        if gate_rows is not None:
-            slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
-            ok &= gate_rows[slot] == neighbours
+        neighbours, ok = _neighbours(index, gate_rows, candidates, step, alive)
         if ok.any():
             scores = np.zeros(len(candidates))
             scores[ok] = fused_of(neighbours[ok])

@@ -41,6 +41,7 @@ __all__ = [
     "archived",
     "bulk_cache",
     "checkpoint",
+    "contents",
     "count",
     "count_by_reason",
     "count_entries",
@@ -429,6 +430,16 @@ def read_snapshot_of(
             for r in storage.db.execute(f"{sql} WHERE {column} IN ({marks})", chunk):
                 rows[r[0]] = r
     return _columns([rows[rid] for rid in sorted(rows)])
+
+
+def contents(storage: SqlStorage, record_ids: Sequence[str]) -> dict[str, str]:
+    """The content of each live record among ``record_ids``, by id."""
+    found: dict[str, str] = {}
+    for chunk in _chunks(list(record_ids)):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT record_id, content FROM records WHERE record_id IN ({marks})"
+        found.update((rid, text) for rid, text in storage.db.execute(sql, chunk))
+    return found
 
 
 def archive_records(

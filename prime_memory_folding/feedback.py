@@ -1,0 +1,91 @@
+"""Lexical feedback: a text query's first hits lend it their most telling words.
+
+A question and the memory that answers it often share no word ("What might
+John's degree be in?" against "I'm considering policymaking because of my
+degree..." is easy; "What would Caroline's political leaning be?" against a
+turn about meeting religious conservatives is not). The first hits of a
+hybrid query are mostly about the right thing, though, and the words they
+share with the answer are often rare in the store. So a hybrid text query
+ranks twice:
+
+1. as usual, and its :data:`LEND_DOCS` best hits lend their
+   :data:`LEND_WORDS` most telling words (:func:`telling_words`): words the
+   query does not hold, of three letters or more, not numbers, held by at
+   least two records and by at most :data:`LEND_COMMON` of the store, each
+   weighing ``tf * log(N / n)`` summed over the hits (``n`` the records that
+   hold it, as the query weights count it, :mod:`.query_weights`);
+2. again, with the lexical side ``(1 - LEND_WEIGHT) * bm25 / max(bm25) +
+   LEND_WEIGHT * lent / max(lent)``, where ``lent`` is the BM25 of those words
+   (a second lexical query, gated like the first); a record only they match
+   joins the candidates.
+
+The cosine side is computed once. Hits show the lent words' share as the
+score part ``lent``. A text query without a vector side (no embedder, or a
+store of the caller's own vectors) ranks once. The numbers were chosen on the
+development splits of LoCoMo and LongMemEval (``benchmarks/recall_ideas.py``;
+see docs/recall.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from .query_weights import SharesOf, query_words
+from .words import STOPWORDS
+
+__all__ = [
+    "LEND_COMMON",
+    "LEND_DOCS",
+    "LEND_MOST",
+    "LEND_WEIGHT",
+    "LEND_WORDS",
+    "MAX_LOOKED_UP",
+    "telling_words",
+]
+
+#: The first hits that lend words (0: no feedback).
+LEND_DOCS = 5
+#: The words they lend, at most.
+LEND_WORDS = 10
+#: The lent words' share of the lexical side.
+LEND_WEIGHT = 0.2
+#: A word held by more than this share of the store tells too little to lend.
+LEND_COMMON = 0.1
+#: Nor does a word held by more records than this (a second query that matches
+#: a large share of a big store would cost as much as the first).
+LEND_MOST = 400
+#: The hits' words looked up in the store, at most (the most frequent in them first).
+MAX_LOOKED_UP = 256
+
+_WORD = re.compile(r"\w+")
+
+
+def telling_words(texts: Sequence[str], query: str, shares_of: SharesOf) -> list[str]:
+    """The :data:`LEND_WORDS` most telling words of ``texts`` (the first hits, best
+    first) for a query of text ``query``, most telling first."""
+    asked = set(query_words(query))
+    counts = [Counter(w.lower() for w in _WORD.findall(text)) for text in texts]
+    seen: Counter[str] = Counter()
+    for words in counts:
+        seen.update(words)
+    wanted = [
+        w
+        for w, _ in seen.most_common()
+        if w not in asked and w not in STOPWORDS and len(w) >= 3 and not w.isdigit()
+    ][:MAX_LOOKED_UP]
+    found = shares_of(wanted) if wanted else None
+    if found is None:
+        return []
+    shares, total = found
+    held = {w: share * total for w, share in zip(wanted, shares) if share is not None}
+    weight: dict[str, float] = {}
+    for words in counts:
+        for w, tf in words.items():
+            n = held.get(w, 0.0)
+            if 2 <= n <= min(LEND_COMMON * total, LEND_MOST):
+                weight[w] = weight.get(w, 0.0) + tf * math.log(total / n)
+    best = sorted(weight.items(), key=lambda kv: -kv[1])  # stable: ties keep their order
+    return [w for w, _ in best[:LEND_WORDS]]

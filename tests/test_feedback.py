@@ -1,0 +1,134 @@
+"""Lexical feedback and memories that only ask, in a hybrid text query's ranking."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from prime_memory_folding import MemoryEngine, asking, feedback, recall
+from prime_memory_folding.feedback import LEND_COMMON, LEND_WORDS, telling_words
+from tests.conftest import FakeClock
+from tests.test_recall import WordEmbedder
+
+
+def shares_from(held: Mapping[str, int], total: int) -> Any:
+    def shares_of(words: Sequence[str]) -> tuple[list[float | None], int]:
+        return [held.get(w, 0) / total for w in words], total
+
+    return shares_of
+
+
+# -- the words first hits lend --------------------------------------------------------
+
+
+def test_the_rarest_words_the_query_lacks_are_lent_first() -> None:
+    texts = ["Melanie painted a lake at sunrise", "the lake and the sunrise again"]
+    held = {"melanie": 40, "painted": 3, "lake": 5, "sunrise": 2}
+    words = telling_words(texts, "What did Melanie paint?", shares_from(held, 100))
+    assert words == ["sunrise", "lake", "painted"]
+
+
+def test_common_short_numeric_and_unheld_words_are_not_lent() -> None:
+    texts = ["we ran 2024 km in the zoo with glorb and kayak"]
+    held = {"ran": 3, "2024": 3, "zoo": 3, "glorb": 1, "kayak": 30, "with": 3}
+    total = 100
+    assert held["kayak"] > LEND_COMMON * total
+    assert telling_words(texts, "where we ran", shares_from(held, total)) == ["zoo"]
+
+
+def test_nothing_is_lent_from_a_store_without_text() -> None:
+    assert telling_words(["some words here"], "query", lambda words: None) == []
+
+
+@given(
+    texts=st.lists(st.text(alphabet="abcdef ", max_size=40), max_size=5),
+    query=st.text(alphabet="abcdef ", max_size=12),
+    total=st.integers(1, 10_000),
+    held=st.integers(0, 10_000),
+)
+def test_lent_words_come_from_the_hits_and_not_from_the_query(
+    texts: list[str], query: str, total: int, held: int
+) -> None:
+    words = telling_words(texts, query, lambda ws: ([min(held, total) / total] * len(ws), total))
+    assert len(words) <= LEND_WORDS
+    assert len(set(words)) == len(words)
+    asked = set(query.split())
+    for word in words:
+        assert word not in asked
+        assert any(word in text.split() for text in texts)
+
+
+# -- which memories ask --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did you paint last week?", True),
+        ("Wow, nice! What did you paint?", True),
+        ("Is it 3.5 km away?  ", True),
+        ("I painted a lake. What about you?", False),
+        ("Why? Because it rained.", False),
+        ("That was fun!", False),
+        ("no marks at all", False),
+        ("", False),
+    ],
+)
+def test_a_memory_asks_when_its_last_mark_asks_and_no_sentence_ends_in_a_full_stop(
+    text: str, expected: bool
+) -> None:
+    assert asking.asks(text) is expected
+
+
+# -- the engine, on each backend ----------------------------------------------------
+
+FILLER = [f"weather report {i} about nothing in particular" for i in range(24)]
+
+
+def test_the_first_hits_lend_their_rare_words(
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
+        memory.store_many([*FILLER, "apple harvest at the zebulon farm"])
+        clock.advance(2 * recall.SESSION_GAP_S)
+        memory.store("zebulon is where we met")
+        found = {h.record.content: h for h in memory.query(text="apple", limit=5)}
+        monkeypatch.setattr(feedback, "LEND_WEIGHT", 0.0)
+        plain = {h.record.content: h for h in memory.query(text="apple", limit=5)}
+    lent = found["zebulon is where we met"]
+    assert lent.score_parts["lent"] > 0
+    assert lent.score_parts["bm25"] == 0
+    assert "zebulon is where we met" not in plain
+    assert all("lent" not in h.score_parts for h in plain.values())
+
+
+def test_a_lexical_only_query_lends_nothing(backend_store: str, clock: FakeClock) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
+        memory.store_many([*FILLER, "apple harvest at the zebulon farm", "zebulon met"])
+        hits = memory.query(text="apple", limit=5)
+    assert [h.record.content for h in hits] == ["apple harvest at the zebulon farm"]
+
+
+def test_a_memory_that_only_asks_ranks_lower_and_lends_the_next_more(
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = "Did you go to the apple orchard?"
+    answer = "Yes, we picked lots of fruit there."
+    penalty, lend = asking.ASK_PENALTY, asking.ASK_LEND
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
+        memory.store_many(FILLER)
+        clock.advance(2 * recall.SESSION_GAP_S)
+        memory.store_many([question, answer])
+        asked = {h.record.content: h for h in memory.query(text="apple orchard")}
+        monkeypatch.setattr(asking, "ASK_PENALTY", 0.0)
+        plain = {h.record.content: h for h in memory.query(text="apple orchard")}
+    assert asked[question].score_parts["asks"] == 1.0
+    assert "asks" not in asked[answer].score_parts
+    fused = plain[question].score
+    assert asked[question].score == pytest.approx(fused * (1 - penalty))
+    assert plain[answer].score == pytest.approx(recall.CONTEXT_WEIGHT * fused)
+    assert asked[answer].score == pytest.approx((recall.CONTEXT_WEIGHT + lend) * fused)
