@@ -101,11 +101,13 @@ class TextSearch:
         assert stats.df is not None
         # A word counted in no record is counted again: stored since, it must be found.
         missing = [lex for lex in lexemes if not stats.df.get(lex)]
-        for lex in missing:
-            row = self._run(
-                "SELECT count(*) FROM records WHERE lex @@ %s::tsquery", (_tsquery([lex]),)
-            ).fetchone()
-            stats.df[lex] = int(row[0]) if row else 0
+        if missing:  # one statement, whatever the count
+            rows = self._run(
+                "SELECT (SELECT count(*) FROM records WHERE lex @@ q::tsquery) "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(q, n) ORDER BY n",
+                ([_tsquery([lex]) for lex in missing],),
+            ).fetchall()
+            stats.df.update((lex, int(count)) for lex, (count,) in zip(missing, rows))
         return {lex: stats.df[lex] for lex in lexemes}
 
     def word_shares(self, words: Sequence[str]) -> tuple[list[float | None], int] | None:
