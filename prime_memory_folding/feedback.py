@@ -1,19 +1,17 @@
 """Lexical feedback: a text query's first hits lend it their most telling words.
 
-A question and the memory that answers it often share no word ("What might
-John's degree be in?" against "I'm considering policymaking because of my
-degree..." is easy; "What would Caroline's political leaning be?" against a
-turn about meeting religious conservatives is not). The first hits of a
-hybrid query are mostly about the right thing, though, and the words they
-share with the answer are often rare in the store. So a hybrid text query
-ranks twice:
+A question and the memory that answers it often share few words. The first
+hits of a hybrid query are mostly about the right thing, though, and the
+words they share with the answer are often rare in the store. So a hybrid
+text query ranks twice:
 
 1. as usual, and its :data:`LEND_DOCS` best hits lend their
    :data:`LEND_WORDS` most telling words (:func:`telling_words`): words the
-   query does not hold, of three letters or more, not numbers, held by at
-   least two records and by at most :data:`LEND_COMMON` of the store, each
-   weighing ``tf * log(N / n)`` summed over the hits (``n`` the records that
-   hold it, as the query weights count it, :mod:`.query_weights`);
+   query does not hold, of three letters or more, neither numbers nor stop
+   words, held by at least two records, by at most :data:`LEND_COMMON` of the
+   store and by at most :data:`LEND_MOST` records, each weighing
+   ``tf * log(N / n)`` summed over the hits (``n`` the records that hold it,
+   as the query weights count it, :mod:`.query_weights`);
 2. again, with the lexical side ``(1 - LEND_WEIGHT) * bm25 / max(bm25) +
    LEND_WEIGHT * lent / max(lent)``, where ``lent`` is the BM25 of those words
    (a second lexical query, gated like the first); a record only they match
