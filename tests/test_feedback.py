@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, asking, feedback, recall
@@ -132,3 +132,43 @@ def test_a_memory_that_only_asks_ranks_lower_and_lends_the_next_more(
     assert asked[question].score == pytest.approx(fused * (1 - penalty))
     assert plain[answer].score == pytest.approx(recall.CONTEXT_WEIGHT * fused)
     assert asked[answer].score == pytest.approx((recall.CONTEXT_WEIGHT + lend) * fused)
+
+
+PHRASES = (
+    "apple orchard trip",
+    "Did you see the river?",
+    "the guitar lesson was fun.",
+    "ocean swim at dawn",
+    "zebulon farm apple harvest",
+    "Why? Because of the mountain.",
+    "laptop repair at the zebulon shop",
+    "weather report about nothing",
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    notes=st.lists(st.sampled_from(PHRASES), min_size=1, max_size=30),
+    query=st.sampled_from(["apple", "river guitar", "zebulon", "Did you see it?", "ocean apple"]),
+    limit=st.integers(1, 8),
+)
+def test_a_hybrid_ranking_keeps_its_invariants(notes: list[str], query: str, limit: int) -> None:
+    clock = FakeClock()
+    with MemoryEngine(":memory:", clock=clock, embedder=WordEmbedder()) as memory:
+        for n, note in enumerate(notes):
+            if n % 7 == 6:
+                clock.advance(2 * recall.SESSION_GAP_S)  # a new session now and then
+            memory.store(f"{note} #{n}")
+        hits = memory.query(text=query, limit=limit)
+    assert len(hits) <= limit
+    assert len({h.record.record_id for h in hits}) == len(hits)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        parts = hit.score_parts
+        assert hit.score == pytest.approx(parts["fused"])
+        reasons = [parts.get(k, 0.0) for k in ("bm25", "cosine", "lent", "context")]
+        assert any(r > 0 for r in reasons)
+        assert parts.get("asks", 1.0) == 1.0
+        # Every candidate of a store this small is among the best that are checked.
+        assert ("asks" in parts) == asking.asks(hit.record.content)
