@@ -9,8 +9,9 @@ after it does, and shares fewer words. So, where a hybrid text query ranks
 stored just after it in the same session takes ``CONTEXT_WEIGHT + ASK_LEND``
 of the asking memory's fused score as context, where others take
 ``CONTEXT_WEIGHT``. This runs over the best :data:`ASK_POOL` candidates only,
-whose contents (and their predecessors') it reads; the development splits
-gave the same recall as over every candidate. The numbers were chosen on
+whose contents (and their predecessors') it reads; on the development
+splits a one-off check gave the same recall as over every candidate
+(benchmarks/README.md). The numbers were chosen on
 LoCoMo's and LongMemEval's development splits (``benchmarks/recall_ideas.py``;
 docs/recall.md).
 """
@@ -18,8 +19,9 @@ docs/recall.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
-__all__ = ["ASK_LEND", "ASK_PENALTY", "ASK_POOL", "asks"]
+__all__ = ["ASK_LEND", "ASK_PENALTY", "ASK_POOL", "Asker", "asks"]
 
 #: The share of its fused score that a memory which only asks gives up (0: off).
 ASK_PENALTY = 0.3
@@ -27,6 +29,9 @@ ASK_PENALTY = 0.3
 ASK_LEND = 0.2
 #: The best candidates of a query whose memories are checked for asking.
 ASK_POOL = 50
+
+#: Whether each record (by id) only asks.
+Asker = Callable[[Sequence[str]], list[bool]]
 
 _STATEMENT = re.compile(r"\.(\s|$)")
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .query_weights import SharesOf, query_words
 from .words import STOPWORDS
@@ -41,6 +41,7 @@ __all__ = [
     "LEND_WEIGHT",
     "LEND_WORDS",
     "MAX_LOOKED_UP",
+    "Lender",
     "telling_words",
 ]
 
@@ -59,6 +60,9 @@ LEND_MOST = 400
 MAX_LOOKED_UP = 256
 
 _WORD = re.compile(r"\w+")
+
+#: The words a text query's first hits (by record id, best first) lend it.
+Lender = Callable[[Sequence[str]], list[str]]
 
 
 def telling_words(texts: Sequence[str], query: str, shares_of: SharesOf) -> list[str]:

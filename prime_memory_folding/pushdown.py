@@ -38,6 +38,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from .asking import Asker
+from .feedback import Lender
 from .index import IndexColumns, Rows, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
@@ -45,8 +47,6 @@ from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, Store
 
 __all__ = [
     "WINDOW_MAX",
-    "Asker",
-    "Lender",
     "Window",
     "by_salience",
     "by_text",
@@ -65,10 +65,6 @@ SALIENCE_FIRST = 16
 NEAREST_FIRST = 64
 
 ColumnsOf = Callable[[IndexTable], IndexColumns]
-#: The words a text query's first hits (by record id, best first) lend it.
-Lender = Callable[[Sequence[str]], list[str]]
-#: Whether each record (by id) only asks.
-Asker = Callable[[Sequence[str]], list[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,16 +227,12 @@ def by_text(
     rows = index.select(gates)
     lexical = gated_rows(index, found.scores, rows)
 
-    def lend(first: npt.NDArray[np.int64]) -> dict[int, float]:
-        words = lender(index.record_ids(first)) if lender is not None else []
+    def lend(first: Sequence[str]) -> dict[int, float]:
+        words = lender(first) if lender is not None else []
         if not words:
             return {}
         lent = store.lexical(" ".join(words), gates, LEXICAL_BUDGET)
         return gated_rows(index, lent.scores, rows)
 
-    def said(some: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        return np.array(asker(index.record_ids(some)) if asker else [], dtype=bool)
-
-    asks = None if asker is None else said
-    ranked = hybrid_rank(index, rows, lexical, unit, limit, window=window, lend=lend, asks=asks)
+    ranked = hybrid_rank(index, rows, lexical, unit, limit, window=window, lend=lend, asks=asker)
     return Window(index, ranked)

@@ -70,7 +70,8 @@ class Reader:
         self.word_shares = recall.WordShares()
         #: The same for the words a query's first hits may lend it.
         self.lent_shares = recall.WordShares()
-        self._sql: bool | None = None  # whether the storage takes SQL
+        #: Whether the storage takes SQL (a runtime protocol check is slow: once here).
+        self._sql = isinstance(parts.storage, SqlStorage)
 
     def gates(self, filters: Filters) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
@@ -245,8 +246,8 @@ class Reader:
                     break
                 depth = None
 
-            def lend(rows: npt.NDArray[np.int64]) -> dict[int, float]:
-                words = lender(self._index.record_ids(rows)) if lender is not None else []
+            def lend(first: Sequence[str]) -> dict[int, float]:
+                words = lender(first) if lender is not None else []
                 if not words:
                     return {}
                 lent = recall.parse_query(" ".join(words))
@@ -254,19 +255,8 @@ class Reader:
                 found = recall.lexical_scores(storage, lent, depth, size, self.word_shares)
                 return pushdown.gated_rows(self._index, found.scores, gate_rows)
 
-            def said(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-                record_ids = self._index.record_ids(rows)
-                return np.array(asker(record_ids) if asker else [], dtype=bool)
-
             ranked = recall.hybrid_rank(
-                self._index,
-                gate_rows,
-                lexical,
-                unit,
-                limit,
-                window=window,
-                lend=lend,
-                asks=None if asker is None else said,
+                self._index, gate_rows, lexical, unit, limit, window=window, lend=lend, asks=asker
             )
             return self.hits(ranked)
 
@@ -276,7 +266,7 @@ class Reader:
             return self._pushdown.word_shares
         return memo.of_store(self._parts.storage, len(self._index))
 
-    def _lender(self, text: str, read: dict[str, str]) -> pushdown.Lender:
+    def _lender(self, text: str, read: dict[str, str]) -> feedback.Lender:
         """What a text query's first hits (by record id) lend it (:mod:`.feedback`)."""
         shares_of = self._shares_of(self.lent_shares)
 
@@ -301,8 +291,6 @@ class Reader:
 
     def _read_contents(self, record_ids: list[str]) -> dict[str, str]:
         storage = self._parts.storage
-        if self._sql is None:  # a runtime protocol check is slow: once per reader
-            self._sql = isinstance(storage, SqlStorage)
         if self._sql:
             return archive.contents(cast(SqlStorage, storage), record_ids)
         return {rid: row.record.content for rid, row in storage.fetch(record_ids).items()}

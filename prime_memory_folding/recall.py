@@ -40,7 +40,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -565,6 +565,17 @@ class _Lexical:
         return _Lexical(rows, self.at(rows, self.raw), norm, share)
 
 
+class _Ranking(NamedTuple):
+    """One fusion of a query's candidates (``hybrid_rank``), per candidate row."""
+
+    candidates: npt.NDArray[np.int64]
+    final: npt.NDArray[np.float64]
+    matched: npt.NDArray[np.float64]  # the final score less the time prior
+    context: npt.NDArray[np.float64]
+    closeness: npt.NDArray[np.float64] | None
+    asking: npt.NDArray[np.bool_] | None
+
+
 def hybrid_rank(
     index: StructuralIndex,
     gate_rows: Rows | None,
@@ -576,8 +587,8 @@ def hybrid_rank(
     context_weight: float | None = None,
     window: tuple[float, float] | None = None,
     time_weight: float | None = None,
-    lend: Callable[[npt.NDArray[np.int64]], dict[int, float]] | None = None,
-    asks: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]] | None = None,
+    lend: Callable[[Sequence[str]], dict[int, float]] | None = None,
+    asks: asking_rule.Asker | None = None,
 ) -> list[RankedRow]:
     """Fuse BM25 (by index row, already gated) and cosine over ``gate_rows`` (None: all).
 
@@ -585,11 +596,11 @@ def hybrid_rank(
     :data:`TIME_WEIGHT`. ``window`` is the span of time the query names, if
     any: each memory then gains ``time_weight`` times its closeness to it
     (:func:`~prime_memory_folding.priors.time_closeness` of its ``updated_at``).
-    ``lend``, given the rows of the first :data:`~.feedback.LEND_DOCS` hits,
-    answers the BM25 by row (gated) of the words they lend; the query then
-    ranks again with that share of its lexical side (:mod:`.feedback`; only
-    with a query vector). ``asks`` says which of some rows' memories only ask
-    (:mod:`.asking`), for the best candidates and the rows before them.
+    ``lend``, given the record ids of the first :data:`~.feedback.LEND_DOCS`
+    hits, answers the BM25 by row (gated) of the words they lend; the query
+    then ranks again with that share of its lexical side (:mod:`.feedback`;
+    only with a query vector). ``asks`` says which records (by id) only ask
+    (:mod:`.asking`), for the best candidates and the memories before them.
     Score parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query
     vector in the index's space), ``lent`` (when lent words match),
     ``context`` (when a neighbour lifted the score), ``asks`` (1 for a memory
@@ -632,7 +643,10 @@ def hybrid_rank(
         best = top_k(cos_pos, min(spare, len(cos_pos)))
         by_cosine = best if gate_rows is None else gate_rows[best]
 
-    def ranked(side: _Lexical) -> tuple[Any, ...]:
+    def said(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        return np.array(asks(index.record_ids(rows)) if asks else [], dtype=bool)
+
+    def ranked(side: _Lexical) -> _Ranking:
         candidates = np.union1d(side.rows, by_cosine)  # ties go to the older row
 
         def fused_of(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -655,19 +669,21 @@ def hybrid_rank(
         if asks is not None and asking_rule.ASK_PENALTY and len(candidates):
             pool = top_k(matched + prior, min(asking_rule.ASK_POOL, len(candidates)))
             matched, asking = _asking(
-                index, gate_rows, (candidates, pool), matched, fused, context_weight, fused_of, asks
+                index, gate_rows, (candidates, pool), matched, fused, context_weight, fused_of, said
             )
-        return candidates, matched + prior, matched, context, closeness, asking
+        return _Ranking(candidates, matched + prior, matched, context, closeness, asking)
 
     side = _Lexical.of(lexical)
-    candidates, final, matched, context, closeness, asking = ranked(side)
-    if lend is not None and cos_pos is not None and len(candidates):
-        found = np.where((matched > 0) | (side.at(candidates, side.raw) > 0), final, -np.inf)
-        first = top_k(found, min(feedback.LEND_DOCS, len(candidates)))
-        lent = lend(candidates[first[np.isfinite(found[first])]]) if feedback.LEND_WEIGHT else {}
+    found = ranked(side)
+    if lend is not None and cos_pos is not None and feedback.LEND_WEIGHT and len(found.candidates):
+        lexical_hit = side.at(found.candidates, side.raw) > 0
+        leading = np.where((found.matched > 0) | lexical_hit, found.final, -np.inf)
+        first = top_k(leading, min(feedback.LEND_DOCS, len(leading)))
+        lent = lend(index.record_ids(found.candidates[first[np.isfinite(leading[first])]]))
         if lent:
             side = side.lending(lent, feedback.LEND_WEIGHT)
-            candidates, final, matched, context, closeness, asking = ranked(side)
+            found = ranked(side)
+    candidates, final, matched, context, closeness, asking = found
     if len(candidates) == 0:
         return []
     order = top_k(final, limit)
@@ -715,7 +731,7 @@ def _asking(
     context; and which candidates only ask."""
     candidates, pool = pooled
     rows = candidates[pool]
-    before, ok = _neighbours(index, gate_rows, rows, -1)
+    before, ok = _Around(index, gate_rows, rows).step(-1)
     said = asks(np.concatenate([rows, before[ok]]))
     mine, theirs = said[: len(rows)], np.zeros(len(rows), dtype=bool)
     theirs[ok] = said[len(rows) :]
@@ -730,26 +746,30 @@ def _asking(
     return out, flags
 
 
-def _neighbours(
-    index: StructuralIndex,
-    gate_rows: Rows | None,
-    rows: npt.NDArray[np.int64],
-    step: int,
-    alive: npt.NDArray[np.int64] | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Each row's live neighbour ``step`` rows away, and whether it is one: in the
-    gate, and stored within :data:`SESSION_GAP_S` seconds of the row. ``alive`` is
-    the index's live rows, when the caller has them."""
-    if alive is None:
-        alive = index.alive_rows()
-    pos = np.searchsorted(alive, rows) + step
-    ok = (pos >= 0) & (pos < len(alive))
-    neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
-    ok &= np.abs(index.updated_at(neighbours) - index.updated_at(rows)) <= SESSION_GAP_S
-    if gate_rows is not None:
-        slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
-        ok &= gate_rows[slot] == neighbours
-    return neighbours, ok
+class _Around:
+    """The live rows around some rows, looked up once for any number of steps."""
+
+    def __init__(
+        self, index: StructuralIndex, gate_rows: Rows | None, rows: npt.NDArray[np.int64]
+    ) -> None:
+        self.index = index
+        self.gate_rows = gate_rows
+        self.alive = index.alive_rows()
+        self.at = np.searchsorted(self.alive, rows)
+        self.stamps = index.updated_at(rows)
+
+    def step(self, step: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Each row's live neighbour ``step`` rows away, and whether it is one: in
+        the gate, and stored within :data:`SESSION_GAP_S` seconds of the row."""
+        alive, gate_rows = self.alive, self.gate_rows
+        pos = self.at + step
+        ok = (pos >= 0) & (pos < len(alive))
+        neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
+        ok &= np.abs(self.index.updated_at(neighbours) - self.stamps) <= SESSION_GAP_S
+        if gate_rows is not None:
+            slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
+            ok &= gate_rows[slot] == neighbours
+        return neighbours, ok
 
 
 def _neighbour_best(
@@ -764,9 +784,9 @@ def _neighbour_best(
     each stored within :data:`SESSION_GAP_S` seconds of it.
     """
     best = np.zeros(len(candidates))
-    alive = index.alive_rows()
+    around = _Around(index, gate_rows, candidates)
     for step in (s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)):
-        neighbours, ok = _neighbours(index, gate_rows, candidates, step, alive)
+        neighbours, ok = around.step(step)
         if ok.any():
             scores = np.zeros(len(candidates))
             scores[ok] = fused_of(neighbours[ok])

@@ -128,11 +128,11 @@ class TextEmbedding:
         can weight them, else :meth:`embed`'s; None when the model cannot represent it.
         """
         embedder = self.get()
-        weights = word_weights(text, shares_of) if isinstance(embedder, WeightedEmbedder) else None
-        if weights is None:
+        weighing = embedder if isinstance(embedder, WeightedEmbedder) else None
+        weights = None if weighing is None else word_weights(text, shares_of)
+        if weighing is None or weights is None:
             return self.embed([text])[0]
-        assert isinstance(embedder, WeightedEmbedder)
-        vector = np.asarray(embedder.embed_weighted(text, weights), dtype=np.float32)
+        vector = np.asarray(weighing.embed_weighted(text, weights), dtype=np.float32)
         if vector.shape != (embedder.dim,) or not np.all(np.isfinite(vector)):
             raise EmbeddingError(
                 f"{embedder.name} returned a query vector of shape {vector.shape}; "
