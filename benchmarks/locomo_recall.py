@@ -55,7 +55,7 @@ from typing import Any
 import _harness as harness
 from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
-from prime_memory_folding import MemoryEngine, asking, feedback, query_weights, recall
+from prime_memory_folding import MemoryEngine, asking, context, feedback, query_weights, recall
 from prime_memory_folding.embeddings import Embedder, load_embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
@@ -275,6 +275,7 @@ PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = 
         {"ASK_PENALTY": 0.0},
     ),
     ("lexical feedback", {"LEND_WEIGHT": (0.0, 0.2, 0.4)}, {"LEND_WEIGHT": 0.0}),
+    ("context candidates", {"CONTEXT_POOL": (0, 20, 50, 100)}, {"CONTEXT_POOL": 0}),
     # The fusion weights were first chosen with every later part off.
     ("fusion, tuned again", FUSION_GRID, {}),
 )
@@ -282,7 +283,8 @@ PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = 
 
 def _module_of(name: str) -> Any:
     """The module that holds the ranking constant ``name``."""
-    return next((m for m in (query_weights, asking, feedback) if hasattr(m, name)), recall)
+    modules = (query_weights, asking, feedback, context)
+    return next((m for m in modules if hasattr(m, name)), recall)
 
 
 Setting = tuple[tuple[str, float], ...]

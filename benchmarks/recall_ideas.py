@@ -71,6 +71,7 @@ import recall_families
 import recall_terms as terms
 
 from prime_memory_folding import MemoryEngine, recall
+from prime_memory_folding.context import CONTEXT_REACH, SESSION_GAP_S
 from prime_memory_folding.embeddings import Embedder, load_embedder
 from prime_memory_folding.priors import time_closeness
 from prime_memory_folding.when import time_window
@@ -242,7 +243,7 @@ class Idea:
     length_power: float = 0.0
     cosine_over_max: bool = False
     rrf: int = 0  # reciprocal rank fusion constant; 0: score fusion
-    window: int = recall.CONTEXT_REACH  # neighbours on each side that lend context
+    window: int = CONTEXT_REACH  # neighbours on each side that lend context
     feedback: int = 0  # pseudo-relevance feedback: the best this many lend the query their vector
     feedback_weight: float = 0.6
     time_weight: float = recall.TIME_WEIGHT
@@ -368,7 +369,7 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
         other = np.arange(n) + step
         ok = (other >= 0) & (other < n)
         other = np.clip(other, 0, n - 1)
-        ok &= np.abs(h.stamps[other] - h.stamps) <= recall.SESSION_GAP_S
+        ok &= np.abs(h.stamps[other] - h.stamps) <= SESSION_GAP_S
         lent = idea.context_weight * lending[other]
         if step == -1 and idea.ask_lend:
             asks = h.asks[idea.ask_kind][other]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from prime_memory_folding import recall
+from prime_memory_folding import context, recall
 
 if TYPE_CHECKING:
     from recall_ideas import Haystack, Idea
@@ -164,7 +164,7 @@ def context_vectors(whole: Any, stamps: Array, reach: int, own: float) -> npt.ND
         other = np.arange(n) + step
         ok = (other >= 0) & (other < n)
         other = np.clip(other, 0, n - 1)
-        ok &= np.abs(stamps[other] - stamps) <= recall.SESSION_GAP_S
+        ok &= np.abs(stamps[other] - stamps) <= context.SESSION_GAP_S
         total += np.where(ok[:, None], whole[other], 0.0)
         count += ok
     mean = np.where(count[:, None] > 0, total / np.maximum(count, 1)[:, None], whole)

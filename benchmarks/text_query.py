@@ -12,10 +12,11 @@ of the same texts (target: 5,000 texts a second or more) and prints the bytes
 of vector each memory stores; ``--compare-reach N`` times every query also
 with context from N neighbours on each side, the two taking turns going first.
 ``--compare-before`` times every query also as the engine ranked before the
-time prior, the query weights, questions and lexical feedback (no time
-expression read, ``recall.TIME_WEIGHT = 0``; the model's own query vector,
-``query_weights.QUERY_IDF = 0``; ``asking.ASK_PENALTY = 0`` and
-``feedback.LEND_WEIGHT = 0``), taking turns, and checks that the queries
+time prior, the query weights, questions, lexical feedback and the context
+pool (no time expression read, ``recall.TIME_WEIGHT = 0``; the model's own
+query vector, ``query_weights.QUERY_IDF = 0``; ``asking.ASK_PENALTY = 0``,
+``feedback.LEND_WEIGHT = 0`` and ``context.CONTEXT_POOL = 0``), taking
+turns, and checks that the queries
 that name no time get the same hits with and without the time prior (the
 vocabulary holds "yesterday", "friday" and other time words, so some name
 one). ``--time-phrase "last week"`` appends those words to every query,
@@ -56,7 +57,15 @@ from typing import Any
 import _harness as harness
 from _shared import DOMAINS, memory_kib, store_in_batches
 
-from prime_memory_folding import Hit, MemoryEngine, asking, feedback, query_weights, recall
+from prime_memory_folding import (
+    Hit,
+    MemoryEngine,
+    asking,
+    context,
+    feedback,
+    query_weights,
+    recall,
+)
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 from prime_memory_folding.when import time_window
 
@@ -129,13 +138,13 @@ def peak_rss_mb() -> float:
 @contextlib.contextmanager
 def context_reach(reach: int | None) -> Iterator[None]:
     """Text queries take context from ``reach`` neighbours on each side (None: the default)."""
-    saved = recall.CONTEXT_REACH
+    saved = context.CONTEXT_REACH
     if reach is not None:
-        recall.CONTEXT_REACH = reach
+        context.CONTEXT_REACH = reach
     try:
         yield
     finally:
-        recall.CONTEXT_REACH = saved
+        context.CONTEXT_REACH = saved
 
 
 @contextlib.contextmanager
@@ -151,15 +160,18 @@ def without_time_prior() -> Iterator[None]:
 
 @contextlib.contextmanager
 def ranking_before() -> Iterator[None]:
-    """Text queries rank as before the time prior, the query weights, questions and
-    lexical feedback (see the module's docstring)."""
+    """Text queries rank as before the time prior, the query weights, questions,
+    lexical feedback and the context pool (see the module's docstring)."""
     saved = query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY
+    saved_pool = context.CONTEXT_POOL
     query_weights.QUERY_IDF = feedback.LEND_WEIGHT = asking.ASK_PENALTY = 0.0
+    context.CONTEXT_POOL = 0
     try:
         with without_time_prior():
             yield
     finally:
         query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY = saved
+        context.CONTEXT_POOL = saved_pool
 
 
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
@@ -251,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare-before",
         action="store_true",
-        help="also time each query ranked as before the last four parts of ranking, taking turns",
+        help="also time each query ranked as before the last five parts of ranking, taking turns",
     )
     args = parser.parse_args(argv)
     harness.at_least(parser, args, records=LIMIT, queries=1)
@@ -385,14 +397,14 @@ def main(argv: list[str] | None = None) -> int:
             compared = row["p50_s_reach_compared"]
             print(
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
-                f"(the default: {recall.CONTEXT_REACH}): p50 {harness.fmt_ms(compared)}; "
+                f"(the default: {context.CONTEXT_REACH}): p50 {harness.fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
             )
         if "p50_s_before" in row:
             before = row["p50_s_before"]
             print(
-                "  the same queries ranked as before the time prior, query weights, questions "
-                "and feedback: "
+                "  the same queries ranked as before the time prior, query weights, questions, "
+                "feedback and the context pool: "
                 f"p50 {harness.fmt_ms(before)}; "
                 f"now / before = {row['p50_s'] / before:.2f}x (target <= 1.20x)"
             )

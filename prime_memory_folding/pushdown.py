@@ -39,10 +39,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .asking import Asker
+from .context import CONTEXT_REACH
 from .feedback import Lender
 from .index import IndexColumns, Rows, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
-from .recall import CONTEXT_REACH, LEXICAL_BUDGET, hybrid_rank
+from .recall import LEXICAL_BUDGET, hybrid_rank
 from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
 __all__ = [

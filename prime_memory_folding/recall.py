@@ -24,11 +24,11 @@ A hybrid query scores the rows that passed the structural gates:
     fused = (1 - COSINE_WEIGHT) * bm25 / max(bm25) + COSINE_WEIGHT * max(cosine, 0)
 
 then adds ``CONTEXT_WEIGHT`` times the best fused score of a row's neighbours:
-the ``CONTEXT_REACH`` memories stored just before it and just after it, when
-within ``SESSION_GAP_S`` seconds of it, i.e. in the same session. The weights
-and the reach were chosen on the development splits of LoCoMo (short chat
-turns) and LongMemEval (longer user messages) together, and checked
-leave-one-out on each (``benchmarks/locomo_recall.py``,
+the memories stored just before it and just after it in the same session
+(:mod:`.context`, whose pool of best candidates also brings their neighbours
+in as candidates). The weights and the reach were chosen on the development
+splits of LoCoMo (short chat turns) and LongMemEval (longer user messages)
+together, and checked leave-one-out on each (``benchmarks/locomo_recall.py``,
 ``benchmarks/longmemeval_recall.py``, ``benchmarks/recall_ideas.py``).
 """
 
@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from . import asking as asking_rule
 from . import feedback
+from .context import Around, neighbour_best, with_neighbours
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
@@ -62,12 +63,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_SPACE",
-    "CONTEXT_REACH",
     "CONTEXT_WEIGHT",
     "COSINE_WEIGHT",
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
-    "SESSION_GAP_S",
     "STOPWORDS",
     "TIME_TAIL",
     "TIME_WEIGHT",
@@ -88,10 +87,6 @@ CUSTOM_PREFIX = "custom:"
 COSINE_WEIGHT = 0.7
 #: Share of the best neighbouring memory's fused score a memory inherits.
 CONTEXT_WEIGHT = 0.5
-#: Neighbours on each side (in storage order, same session) that lend a memory context.
-CONTEXT_REACH = 2
-#: Memories stored this close together count as one session.
-SESSION_GAP_S = 1800.0
 #: Weight of a memory's closeness to the span of time its query names ("in May").
 TIME_WEIGHT = 0.4
 #: Outside that span closeness falls by e every this many span lengths (at least
@@ -656,9 +651,12 @@ def hybrid_rank(
             return score
 
         fused = fused_of(candidates)
+        if context_weight:
+            candidates = with_neighbours(index, gate_rows, candidates, fused)
+            fused = fused_of(candidates)
         context = np.zeros(len(candidates))
         if context_weight and len(candidates):
-            context = _neighbour_best(index, gate_rows, candidates, fused_of)
+            context = neighbour_best(index, gate_rows, candidates, fused_of)
         matched = fused + context_weight * context
         prior = np.zeros(len(candidates))
         closeness = None
@@ -731,7 +729,7 @@ def _asking(
     context; and which candidates only ask."""
     candidates, pool = pooled
     rows = candidates[pool]
-    before, ok = _Around(index, gate_rows, rows).step(-1)
+    before, ok = Around(index, gate_rows, rows).step(-1)
     said = asks(np.concatenate([rows, before[ok]]))
     mine, theirs = said[: len(rows)], np.zeros(len(rows), dtype=bool)
     theirs[ok] = said[len(rows) :]
@@ -744,51 +742,3 @@ def _asking(
     flags = np.zeros(len(candidates), dtype=bool)
     flags[pool] = mine
     return out, flags
-
-
-class _Around:
-    """The live rows around some rows, looked up once for any number of steps."""
-
-    def __init__(
-        self, index: StructuralIndex, gate_rows: Rows | None, rows: npt.NDArray[np.int64]
-    ) -> None:
-        self.index = index
-        self.gate_rows = gate_rows
-        self.alive = index.alive_rows()
-        self.at = np.searchsorted(self.alive, rows)
-        self.stamps = index.updated_at(rows)
-
-    def step(self, step: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-        """Each row's live neighbour ``step`` rows away, and whether it is one: in
-        the gate, and stored within :data:`SESSION_GAP_S` seconds of the row."""
-        alive, gate_rows = self.alive, self.gate_rows
-        pos = self.at + step
-        ok = (pos >= 0) & (pos < len(alive))
-        neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
-        ok &= np.abs(self.index.updated_at(neighbours) - self.stamps) <= SESSION_GAP_S
-        if gate_rows is not None:
-            slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
-            ok &= gate_rows[slot] == neighbours
-        return neighbours, ok
-
-
-def _neighbour_best(
-    index: StructuralIndex,
-    gate_rows: Rows | None,
-    candidates: npt.NDArray[np.int64],
-    fused_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
-) -> npt.NDArray[np.float64]:
-    """For each candidate, the best fused score of its same-session neighbours.
-
-    Neighbours are the :data:`CONTEXT_REACH` live rows on each side of it,
-    each stored within :data:`SESSION_GAP_S` seconds of it.
-    """
-    best = np.zeros(len(candidates))
-    around = _Around(index, gate_rows, candidates)
-    for step in (s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)):
-        neighbours, ok = around.step(step)
-        if ok.any():
-            scores = np.zeros(len(candidates))
-            scores[ok] = fused_of(neighbours[ok])
-            best = np.maximum(best, scores)
-    return best

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, asking, feedback, recall
+from prime_memory_folding import MemoryEngine, asking, context, feedback, recall
 from prime_memory_folding.feedback import LEND_COMMON, LEND_WORDS, telling_words
 from tests.conftest import FakeClock
 from tests.test_recall import WordEmbedder
@@ -94,7 +94,7 @@ def test_the_first_hits_lend_their_rare_words(
 ) -> None:
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         memory.store_many([*FILLER, "apple harvest at the zebulon farm"])
-        clock.advance(2 * recall.SESSION_GAP_S)
+        clock.advance(2 * context.SESSION_GAP_S)
         memory.store("zebulon is where we met")
         found = {h.record.content: h for h in memory.query(text="apple", limit=5)}
         monkeypatch.setattr(feedback, "LEND_WEIGHT", 0.0)
@@ -108,7 +108,9 @@ def test_the_first_hits_lend_their_rare_words(
 
 def test_a_lexical_only_query_lends_nothing(backend_store: str, clock: FakeClock) -> None:
     with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
-        memory.store_many([*FILLER, "apple harvest at the zebulon farm", "zebulon met"])
+        for batch in (FILLER, ["apple harvest at the zebulon farm"], ["zebulon met"]):
+            memory.store_many(batch)
+            clock.advance(2 * context.SESSION_GAP_S)  # no neighbour lends context
         hits = memory.query(text="apple", limit=5)
     assert [h.record.content for h in hits] == ["apple harvest at the zebulon farm"]
 
@@ -121,7 +123,7 @@ def test_a_memory_that_only_asks_ranks_lower_and_lends_the_next_more(
     penalty, lend = asking.ASK_PENALTY, asking.ASK_LEND
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         memory.store_many(FILLER)
-        clock.advance(2 * recall.SESSION_GAP_S)
+        clock.advance(2 * context.SESSION_GAP_S)
         memory.store_many([question, answer])
         asked = {h.record.content: h for h in memory.query(text="apple orchard")}
         monkeypatch.setattr(asking, "ASK_PENALTY", 0.0)
@@ -157,7 +159,7 @@ def test_a_hybrid_ranking_keeps_its_invariants(notes: list[str], query: str, lim
     with MemoryEngine(":memory:", clock=clock, embedder=WordEmbedder()) as memory:
         for n, note in enumerate(notes):
             if n % 7 == 6:
-                clock.advance(2 * recall.SESSION_GAP_S)  # a new session now and then
+                clock.advance(2 * context.SESSION_GAP_S)  # a new session now and then
             memory.store(f"{note} #{n}")
         hits = memory.query(text=query, limit=limit)
     assert len(hits) <= limit

@@ -19,6 +19,7 @@ from prime_memory_folding import (
     EmbeddingError,
     InvalidInput,
     MemoryEngine,
+    context,
     pushdown,
     recall,
 )
@@ -267,9 +268,12 @@ def test_only_broad_queries_in_large_stores_are_planned(
 def test_a_planned_query_looks_deeper_only_for_words_it_left_unscored(
     large_store: MemoryEngine,
 ) -> None:
-    # "everywhere" is in every record: the rare word's records are the answer.
-    found = contents(large_store.query(text="zebra everywhere", limit=10))
+    # "everywhere" is in every record: the rare word's records are the answer
+    # (one session: their neighbours come too, on context alone).
+    hits = large_store.query(text="zebra everywhere", limit=20)
+    found = contents([h for h in hits if h.score_parts["bm25"] > 0])
     assert len(found) == 6 and all(text.startswith("zebra") for text in found)
+    assert all(h.score_parts["context"] > 0 for h in hits if h.score_parts["bm25"] == 0)
     # "common" is in 40 % of them: records that hold it alone are found too.
     found = contents(large_store.query(text="zebra common", limit=10))
     assert len(found) == 10
@@ -367,7 +371,9 @@ def test_a_word_in_no_record_is_found_once_stored(words_engine: MemoryEngine) ->
     words_engine.store("an apple note")
     assert words_engine.query(text="qxjq") == []
     rec = words_engine.store("the qxjq note")
-    assert [hit.record.record_id for hit in words_engine.query(text="qxjq")] == [rec.record_id]
+    first, *others = words_engine.query(text="qxjq")
+    assert first.record.record_id == rec.record_id
+    assert all(hit.score_parts["bm25"] == 0 for hit in others)  # its session's, on context
 
 
 #: Words of the stores below; no query word made of q, x and j is among them.
@@ -449,11 +455,11 @@ def test_neighbours_within_reach_in_the_same_session_lend_context(
     words_engine: MemoryEngine, clock: FakeClock
 ) -> None:
     words_engine.store_many(["note x", "note y"])  # an earlier session
-    clock.advance(2 * recall.SESSION_GAP_S)
+    clock.advance(2 * context.SESSION_GAP_S)
     words_engine.store_many(["apple river", "note one", "note two", "note three"])
     hits = {hit.record.content: hit for hit in words_engine.query(text="apple", limit=10)}
     target = hits.pop("apple river")
-    reached = [f"note {n}" for n in ("one", "two")[: recall.CONTEXT_REACH]]
+    reached = [f"note {n}" for n in ("one", "two")[: context.CONTEXT_REACH]]
     assert sorted(hits) == sorted(reached)
     for hit in hits.values():
         assert hit.score_parts["context"] == pytest.approx(target.score)
