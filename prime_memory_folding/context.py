@@ -4,10 +4,11 @@ A memory's neighbours are the :data:`CONTEXT_REACH` live memories stored just
 before it and just after it, each within :data:`SESSION_GAP_S` seconds of it
 (in the same session), and inside the query's gates. The hybrid ranking
 (:func:`~prime_memory_folding.recall.hybrid_rank`) adds to each candidate a
-share of its best neighbour's fused score, and the neighbours of its
-:data:`CONTEXT_POOL` best candidates join the candidates: a memory that
-matches nothing itself, such as the answer after a question that matched, can
-then rank on its context.
+share of its best neighbour's fused score, and when the query has a vector
+side, the neighbours of its :data:`CONTEXT_POOL` best candidates join the
+candidates: a memory that matches nothing itself, such as the answer after a
+question that matched, can then rank on its context. (A query without a
+vector side is a keyword search, and keeps to the memories its words match.)
 
 Without that pool, which memories could rank on context alone depended on what
 the text index keeps: SQLite's FTS5 index keeps stop words, so almost every

@@ -651,7 +651,7 @@ def hybrid_rank(
             return score
 
         fused = fused_of(candidates)
-        if context_weight:
+        if context_weight and cos_pos is not None:  # a keyword search keeps to its matches
             candidates = with_neighbours(index, gate_rows, candidates, fused)
             fused = fused_of(candidates)
         context = np.zeros(len(candidates))

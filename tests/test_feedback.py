@@ -108,9 +108,7 @@ def test_the_first_hits_lend_their_rare_words(
 
 def test_a_lexical_only_query_lends_nothing(backend_store: str, clock: FakeClock) -> None:
     with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
-        for batch in (FILLER, ["apple harvest at the zebulon farm"], ["zebulon met"]):
-            memory.store_many(batch)
-            clock.advance(2 * context.SESSION_GAP_S)  # no neighbour lends context
+        memory.store_many([*FILLER, "apple harvest at the zebulon farm", "zebulon met"])
         hits = memory.query(text="apple", limit=5)
     assert [h.record.content for h in hits] == ["apple harvest at the zebulon farm"]
 

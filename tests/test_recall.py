@@ -268,12 +268,9 @@ def test_only_broad_queries_in_large_stores_are_planned(
 def test_a_planned_query_looks_deeper_only_for_words_it_left_unscored(
     large_store: MemoryEngine,
 ) -> None:
-    # "everywhere" is in every record: the rare word's records are the answer
-    # (one session: their neighbours come too, on context alone).
-    hits = large_store.query(text="zebra everywhere", limit=20)
-    found = contents([h for h in hits if h.score_parts["bm25"] > 0])
+    # "everywhere" is in every record: the rare word's records are the answer.
+    found = contents(large_store.query(text="zebra everywhere", limit=10))
     assert len(found) == 6 and all(text.startswith("zebra") for text in found)
-    assert all(h.score_parts["context"] > 0 for h in hits if h.score_parts["bm25"] == 0)
     # "common" is in 40 % of them: records that hold it alone are found too.
     found = contents(large_store.query(text="zebra common", limit=10))
     assert len(found) == 10
