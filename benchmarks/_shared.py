@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import importlib
 import importlib.util
 import itertools
 import json
@@ -64,6 +65,30 @@ class Synthetic:
             "tags": self.tags,
             "importance": self.importance,
         }
+
+
+#: The parts of text ranking kept after the time prior, each as (module, constant);
+#: 0 turns it off.
+LATER_RANKING_PARTS = (
+    ("query_weights", "QUERY_IDF"),
+    ("asking", "ASK_PENALTY"),
+    ("feedback", "LEND_WEIGHT"),
+    ("context", "CONTEXT_POOL"),
+)
+
+
+@contextlib.contextmanager
+def ranking_parts_off(parts: Sequence[tuple[str, str]] = LATER_RANKING_PARTS) -> Iterator[None]:
+    """Text queries rank without ``parts`` (each constant set to 0) within the block."""
+    modules = [importlib.import_module(f"prime_memory_folding.{name}") for name, _ in parts]
+    saved = [getattr(module, constant) for module, (_, constant) in zip(modules, parts)]
+    for module, (_, constant) in zip(modules, parts):
+        setattr(module, constant, 0)
+    try:
+        yield
+    finally:
+        for module, (_, constant), value in zip(modules, parts, saved):
+            setattr(module, constant, value)
 
 
 def generate(count: int, seed: int) -> list[Synthetic]:

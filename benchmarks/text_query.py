@@ -55,17 +55,9 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import DOMAINS, memory_kib, store_in_batches
+from _shared import DOMAINS, memory_kib, ranking_parts_off, store_in_batches
 
-from prime_memory_folding import (
-    Hit,
-    MemoryEngine,
-    asking,
-    context,
-    feedback,
-    query_weights,
-    recall,
-)
+from prime_memory_folding import Hit, MemoryEngine, context, recall
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 from prime_memory_folding.when import time_window
 
@@ -162,16 +154,8 @@ def without_time_prior() -> Iterator[None]:
 def ranking_before() -> Iterator[None]:
     """Text queries rank as before the time prior, the query weights, questions,
     lexical feedback and the context pool (see the module's docstring)."""
-    saved = query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY
-    saved_pool = context.CONTEXT_POOL
-    query_weights.QUERY_IDF = feedback.LEND_WEIGHT = asking.ASK_PENALTY = 0.0
-    context.CONTEXT_POOL = 0
-    try:
-        with without_time_prior():
-            yield
-    finally:
-        query_weights.QUERY_IDF, feedback.LEND_WEIGHT, asking.ASK_PENALTY = saved
-        context.CONTEXT_POOL = saved_pool
+    with ranking_parts_off(), without_time_prior():
+        yield
 
 
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
