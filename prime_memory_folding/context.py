@@ -35,6 +35,7 @@ __all__ = [
     "CONTEXT_REACH",
     "SESSION_GAP_S",
     "Around",
+    "Sessions",
     "neighbour_best",
     "with_neighbours",
 ]
@@ -53,26 +54,32 @@ def _steps() -> list[int]:
     return [s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)]
 
 
-class Around:
-    """The live rows around some rows, looked up once for any number of steps."""
+class Sessions:
+    """An index's live rows, read once per query (a pass over every row), and the
+    query's gate: what finding any rows' neighbours needs."""
 
-    def __init__(
-        self, index: StructuralIndex, gate_rows: Rows | None, rows: npt.NDArray[np.int64]
-    ) -> None:
+    def __init__(self, index: StructuralIndex, gate_rows: Rows | None) -> None:
         self.index = index
         self.gate_rows = gate_rows
         self.alive = index.alive_rows()
-        self.at = np.searchsorted(self.alive, rows)
-        self.stamps = index.updated_at(rows)
+
+
+class Around:
+    """The live rows around some rows, looked up once for any number of steps."""
+
+    def __init__(self, sessions: Sessions, rows: npt.NDArray[np.int64]) -> None:
+        self.sessions = sessions
+        self.at = np.searchsorted(sessions.alive, rows)
+        self.stamps = sessions.index.updated_at(rows)
 
     def step(self, step: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Each row's live neighbour ``step`` rows away, and whether it is one: in
         the gate, and stored within :data:`SESSION_GAP_S` seconds of the row."""
-        alive, gate_rows = self.alive, self.gate_rows
+        alive, gate_rows = self.sessions.alive, self.sessions.gate_rows
         pos = self.at + step
         ok = (pos >= 0) & (pos < len(alive))
         neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
-        ok &= np.abs(self.index.updated_at(neighbours) - self.stamps) <= SESSION_GAP_S
+        ok &= np.abs(self.sessions.index.updated_at(neighbours) - self.stamps) <= SESSION_GAP_S
         if gate_rows is not None:
             slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
             ok &= gate_rows[slot] == neighbours
@@ -80,17 +87,14 @@ class Around:
 
 
 def with_neighbours(
-    index: StructuralIndex,
-    gate_rows: Rows | None,
-    candidates: npt.NDArray[np.int64],
-    fused: npt.NDArray[np.float64],
+    sessions: Sessions, candidates: npt.NDArray[np.int64], fused: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
     """``candidates`` (sorted rows) with the neighbours of the :data:`CONTEXT_POOL`
     best of them by ``fused`` (one score per candidate), sorted."""
     if not CONTEXT_POOL or len(candidates) == 0:
         return candidates
     best = candidates[top_k(fused, min(CONTEXT_POOL, len(candidates)))]
-    around = Around(index, gate_rows, best)
+    around = Around(sessions, best)
     near = [candidates]
     for step in _steps():
         rows, ok = around.step(step)
@@ -99,11 +103,11 @@ def with_neighbours(
 
 
 def neighbour_best(
-    index: StructuralIndex, gate_rows: Rows | None, candidates: npt.NDArray[np.int64], rank: Rank
+    sessions: Sessions, candidates: npt.NDArray[np.int64], rank: Rank
 ) -> npt.NDArray[np.float64]:
     """For each candidate, the best score (``rank`` of rows) of its neighbours."""
     best = np.zeros(len(candidates))
-    around = Around(index, gate_rows, candidates)
+    around = Around(sessions, candidates)
     for step in _steps():
         neighbours, ok = around.step(step)
         if ok.any():

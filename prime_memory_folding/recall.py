@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from . import asking as asking_rule
 from . import feedback
-from .context import Around, neighbour_best, with_neighbours
+from .context import Around, Sessions, neighbour_best, with_neighbours
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
@@ -641,6 +641,10 @@ def hybrid_rank(
     def said(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         return np.array(asks(index.record_ids(rows)) if asks else [], dtype=bool)
 
+    # The live rows are read once for every neighbour look-up of both fusions.
+    reads_around = context_weight or (asks is not None and asking_rule.ASK_PENALTY)
+    sessions = Sessions(index, gate_rows) if reads_around else None
+
     def ranked(side: _Lexical) -> _Ranking:
         candidates = np.union1d(side.rows, by_cosine)  # ties go to the older row
 
@@ -651,12 +655,13 @@ def hybrid_rank(
             return score
 
         fused = fused_of(candidates)
-        if context_weight and cos_pos is not None:  # a keyword search keeps to its matches
-            candidates = with_neighbours(index, gate_rows, candidates, fused)
+        # The pool's neighbours join, but a keyword search keeps to its matches.
+        if sessions is not None and context_weight and cos_pos is not None:
+            candidates = with_neighbours(sessions, candidates, fused)
             fused = fused_of(candidates)
         context = np.zeros(len(candidates))
-        if context_weight and len(candidates):
-            context = neighbour_best(index, gate_rows, candidates, fused_of)
+        if sessions is not None and context_weight and len(candidates):
+            context = neighbour_best(sessions, candidates, fused_of)
         matched = fused + context_weight * context
         prior = np.zeros(len(candidates))
         closeness = None
@@ -664,10 +669,11 @@ def hybrid_rank(
             closeness = time_closeness(index.updated_at(candidates), window, TIME_TAIL)
             prior = time_weight * closeness
         asking = None
-        if asks is not None and asking_rule.ASK_PENALTY and len(candidates):
+        asked = asks is not None and asking_rule.ASK_PENALTY and len(candidates)
+        if sessions is not None and asked:
             pool = top_k(matched + prior, min(asking_rule.ASK_POOL, len(candidates)))
             matched, asking = _asking(
-                index, gate_rows, (candidates, pool), matched, fused, context_weight, fused_of, said
+                sessions, (candidates, pool), matched, fused, context_weight, fused_of, said
             )
         return _Ranking(candidates, matched + prior, matched, context, closeness, asking)
 
@@ -714,8 +720,7 @@ def hybrid_rank(
 
 
 def _asking(
-    index: StructuralIndex,
-    gate_rows: Rows | None,
+    sessions: Sessions,
     pooled: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     matched: npt.NDArray[np.float64],
     fused: npt.NDArray[np.float64],
@@ -729,7 +734,7 @@ def _asking(
     context; and which candidates only ask."""
     candidates, pool = pooled
     rows = candidates[pool]
-    before, ok = Around(index, gate_rows, rows).step(-1)
+    before, ok = Around(sessions, rows).step(-1)
     said = asks(np.concatenate([rows, before[ok]]))
     mine, theirs = said[: len(rows)], np.zeros(len(rows), dtype=bool)
     theirs[ok] = said[len(rows) :]
