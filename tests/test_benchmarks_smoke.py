@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -583,6 +584,88 @@ def test_longmemeval_scores_follow_the_papers_protocol() -> None:
     empty = lme.Question("e", "temporal-reasoning", "?", 0.0, [session])
     assert set(lme.score(empty, []).values()) == {1.0}
     assert lme.parse_date("2023/05/20 (Sat) 02:21") == 1684549260.0
+
+
+def _tiny_decisions(path: Path) -> Path:
+    """Two repositories of three ADRs in the decisions data set's format; each query
+    shares a word with its decision that no other memory of its repository holds."""
+
+    def adr(repo: str, n: int, decision: str, distractors: list[str], query: str) -> dict[str, Any]:
+        return {
+            "id": f"{repo}#{n:03d}", "path": f"docs/adr/{n:04d}.md", "title": decision,
+            "decision": decision, "distractors": distractors, "query": query, "number": n,
+            "date": "",
+        }  # fmt: skip
+
+    def repo(name: str, adrs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"repo": name, "commit": "0" * 40, "licence": "MIT",
+                "ordered_by": "file number / date", "adrs": adrs}  # fmt: skip
+
+    api, web = "acme/api", "acme/web"
+    data = {"repos": [
+        repo(api, [
+            adr(api, 1, "Keep orders in PostgreSQL. Every order lives in PostgreSQL.",
+                ["Backups become a nightly job.", "Developers need a local server."],
+                "Orders vanish when the single file database is corrupted."),
+            adr(api, 2, "Adopt semantic versioning. Every release gets a semver tag.",
+                ["Clients can pin a major version."],
+                "Consumers cannot tell whether an upgrade breaks their release pipeline."),
+            adr(api, 3, "Write structured logs. Services write JSON lines to stdout.",
+                ["Grep gets harder without jq.", "Dashboards parse fields directly."],
+                "Plain text logs cannot be searched by field."),
+        ]),
+        repo(web, [
+            adr(web, 1, "Write the frontend in TypeScript. New modules use TypeScript.",
+                ["The build needs a compile step."],
+                "Type errors reach customers too often from our frontend."),
+            adr(web, 2, "Render pages on the server. The first paint comes from the server.",
+                ["Hosting costs rise a little.", "Search engines index them."],
+                "Slow phones show blank pages for seconds before the bundle loads."),
+            adr(web, 3, "Keep feature flags in a config service. Flags are read at startup.",
+                ["They change without a deploy."],
+                "Switching a half-finished feature off forces a redeploy today."),
+        ]),
+    ]}  # fmt: skip
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.slow
+def test_decisions_recall_benchmark_scores_a_tiny_dataset_and_checks_its_stores(
+    tmp_path: Path,
+) -> None:
+    data = _tiny_decisions(tmp_path / "tiny-decisions.json")
+    out = tmp_path / "decisions.json"
+    result = run("decisions_recall.py", "--data", str(data), "--loo", "--json", str(out),
+                 cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 repositories, 6 ADRs (queries), 15 memories (15 distinct" in result.stdout
+    assert "check: every store holds exactly the memories given" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["check"]["ok"] and report["queries"] == 6
+    for layout in ("per_repo", "shared"):
+        systems = report["systems"][layout]
+        assert set(systems) == {"hybrid", "keyword", "parts off", "BM25"}
+        for table in systems.values():
+            assert table["overall"]["n"] == 6
+            assert set(table["per_repo"]) == {"acme/api", "acme/web"}
+            assert 0 <= table["overall"]["R@1"] <= table["overall"]["R@5"] <= 100
+            assert 0 <= table["overall"]["MRR@10"] <= 1
+        # Each query shares a word with its decision that no other memory holds.
+        assert systems["BM25"]["overall"]["R@1"] == 100.0
+    loo = report["leave_one_out"]
+    assert loo["held_out"]["n"] == 6 and len(loo["grid"]) == 24
+    assert [fold["held_out"] for fold in loo["folds"]] == ["acme/api", "acme/web"]
+    assert "leave one repository out (24 settings" in result.stdout
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("hybrid per repository (R@5 / MRR@10): acme/api ")
+
+    # A store one memory short fails the check, and no figure is reported.
+    failed = run("decisions_recall.py", "--data", str(data), "--inject-mismatch", cwd=tmp_path)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "check: FAILED - 1 problem(s)" in failed.stdout
+    assert "acme/api holds 7 records (7 stored) for 8 memories" in failed.stdout
+    assert "R@5" not in failed.stdout
 
 
 def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> None:
