@@ -206,6 +206,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         metadata: Mapping[str, Any] | None = None,
         instance_key: str | None = None,
         scope: str | None = None,
+        session: str | None = None,
     ) -> Record:
         """Store a memory, or reinforce the identical one already stored.
 
@@ -214,6 +215,11 @@ class MemoryEngine(Views, MaintenanceVerbs):
         strength and access count and keeps its id. It goes to the current
         scope unless ``scope`` names another (e.g. ``"global"``, or the user
         scope for a personal preference).
+
+        ``session`` names the conversation the memory belongs to (at most 200
+        characters; blank is none): memories of one session lend each other
+        context in text recall. A reinforced memory keeps the session it was
+        first stored in.
 
         Raises:
             InvalidInput: a bad argument; nothing was written.
@@ -229,6 +235,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
             metadata=metadata,
             instance_key=instance_key,
             scope=scope,
+            session=session,
         ).record
 
     def store_result(
@@ -243,6 +250,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         metadata: Mapping[str, Any] | None = None,
         instance_key: str | None = None,
         scope: str | None = None,
+        session: str | None = None,
     ) -> StoreResult:
         """Like :meth:`store`, and also tells whether the record is new."""
         item = writes.prepare(
@@ -256,6 +264,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
                 "metadata": metadata,
                 "instance_key": instance_key,
                 "scope": scope,
+                "session": session,
             },
             self._scope.current,
         )
@@ -265,8 +274,8 @@ class MemoryEngine(Views, MaintenanceVerbs):
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
 
-        Each item is a mapping with :meth:`store`'s arguments (``scope``
-        included), or a plain string of content. Returns the records in input order.
+        Each item is a mapping with :meth:`store`'s arguments (``scope`` and
+        ``session`` included), or a plain string of content. Returns the records in input order.
 
         Raises:
             InvalidInput: an item is bad (its position is named); nothing was written.

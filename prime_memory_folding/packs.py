@@ -7,9 +7,10 @@ A pack is UTF-8 JSON Lines. The first line is a header::
      "embedding_space": "custom:3", "embedding_dim": 3, "vectors": false, ...}
 
 and every further line is one record, with its id, address, labels, content,
-scores, timestamps (Unix seconds), access count, metadata, instance key, scope
-and, when exported with vectors, its vector. Addresses and tag products are written
-as decimal strings, so that every JSON reader keeps them exact.
+scores, timestamps (Unix seconds), access count, metadata, instance key, scope,
+its session when it has one and, when exported with vectors, its vector.
+Addresses and tag products are written as decimal strings, so that every JSON
+reader keeps them exact. A line without a session imports as a record without one.
 
 Importing writes records verbatim: ids, addresses, timestamps, strength and
 access counts are kept. A label whose prime differs between the pack and the
@@ -291,6 +292,8 @@ def _pack_line(stored: StoredRow, vectors: bool) -> dict[str, Any]:
         "instance_key": stored.instance_key,
         "scope": rec.scope,
     }
+    if rec.session is not None:
+        line["session"] = rec.session
     strength_at = getattr(stored, "strength_at", None)
     if strength_at is not None:
         line["strength_at"] = strength_at
@@ -573,7 +576,7 @@ def _item(rec: PortableRecord) -> StoreItem:
 
     return StoreItem(
         rec.content, rec.domain, rec.subdomain, rec.tags, rec.importance, None, rec.metadata,
-        rec.instance_key, rec.scope or "global",
+        rec.instance_key, rec.scope or "global", rec.session,
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from .primes import MAX_PRIME, Kind, is_prime, normalise_label, normalise_tags
 from .records import (
     check_content,
     check_metadata,
+    check_session,
     check_unit_interval,
     check_vector,
 )
@@ -89,6 +90,8 @@ class PortableRecord:
     line: int = 0
     #: The scope the source names; None puts the record in the importing engine's current scope.
     scope: str | None = None
+    #: The conversation the record belongs to, when the source names one.
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +271,7 @@ def portable_record(raw: object, line: int = 0) -> PortableRecord:
         address=address,
         line=line,
         scope=None if raw.get("scope") is None else normalise_scope(raw["scope"]),
+        session=check_session(raw.get("session")),
     )
 
 

@@ -14,6 +14,7 @@ from .errors import InvalidInput
 
 __all__ = [
     "MAX_CONTENT_CHARS",
+    "MAX_SESSION_CHARS",
     "Filters",
     "Hit",
     "Record",
@@ -23,6 +24,7 @@ __all__ = [
     "Version",
     "check_content",
     "check_metadata",
+    "check_session",
     "check_unit_interval",
     "check_vector",
 ]
@@ -31,6 +33,8 @@ __all__ = [
 #: a larger text should be split, and the limit keeps one call from bloating
 #: every later query response.
 MAX_CONTENT_CHARS = 100_000
+#: The longest session name: an id a client makes up for a conversation, not a text.
+MAX_SESSION_CHARS = 200
 
 
 class Vector(Sequence[float]):
@@ -128,6 +132,8 @@ class Record:
     vector: Vector | None = None
     #: The scope the record belongs to: ``global``, ``user:<name>``, ``project:<id>``, ...
     scope: str = "global"
+    #: The conversation the record belongs to, when its writer named one.
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,34 @@ def check_content(content: object) -> str:
     if "\x00" in content:
         raise InvalidInput("content contains a NUL character; remove it")
     return content
+
+
+def check_session(session: object) -> str | None:
+    """A session name stripped, or None for none (None, or blank).
+
+    Raises:
+        InvalidInput: not a string, over :data:`MAX_SESSION_CHARS`, or holding a
+            control character.
+    """
+    if session is None:
+        return None
+    if not isinstance(session, str):
+        raise InvalidInput(
+            f"session must be a string naming the conversation, got {type(session).__name__}"
+        )
+    name = session.strip()
+    if not name:
+        return None
+    if len(name) > MAX_SESSION_CHARS:
+        raise InvalidInput(
+            f"session has {len(name)} characters, over the limit of {MAX_SESSION_CHARS}; "
+            "give a shorter id for the conversation"
+        )
+    if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in name):
+        raise InvalidInput(
+            "session contains a control character (a tab, newline or the like); remove it"
+        )
+    return name
 
 
 def check_unit_interval(name: str, value: object) -> float:

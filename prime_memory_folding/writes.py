@@ -28,6 +28,7 @@ from .records import (
     Vector,
     check_content,
     check_metadata,
+    check_session,
     check_unit_interval,
     check_vector,
 )
@@ -74,6 +75,7 @@ STORE_FIELDS = frozenset(
         "metadata",
         "instance_key",
         "scope",
+        "session",
     }
 )
 UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
@@ -92,6 +94,9 @@ class StoreItem:
     metadata: dict[str, Any]
     instance_key: str | None
     scope: str = GLOBAL
+    #: The conversation the memory belongs to; not part of its identity
+    #: (storing it again from another session reinforces the same record).
+    session: str | None = None
 
     @property
     def dedupe_key(self) -> str:
@@ -146,6 +151,7 @@ def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
         metadata=metadata,
         instance_key=key,
         scope=scope if raw.get("scope") is None else normalise_scope(raw["scope"]),
+        session=check_session(raw.get("session")),
     )
 
 
@@ -419,6 +425,7 @@ def new_row(
         metadata=item.metadata,
         vector=None if item.vector is None else Vector(item.vector),
         scope=item.scope,
+        session=item.session,
     )
     return StoredRow(
         record=record,
@@ -429,7 +436,10 @@ def new_row(
 
 
 def reinforced(current: StoredRow, item: StoreItem, now: float) -> StoredRow:
-    """``current`` stored again as ``item``: stronger, and with the newer content."""
+    """``current`` stored again as ``item``: stronger, and with the newer content.
+
+    It keeps its session: the conversation it was first stored in.
+    """
     rec = current.record
     blob = current.vector_blob
     vector = rec.vector
@@ -475,6 +485,8 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
         hint = ""
         if unknown & {"domain", "subdomain"}:
             hint = "; the domain and subdomain are part of the address, so store a new record"
+        elif "session" in unknown:
+            hint = "; a memory keeps the session it was first stored in"
         raise InvalidInput(
             f"cannot update {sorted(unknown)}; updatable fields are {sorted(UPDATABLE)}{hint}"
         )

@@ -30,7 +30,7 @@ from tests.pg_helpers import new_schema
 RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at, scope"
+    "instance_key, strength_at, scope, session"
 )
 ARCHIVE_COLUMNS = f"seq, reason, detail, folded_into, archived_at, {RECORD_COLUMNS}"
 
@@ -59,7 +59,8 @@ def dump(location: str | Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def fill(path: Path, clock: FakeClock) -> None:
-    """A store with every kind of state: vectors, metadata, scopes, archive, marks, meta."""
+    """A store with every kind of state: vectors, metadata, scopes, sessions, the archive,
+    fold marks and settings."""
     with MemoryEngine(path, clock=clock, embedder="none") as engine:
         kept = []
         for i in range(40):
@@ -73,6 +74,7 @@ def fill(path: Path, clock: FakeClock) -> None:
                 metadata={"i": i, "name": f"n{i}", "nested": {"even": i % 2 == 0}},
                 instance_key=f"key-{i}" if i % 6 == 0 else None,
                 scope=("global", "project:github.com/acme/api", "user:alice")[i % 3],
+                session=None if i % 4 == 0 else f"chat {i % 4}",
             )
             kept.append(record.record_id)
             clock.advance(60)

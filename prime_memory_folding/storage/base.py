@@ -69,6 +69,7 @@ class IndexRow:
     strength_at: float | None = None
     tier: str | None = None
     scope: str = "global"
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,8 @@ class IndexTable:
     strength_at: Sequence[float | None]
     tiers: Sequence[str | None]
     scopes: Sequence[str] = ()
+    #: One session (or None) per record; empty means none has one.
+    sessions: Sequence[str | None] = ()
     #: The records' full rows by id, when the read asked for them (:class:`GatedRead`).
     stored: Mapping[str, StoredRow] | None = None
     #: The vectors already read into one float32 matrix (then ``vector_blobs``

@@ -3,8 +3,8 @@
 :func:`copy_store` makes the destination hold exactly what the source holds:
 
 - every record, with its id, labels, content, vector bytes, scores, times,
-  access count, metadata, instance key, dedupe key and scope, in the
-  source's order;
+  access count, metadata, instance key, dedupe key, scope and session, in
+  the source's order;
 - the archive: every entry with its sequence number, reason, detail, the
   record it was folded into and when it was archived;
 - the prime registries, copied first, so that the destination gives each
@@ -54,7 +54,7 @@ _LOCAL_META = frozenset({"fold_state"})
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at, scope"
+    "instance_key, strength_at, scope, session"
 )
 _ARCHIVE_COLUMNS = f"seq, reason, detail, folded_into, archived_at, {_RECORD_COLUMNS}"
 

@@ -443,3 +443,23 @@ def create_tokens(db: sqlite3.Connection) -> None:
         CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL;
         """,
     )
+
+
+# -- sessions: migration 10 ---------------------------------------------------------------
+
+
+@migration(10)
+def add_sessions(db: sqlite3.Connection) -> None:
+    """A record may belong to a session (a conversation), when its writer names one.
+
+    Records and archive entries from before have none (NULL). No index: the
+    in-memory index finds a record's session neighbours, and an index that
+    answers no query would only cost every insert a write.
+    """
+    run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN session TEXT;
+        ALTER TABLE archive ADD COLUMN session TEXT;
+        """,
+    )

@@ -27,13 +27,13 @@ __all__ = [
 RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at, scope"
+    "instance_key, strength_at, scope, session"
 )
 #: The columns of an index row (:func:`index_row`); ``{vector}`` is ``vector`` or ``NULL``.
 INDEX_COLUMNS = (
     "record_id, domain, subdomain, tags, tag_product, importance, strength, "
     "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
-    "(metadata::jsonb ->> 'tier'), scope"
+    "(metadata::jsonb ->> 'tier'), scope, session"
 )
 
 
@@ -98,6 +98,7 @@ def index_row_of(stored: StoredRow) -> IndexRow:
         strength_at=stored.strength_at,
         tier=tier if isinstance(tier, str) else None,
         scope=rec.scope,
+        session=rec.session,
     )
 
 
@@ -179,5 +180,6 @@ def table_of(rows: Iterable[IndexRow], stored: Mapping[str, StoredRow] | None = 
         strength_at=[r.strength_at for r in rows],
         tiers=[r.tier for r in rows],
         scopes=[r.scope for r in rows],
+        sessions=[r.session for r in rows],
         stored=stored,
     )

@@ -179,9 +179,19 @@ _TOKENS = (
     "CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at IS NULL",
 )
 
+#: A record may belong to a session (a conversation); records from before have
+#: none. A text query reads its hits' neighbours of the same session by
+#: (session, id), which the partial index answers without reading the others.
+_SESSIONS = (
+    "ALTER TABLE records ADD COLUMN session TEXT",
+    "ALTER TABLE archive ADD COLUMN session TEXT",
+    "CREATE INDEX records_session ON records (session, id) WHERE session IS NOT NULL",
+)
+
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "create_tables", _CORE, _seed_primes),
     PgMigration(2, "create_tokens", _TOKENS),
+    PgMigration(3, "add_sessions", _SESSIONS),
 )
 
 

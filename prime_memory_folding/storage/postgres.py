@@ -626,8 +626,8 @@ class PostgresStorage(token_table.TokenTable):
         self.run_many(
             "UPDATE records SET dedupe_key = %s, domain = %s, subdomain = %s, tags = %s, "
             "tag_product = %s, content = %s, vector = %s, importance = %s, strength = %s, "
-            "created_at = %s, updated_at = %s, accessed_at = %s, access_count = %s, "
-            f"metadata = %s, instance_key = %s, strength_at = %s, scope = %s{extra} "
+            "created_at = %s, updated_at = %s, accessed_at = %s, access_count = %s, metadata = %s, "
+            f"instance_key = %s, strength_at = %s, scope = %s, session = %s{extra} "
             "WHERE record_id = %s",
             [
                 (

@@ -47,7 +47,7 @@ _MERGE_ROUNDS = 16
 _RECORD_COLUMNS = (
     "record_id, dedupe_key, domain, subdomain, tags, tag_product, content, vector, "
     "importance, strength, created_at, updated_at, accessed_at, access_count, metadata, "
-    "instance_key, strength_at, scope"
+    "instance_key, strength_at, scope, session"
 )
 
 
@@ -402,7 +402,7 @@ class SQLiteStorage(token_table.TokenTable):
         """Insert new rows, in order. Call inside a transaction."""
         values = [record_values(row) for row in rows]
         if len(values) < STAGED_MIN:
-            marks = ",".join("?" * 18)
+            marks = ",".join("?" * (_RECORD_COLUMNS.count(",") + 1))
             self.db.executemany(f"INSERT INTO records ({_RECORD_COLUMNS}) VALUES ({marks})", values)
             return
         [[last_id]] = self.db.execute("SELECT coalesce(max(id), 0) FROM records")
@@ -470,7 +470,7 @@ class SQLiteStorage(token_table.TokenTable):
             "UPDATE records SET dedupe_key = ?, domain = ?, subdomain = ?, tags = ?, "
             "tag_product = ?, content = ?, vector = ?, importance = ?, strength = ?, "
             "created_at = ?, updated_at = ?, accessed_at = ?, access_count = ?, metadata = ?, "
-            "instance_key = ?, strength_at = ?, scope = ? "
+            "instance_key = ?, strength_at = ?, scope = ?, session = ? "
             "WHERE record_id = ?",
             ((*record_values(row)[1:], row.record.record_id) for row in rows),
         )
@@ -539,7 +539,7 @@ class SQLiteStorage(token_table.TokenTable):
             raise damaged_vectors(self.path)
         matrix = np.zeros((n + n // 2 + 1_024, size // 4), dtype=np.float32) if size else None
         present = np.zeros(len(matrix) if matrix is not None else 0, dtype=bool)
-        columns = ColumnReader(15, shared=(1, 2, 3, 13, 14), numbers=(5, 6, 7, 9, 10, 11, 12))
+        columns = ColumnReader(16, shared=(1, 2, 3, 13, 14, 15), numbers=(5, 6, 7, 9, 10, 11, 12))
         at = 0
         for batch in self.batches(_INDEX_SQL + " ORDER BY id"):
             values = columns.add(batch, skip=(8,))
@@ -559,6 +559,7 @@ class SQLiteStorage(token_table.TokenTable):
                 raise damaged_vectors(self.path)
             at += len(batch)
         parsed = _parse_many_tags(columns.texts(3))
+        sessions = columns.texts(15)
         return IndexTable(
             record_ids=columns.texts(0),
             domains=columns.texts(1),
@@ -575,6 +576,7 @@ class SQLiteStorage(token_table.TokenTable):
             strength_at=columns.numbers(12),
             tiers=[tier if isinstance(tier, str) else None for tier in columns.texts(13)],
             scopes=columns.texts(14),
+            sessions=() if sessions.count(None) == len(sessions) else sessions,
             vector_matrix=matrix,
             vector_present=present[:at] if matrix is not None else None,
         )
@@ -645,6 +647,7 @@ def record_values(row: StoredRow) -> tuple[Any, ...]:
         row.instance_key,
         row.strength_at,
         rec.scope,
+        rec.session,
     )
 
 
@@ -668,6 +671,7 @@ def stored_row(row: Sequence[Any]) -> StoredRow:
         metadata=json.loads(row[14]),
         vector=vector,
         scope=row[17],
+        session=row[18],
     )
     return StoredRow(
         record=record,
@@ -705,7 +709,7 @@ def _parse_many_tags(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
 _INDEX_SQL = (
     "SELECT record_id, domain, subdomain, tags, tag_product, importance, strength, "
     "updated_at, vector, created_at, accessed_at, access_count, strength_at, "
-    "json_extract(metadata, '$.tier'), scope FROM records"
+    "json_extract(metadata, '$.tier'), scope, session FROM records"
 )
 
 
@@ -727,4 +731,5 @@ def index_row(row: Sequence[Any]) -> IndexRow:
         strength_at=row[12],
         tier=row[13] if isinstance(row[13], str) else None,
         scope=row[14],
+        session=row[15],
     )

@@ -1,0 +1,243 @@
+"""Sessions: a memory belongs to a conversation only when its writer says so.
+
+The session is stored with the record on both backends, kept through
+reinforcement, updates, the archive, packs and copies, and held by the index
+as a stable code (:func:`~prime_memory_folding.index.session_code`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prime_memory_folding import InvalidInput, MemoryEngine
+from prime_memory_folding.packs import export_pack, import_pack
+from prime_memory_folding.records import MAX_SESSION_CHARS, check_session
+from prime_memory_folding.storage.copy import copy_store
+from tests.backends import dump
+from tests.conftest import FakeClock
+
+# -- the value -----------------------------------------------------------------------------
+
+
+def test_a_session_is_stripped_and_a_blank_one_is_none() -> None:
+    assert check_session("  chat-1\u00a0") == "chat-1"
+    assert check_session("   ") is None
+    assert check_session("") is None
+    assert check_session(None) is None
+    assert check_session("é" * MAX_SESSION_CHARS) == "é" * MAX_SESSION_CHARS
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (5, "must be a string"),
+        (b"chat", "must be a string"),
+        ("x" * (MAX_SESSION_CHARS + 1), "over the limit of 200"),
+        ("chat\n2", "control character"),
+        ("chat\t2", "control character"),
+        ("chat\x00", "control character"),
+        ("ch\x85at", "control character"),
+    ],
+)
+def test_a_bad_session_is_refused_and_nothing_is_stored(
+    backend_store: str, value: object, fragment: str
+) -> None:
+    with MemoryEngine(backend_store, embedder="none") as memory:
+        memory.store("already here")
+        before = dump(backend_store)
+        with pytest.raises(InvalidInput, match=fragment):
+            memory.store("the deploy runs on Fridays", session=value)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match=f"item 1: .*{fragment}"):
+            memory.store_many(["fine", {"content": "not fine", "session": value}])
+        assert dump(backend_store) == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=260)))
+def test_a_session_is_kept_as_given_or_refused(value: str | None) -> None:
+    try:
+        checked = check_session(value)
+    except InvalidInput as exc:
+        assert value is not None
+        name = value.strip()
+        too_long = len(name) > MAX_SESSION_CHARS
+        assert too_long or any(ord(ch) < 32 or 127 <= ord(ch) <= 159 for ch in name), exc
+        return
+    if value is None or not value.strip():
+        assert checked is None
+    else:
+        assert checked == value.strip() and len(checked) <= MAX_SESSION_CHARS
+
+
+# -- stored on both backends ---------------------------------------------------------------
+
+
+def test_a_session_round_trips_through_get_query_and_history(
+    backend_store: str, clock: FakeClock
+) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
+        first = memory.store("the deploy runs on Fridays", session=" chat-1 ")
+        other = memory.store("the linter runs on save")
+        assert first.session == "chat-1" and other.session is None
+        assert memory.get(first.record_id).session == "chat-1"
+        hits = memory.query(text="deploy Fridays")
+        assert [(hit.record.record_id, hit.record.session) for hit in hits] == [
+            (first.record_id, "chat-1")
+        ]
+        clock.advance(60)
+        updated = memory.update(first.record_id, content="the deploy runs on Mondays")
+        assert updated.session == "chat-1"
+        assert [version.record.session for version in memory.history(first.record_id)] == ["chat-1"]
+        with pytest.raises(InvalidInput, match="keeps the session it was first stored in"):
+            memory.update(first.record_id, session="chat-2")
+    with MemoryEngine(backend_store, embedder="none") as reopened:
+        assert reopened.get(first.record_id).session == "chat-1"
+        assert reopened.get(other.record_id).session is None
+
+
+def test_store_many_takes_a_session_per_item(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none") as memory:
+        records = memory.store_many(
+            [
+                {"content": "one", "session": "a"},
+                {"content": "two", "session": "b"},
+                {"content": "three", "session": "  "},
+                "four",
+            ]
+        )
+        assert [r.session for r in records] == ["a", "b", None, None]
+        assert [memory.get(r.record_id).session for r in records] == ["a", "b", None, None]
+
+
+def test_storing_the_same_memory_again_keeps_its_first_session(
+    backend_store: str, clock: FakeClock
+) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
+        first = memory.store("the cache is warmed at start-up", session="morning")
+        clock.advance(3_600)
+        again = memory.store("the cache is warmed at start-up", session="evening")
+        none = memory.store("the cache is warmed at start-up")
+        assert again.record_id == none.record_id == first.record_id
+        assert again.access_count == first.access_count + 1
+        assert again.session == none.session == "morning"
+        assert memory.get(first.record_id).session == "morning"
+        # Within one batch too: the first of a key's items names the session.
+        batch = memory.store_many(
+            [{"content": "new twice", "session": "x"}, {"content": "new twice", "session": "y"}]
+        )
+        assert [r.session for r in batch] == ["x", "x"]
+
+
+def test_a_forgotten_memory_comes_back_from_the_archive_with_its_session(
+    backend_store: str,
+) -> None:
+    with MemoryEngine(backend_store, embedder="none") as memory:
+        record = memory.store("the staging database is reset nightly", session="ops")
+        memory.forget(record.record_id)
+        [entry] = memory.archive_entries().entries
+        assert entry.record.session == "ops"
+        assert memory.restore(record.record_id).session == "ops"
+        assert memory.get(record.record_id) == record
+
+
+# -- packs and copies ----------------------------------------------------------------------
+
+
+def test_export_and_import_keep_sessions(tmp_path: Path) -> None:
+    pack = tmp_path / "pack.jsonl"
+    with MemoryEngine(tmp_path / "from.db", embedder="none") as source:
+        kept = source.store("the release train leaves on Tuesdays", session="planning")
+        plain = source.store("tabs, not spaces")
+        with pack.open("w", encoding="utf-8") as out:
+            export_pack(source, out)
+    lines = [json.loads(line) for line in pack.read_text(encoding="utf-8").splitlines()[1:]]
+    assert {line["content"]: line.get("session") for line in lines} == {
+        kept.content: "planning",
+        plain.content: None,
+    }
+    with MemoryEngine(tmp_path / "to.db", embedder="none") as target:
+        import_pack(target, pack)
+        assert target.get(kept.record_id).session == "planning"
+        assert target.get(plain.record_id).session is None
+
+
+def test_a_pack_line_without_a_session_imports_as_none_and_a_bad_one_is_reported(
+    tmp_path: Path,
+) -> None:
+    pack = tmp_path / "old.jsonl"
+    header = {"format": "prime-memory-pack", "version": 1}
+    lines = [
+        header,
+        {"content": "from before sessions"},
+        {"content": "named", "session": "chat"},
+        {"content": "bad", "session": "a\nb"},
+    ]
+    pack.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with MemoryEngine(tmp_path / "to.db", embedder="none") as target:
+        report = import_pack(target, pack, skip_bad=True)
+        assert [bad.line for bad in report.skipped] == [4]
+        assert "control character" in report.skipped[0].message
+        got = {r.content: r.session for r in (hit.record for hit in target.query(limit=10))}
+        assert got == {"from before sessions": None, "named": "chat"}
+
+
+def test_a_copy_between_backends_keeps_sessions(tmp_path: Path, pg_url: str) -> None:
+    source = tmp_path / "source.db"
+    with MemoryEngine(source, embedder="none") as memory:
+        named = memory.store("the API key rotates monthly", session="security review")
+        archived = memory.store("the old API key", session="security review")
+        memory.forget(archived.record_id)
+    copy_store(source, pg_url)
+    back = tmp_path / "back.db"
+    copy_store(pg_url, back)
+    for location in (pg_url, str(back)):
+        with MemoryEngine(location, embedder="none") as copied:
+            assert copied.get(named.record_id).session == "security review"
+            assert copied.restore(archived.record_id).session == "security review"
+
+
+# -- schema --------------------------------------------------------------------------------
+
+
+def test_an_older_postgres_schema_gains_sessions_and_its_records_have_none(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    from prime_memory_folding.storage.pg_schema import PG_MIGRATIONS
+
+    with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        with conn.cursor() as cur:
+            for step in PG_MIGRATIONS:
+                if step.version > 2:
+                    continue
+                for statement in step.statements:
+                    cur.execute(statement)
+                if step.then is not None:
+                    step.then(cur)
+                cur.execute(
+                    "INSERT INTO schema_migrations VALUES (%s, %s, 0)", (step.version, step.name)
+                )
+            cur.execute(
+                "INSERT INTO records (record_id, dedupe_key, domain, subdomain, tags, "
+                "tag_product, content, importance, strength, created_at, updated_at, "
+                "accessed_at) VALUES (%s, 'key', 'memory', 'general', '[]', '1', "
+                "'stored before sessions', 0.5, 1.0, 0, 0, 0)",
+                (f"{7:032x}",),
+            )
+    with MemoryEngine(pg_url, embedder="none") as memory:
+        assert memory.storage.schema_version() == 3
+        assert memory.get(f"{7:032x}").session is None
+        assert memory.store("after", session="s").session == "s"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes")}
+        assert "records_session" in indexes
