@@ -12,6 +12,7 @@ so intersecting them is one call into C over compact memory.
 from __future__ import annotations
 
 import array
+import hashlib
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,14 @@ import numpy as np
 import numpy.typing as npt
 from pyroaring import BitMap, FrozenBitMap
 
-__all__ = ["IndexEntry", "StructuralIndex", "TagQuery"]
+__all__ = [
+    "IndexColumns",
+    "IndexEntry",
+    "StructuralIndex",
+    "TagQuery",
+    "session_code",
+    "session_code_column",
+]
 
 Rows = npt.NDArray[np.int64]
 K = TypeVar("K", int, str)
@@ -45,7 +53,37 @@ _COLUMNS = (
     "_product64",
     "_product_fits",
     "_id_column",
+    "_session",
+    "_created",
 )
+#: Session codes are hashes kept to 63 bits, so that they fit an int64 column
+#: as positive numbers.
+_SESSION_MASK = (1 << 63) - 1
+
+
+def session_code(session: str | None) -> int:
+    """The stable code the index keeps for a session: a nonzero 63-bit hash; 0 for none.
+
+    The first 8 bytes of the BLAKE2b hash of the name's UTF-8, masked to 63 bits
+    (0 becomes 1), so that every process and every run gives a name the same code.
+    """
+    if session is None:
+        return 0
+    digest = hashlib.blake2b(session.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & _SESSION_MASK or 1
+
+
+def session_code_column(sessions: Sequence[str | None]) -> npt.NDArray[np.int64]:
+    """:func:`session_code` of each of ``sessions``, as one int64 array.
+
+    Each distinct name is hashed once; a column without any session is zeros
+    without a pass in Python.
+    """
+    n = len(sessions)
+    if not n or sessions.count(None) == n:
+        return np.zeros(n, dtype=np.int64)
+    codes = {name: session_code(name) for name in set(sessions)}
+    return np.fromiter(map(codes.__getitem__, sessions), dtype=np.int64, count=n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +103,10 @@ class IndexEntry:
     reinforced_at: float = 0.0
     half_life: float = math.inf
     scope: str = "global"
+    #: :func:`session_code` of the record's session (0: none).
+    session: int = 0
+    #: When the record was first stored (an update or a reinforcement never moves it).
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +137,10 @@ class IndexColumns:
     scopes: Sequence[str] = ()
     #: ``vectors`` has a row per record, in record order (see above).
     aligned: bool = False
+    #: One :func:`session_code` per record; empty means none has a session.
+    sessions: Sequence[int] | npt.NDArray[np.int64] = ()
+    #: When each record was first stored; empty means 0 for every record.
+    created_at: Sequence[float] | npt.NDArray[np.float64] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +195,11 @@ class StructuralIndex:
         self._product64 = np.zeros(0, dtype=np.uint64)
         self._product_fits = np.zeros(0, dtype=bool)
         self._id_column = np.zeros(0, dtype=object)
+        self._session = np.zeros(0, dtype=np.int64)
+        self._created = np.zeros(0, dtype=np.float64)
         self._vectors: npt.NDArray[np.float32] | None = None
         self._dead = 0
+        self._generation = 0
 
     # -- size ---------------------------------------------------------------
 
@@ -185,6 +234,21 @@ class StructuralIndex:
         """The scopes that hold at least one live record."""
         return [scope for scope, rows in self._scope_rows.items() if rows]
 
+    @property
+    def generation(self) -> int:
+        """A count that every load, upsert and removal moves on.
+
+        What a caller computed from the live rows holds while the count is
+        the one it read then.
+        """
+        return self._generation
+
+    def _reset(self) -> None:
+        """Empty the index in place; the generation counts on."""
+        generation = self._generation
+        self.__init__()  # type: ignore[misc]
+        self._generation = generation + 1
+
     # -- writes -------------------------------------------------------------
 
     def _grow(self, needed: int) -> None:
@@ -204,6 +268,7 @@ class StructuralIndex:
 
     def upsert(self, entry: IndexEntry) -> None:
         """Add a record, or replace what the index holds for it."""
+        self._generation += 1
         row = self._row_of.get(entry.record_id)
         if row is None:
             row = len(self._ids)
@@ -234,6 +299,8 @@ class StructuralIndex:
         self._updated[row] = entry.updated_at
         self._reinforced[row] = entry.reinforced_at
         self._half_life[row] = entry.half_life
+        self._session[row] = entry.session
+        self._created[row] = entry.created_at
         self._alive[row] = True
         if entry.vector is None:
             self._has_vector[row] = False
@@ -264,6 +331,7 @@ class StructuralIndex:
         row = self._row_of.pop(record_id, None)
         if row is None:
             return
+        self._generation += 1
         self._unlink(row)
         self._ids[row] = None
         self._id_column[row] = None
@@ -274,6 +342,7 @@ class StructuralIndex:
 
     def _remove_rows(self, rows: list[int]) -> None:
         """:meth:`remove` for many rows: each posting list loses its rows in one step."""
+        self._generation += 1
         tables: tuple[dict[Any, BitMap], ...] = (
             self._scope_rows, self._domain_rows, self._subdomain_rows, self._tag_rows,
         )  # fmt: skip
@@ -326,7 +395,7 @@ class StructuralIndex:
         products = [self._tag_product[row] for row in kept]
         columns = {name: getattr(self, name)[keep] for name in _COLUMNS}
         vectors = None if self._vectors is None else self._vectors[keep]
-        self.__init__()  # type: ignore[misc]
+        self._reset()
         n = len(kept)
         self._grow(n)
         self._ids = ids
@@ -476,6 +545,14 @@ class StructuralIndex:
     def updated_at(self, rows: Rows) -> npt.NDArray[np.float64]:
         return self._updated[rows]
 
+    def created_at(self, rows: Rows) -> npt.NDArray[np.float64]:
+        """When each row's record was first stored (updates and reinforcements keep it)."""
+        return self._created[rows]
+
+    def session_codes(self, rows: Rows) -> npt.NDArray[np.int64]:
+        """Each row's :func:`session_code` (0: the record has no session)."""
+        return self._session[rows]
+
     # -- decay (see folding.py) -------------------------------------------------
 
     def effective_strength(self, rows: Rows, now: float) -> npt.NDArray[np.float64]:
@@ -591,6 +668,8 @@ class StructuralIndex:
                 if with_vector
                 else None,
                 scopes=[e.scope for e in entries],
+                sessions=[e.session for e in entries],
+                created_at=[e.created_at for e in entries],
             )
         )
 
@@ -623,7 +702,7 @@ class StructuralIndex:
 
     def load(self, columns: IndexColumns) -> None:
         """Replace everything with ``columns``, filling whole columns at once."""
-        self.__init__()  # type: ignore[misc]
+        self._reset()
         ids = list(columns.record_ids)
         n = len(ids)
         given = columns.vectors
@@ -660,6 +739,10 @@ class StructuralIndex:
         self._updated[:n] = columns.updated_at
         self._reinforced[:n] = columns.reinforced_at
         self._half_life[:n] = columns.half_life
+        if len(columns.sessions):
+            self._session[:n] = columns.sessions
+        if len(columns.created_at):
+            self._created[:n] = columns.created_at
         self._alive[:n] = True
         if given is not None and len(columns.vector_rows):
             with_vector = np.asarray(columns.vector_rows, dtype=np.int64)

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .folding import FoldPolicy, decay_columns, decay_terms
-from .index import IndexColumns, IndexEntry, StructuralIndex
+from .index import IndexColumns, IndexEntry, StructuralIndex, session_code, session_code_column
 from .labels import LabelRegistry
 from .primes import Kind
 from .records import Record
@@ -126,6 +126,8 @@ class LiveIndex:
             vectors=vectors,
             scopes=table.scopes,
             aligned=aligned,
+            sessions=session_code_column(table.sessions),
+            created_at=table.created_at,
         )
 
     def _vectors_of(
@@ -171,6 +173,8 @@ class LiveIndex:
             reinforced_at=since,
             half_life=half,
             scope=rec.scope,
+            session=session_code(rec.session),
+            created_at=rec.created_at,
         )
 
     def refresh(self) -> None:

@@ -37,6 +37,8 @@ def _entries(specs: list[tuple[int, set[int], float, bool]]) -> list[IndexEntry]
                 strength=strength,
                 updated_at=float(i),
                 vector=np.array([1.0, float(i)], dtype=np.float32) if has_vector else None,
+                session=i % 3,
+                created_at=i / 2,
             )
         )
     return out
@@ -69,6 +71,9 @@ def test_bulk_rebuild_equals_upserting_one_by_one(
     assert np.array_equal(
         bulk.effective_strength(rows, 100.0), single.effective_strength(rows, 100.0)
     )
+    assert bulk.session_codes(rows).tolist() == single.session_codes(rows).tolist()
+    assert bulk.created_at(rows).tolist() == single.created_at(rows).tolist()
+    assert bulk.session_codes(rows).tolist() == [e.session for e in items]
 
 
 operations = st.lists(
@@ -187,3 +192,22 @@ def test_removing_many_at_once_equals_removing_one_by_one(
     query = np.array([0.6, 0.8], dtype=np.float32)
     assert np.array_equal(many.cosine(None, query), single.cosine(None, query))
     assert set(many.record_ids(many.alive_rows())) == set(ids) - set(gone)
+    assert _sessions(many) == _sessions(single)
+
+
+def _sessions(index: StructuralIndex) -> dict[str, tuple[int, float]]:
+    """Each live record's session code and first store time, by id."""
+    rows = index.alive_rows()
+    pairs = zip(index.session_codes(rows).tolist(), index.created_at(rows).tolist())
+    return dict(zip(index.record_ids(rows), pairs))
+
+
+def test_compacting_keeps_each_record_s_session_and_first_store_time() -> None:
+    items = _entries([(2, {3}, 1.0, i % 2 == 0) for i in range(3000)])
+    index = StructuralIndex()
+    index.rebuild(items)
+    before = index.generation
+    index.remove_many([item.record_id for item in items[:2000]])
+    assert index.row_of(items[2000].record_id) == 0  # compacted: the survivors renumbered
+    assert index.generation > before
+    assert _sessions(index) == {e.record_id: (e.session, e.created_at) for e in items[2000:]}

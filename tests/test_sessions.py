@@ -7,14 +7,22 @@ as a stable code (:func:`~prime_memory_folding.index.session_code`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
+from prime_memory_folding.index import (
+    IndexEntry,
+    StructuralIndex,
+    session_code,
+    session_code_column,
+)
 from prime_memory_folding.packs import export_pack, import_pack
 from prime_memory_folding.records import MAX_SESSION_CHARS, check_session
 from prime_memory_folding.storage.copy import copy_store
@@ -241,3 +249,103 @@ def test_an_older_postgres_schema_gains_sessions_and_its_records_have_none(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes")}
         assert "records_session" in indexes
+
+
+# -- the index -----------------------------------------------------------------------------
+
+
+def test_a_session_code_is_a_stable_nonzero_63_bit_hash() -> None:
+    expected = int.from_bytes(hashlib.blake2b(b"chat-1", digest_size=8).digest(), "little")
+    assert session_code("chat-1") == expected & (2**63 - 1)
+    assert session_code(None) == 0
+    assert session_code_column(["chat-1", None, "chat-1"]).tolist() == [
+        session_code("chat-1"),
+        0,
+        session_code("chat-1"),
+    ]
+    assert session_code_column([None, None]).tolist() == [0, 0]
+    assert session_code_column([]).dtype == np.int64
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=50))
+def test_every_session_has_a_code_in_the_int64_column(name: str) -> None:
+    code = session_code(name)
+    assert 0 < code < 2**63
+    assert session_code_column([name]).tolist() == [code]
+
+
+def _codes(memory: MemoryEngine, *record_ids: str) -> tuple[list[int], list[float]]:
+    index = memory._index
+    rows = np.array([index.row_of(rid) for rid in record_ids], dtype=np.int64)
+    return index.session_codes(rows).tolist(), index.created_at(rows).tolist()
+
+
+def test_the_index_holds_sessions_and_first_store_times_through_every_change(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+        start = clock()
+        named = memory.store("the nightly job", session="ops")
+        clock.advance(100)
+        plain = memory.store("the office closes at six")
+        assert _codes(memory, named.record_id, plain.record_id) == (
+            [session_code("ops"), 0],
+            [start, start + 100],
+        )
+        clock.advance(100)
+        memory.update(named.record_id, content="the nightly job runs at two")
+        memory.store("the office closes at six", session="late")  # reinforced
+        memory.reinforce(plain.record_id)
+        assert _codes(memory, named.record_id, plain.record_id) == (
+            [session_code("ops"), 0],
+            [start, start + 100],
+        )
+    with MemoryEngine(store_path, clock=clock, embedder="none") as reloaded:
+        assert _codes(reloaded, named.record_id, plain.record_id) == (
+            [session_code("ops"), 0],
+            [start, start + 100],
+        )
+
+
+def test_the_index_takes_in_another_process_s_sessions(store_path: Path, clock: FakeClock) -> None:
+    with (
+        MemoryEngine(store_path, clock=clock, embedder="none") as reader,
+        MemoryEngine(store_path, clock=clock, embedder="none") as writer,
+    ):
+        reader.store("seed")
+        generation = reader._index.generation
+        clock.advance(5)
+        written = writer.store("written elsewhere", session="other window")
+        reader.stats()  # catches up
+        assert reader._index.generation > generation
+        assert _codes(reader, written.record_id) == ([session_code("other window")], [clock()])
+        generation = reader._index.generation
+        writer.forget(written.record_id)
+        reader.stats()
+        assert reader._index.generation > generation
+        assert written.record_id not in reader._index
+
+
+def test_the_generation_moves_on_with_every_load_upsert_and_removal() -> None:
+    index = StructuralIndex()
+    seen = [index.generation]
+
+    def entry(rid: str, session: int) -> IndexEntry:
+        return IndexEntry(rid, 2, 3, (), 1, 0.5, 1.0, 0.0, None, session=session, created_at=9.0)
+
+    index.upsert(entry("a" * 32, 7))
+    seen.append(index.generation)
+    index.upsert(entry("a" * 32, 8))
+    seen.append(index.generation)
+    index.rebuild([entry("b" * 32, 5), entry("c" * 32, 0)])
+    seen.append(index.generation)
+    assert index.session_codes(index.alive_rows()).tolist() == [5, 0]
+    assert index.created_at(index.alive_rows()).tolist() == [9.0, 9.0]
+    index.remove("b" * 32)
+    seen.append(index.generation)
+    index.remove("b" * 32)  # unknown now: nothing changes
+    assert index.generation == seen[-1]
+    index.remove_many(["c" * 32])
+    seen.append(index.generation)
+    assert seen == sorted(set(seen))

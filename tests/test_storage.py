@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, SchemaTooNew, StoreError
+from prime_memory_folding.index import session_code
 from prime_memory_folding.storage import SQLiteStorage, TokenRow
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
 from tests.conftest import FakeClock
@@ -170,7 +171,7 @@ def test_the_change_log_keeps_counting_across_its_migration(
 def test_index_table_holds_what_index_rows_gives(store_path: Path) -> None:
     with MemoryEngine(store_path, embedder="none") as memory:
         memory.store("a", tags=["x", "y"], vector=[1.0, 2.0], metadata={"tier": "permanent"})
-        memory.store("b", tags=["y"], importance=0.9)
+        memory.store("b", tags=["y"], importance=0.9, session="chat")
         memory.store("c", domain="project", vector=[0.5, 0.5])
         storage = memory.storage
         rows = list(storage.index_rows())
@@ -181,7 +182,8 @@ def test_index_table_holds_what_index_rows_gives(store_path: Path) -> None:
         ("tags", "tags"), ("tag_products", "tag_product"), ("importance", "importance"),
         ("strength", "strength"), ("updated_at", "updated_at"), ("created_at", "created_at"),
         ("accessed_at", "accessed_at"), ("access_count", "access_count"),
-        ("strength_at", "strength_at"), ("tiers", "tier"),
+        ("strength_at", "strength_at"), ("tiers", "tier"), ("scopes", "scope"),
+        ("sessions", "session"),
     ]  # fmt: skip
     for column, field in fields:
         # Numbers may come as an array, where a missing one is NaN.
@@ -467,3 +469,23 @@ def test_every_older_schema_gains_the_token_table(store_path: Path, version: int
     with MemoryEngine(store_path, embedder="none") as memory:
         assert [row.name for row in memory.storage.tokens()] == ["alice"]
         assert memory.get(record.record_id).content == record.content
+
+
+@pytest.mark.parametrize("version", [m.version for m in MIGRATIONS if m.version < 10])
+def test_every_older_schema_gains_sessions_and_its_records_have_none(
+    store_path: Path, version: int
+) -> None:
+    build_store(store_path, version)
+    db = sqlite3.connect(store_path, isolation_level=None)
+    _insert_raw(db, 2)
+    db.close()
+    with MemoryEngine(store_path, embedder="none") as memory:
+        assert memory.storage.schema_version() == latest_version()
+        assert [memory.get(f"{i:032x}").session for i in range(2)] == [None, None]
+        named = memory.store("after the migration", session="chat")
+        rows = memory._index.alive_rows()
+        assert memory._index.session_codes(rows).tolist() == [0, 0, session_code("chat")]
+        memory.forget(named.record_id)
+        assert memory.restore(named.record_id).session == "chat"
+    with MemoryEngine(store_path, embedder="none") as memory:
+        assert memory.get(named.record_id).session == "chat"
