@@ -2,7 +2,9 @@
 
 One memory per dialog turn (``"speaker: text"``, plus ``" [image: caption]"`` when
 the turn shares an image), stored at its session's date with the engine's
-injected clock, one store per conversation. Each question is a text query; its
+injected clock and in its session (``session="<sample id>:<session number>"``,
+as a host capturing the conversation would store it), one store per
+conversation. Each question is a text query; its
 gold set is the question's evidence dialog ids (malformed ids normalised,
 unknown ones dropped; questions left without gold are skipped). R@k is the
 share of a question's gold ids among the turns of the top k hits, averaged over
@@ -13,6 +15,9 @@ Systems compared in one run: BM25 alone, the default embedder alone, the
 default hybrid, and, when sentence-transformers and a local MiniLM model are
 available, MiniLM alone and in the hybrid. ``--loo`` also tunes the fusion
 weights on all but one conversation and tests them on the one left out.
+``--parts`` scores the default hybrid in sample with each part of its ranking
+off in turn (and two other cosine weights), on stores built once
+(``engine.ranking`` set per variant).
 
 ``--recalls`` asks whether ranking would gain from recall counts: the
 even-numbered questions of each conversation are asked first with
@@ -27,7 +32,7 @@ injected clock stays there after the last turn is stored), so a time it names
 The data is read from where it lies (default: ``../shared/datasets/locomo/
 locomo10-dev.json`` next to the repository) and never copied. Run::
 
-    python3 benchmarks/locomo_recall.py [--data PATH] [--json OUT] [--loo]
+    python3 benchmarks/locomo_recall.py [--data PATH] [--json OUT] [--loo] [--parts]
     python3 benchmarks/locomo_recall.py --store postgresql://postgres@127.0.0.1:5432/postgres
 
 With ``--store URL`` every system also runs on that PostgreSQL server (a new
@@ -55,7 +60,7 @@ from typing import Any
 import _harness as harness
 from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
-from prime_memory_folding import MemoryEngine, asking, context, feedback, query_weights, recall
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import Embedder, load_embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
@@ -77,6 +82,8 @@ class Conversation:
     turns: list[tuple[str, str, float]]  # dia_id, memory text, time
     questions: list[Question] = field(default_factory=list)
     skipped: int = 0
+    #: Per turn: the number of its session (``session_<n>`` in the file).
+    session_of: list[int] = field(default_factory=list)
 
 
 def session_time(text: str) -> float:
@@ -102,6 +109,7 @@ def load(path: Path) -> list[Conversation]:
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
         turns: list[tuple[str, str, float]] = []
+        session_of: list[int] = []
         numbers = sorted(
             int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))
         )
@@ -113,8 +121,11 @@ def load(path: Path) -> list[Conversation]:
                     text += f" [image: {turn['blip_caption']}]"
                 session, number = _DIA.findall(turn["dia_id"])[0]
                 turns.append((f"D{int(session)}:{int(number)}", text, when))
+                session_of.append(n)
         known = {dia for dia, _, _ in turns}
-        item = Conversation(str(sample.get("sample_id", len(conversations))), turns)
+        item = Conversation(
+            str(sample.get("sample_id", len(conversations))), turns, session_of=session_of
+        )
         for qa in sample["qa"]:
             gold = normalise_evidence(qa.get("evidence", []), known)
             if gold:
@@ -133,23 +144,42 @@ def in_memory() -> str:
     return ":memory:"
 
 
+def session_name(conv: Conversation, number: int) -> str:
+    """The session a turn of session ``number`` of ``conv`` is stored in."""
+    return f"{conv.sample_id}:{number}"
+
+
 def build(
-    conv: Conversation, embedder: str | Embedder, new_store: NewStore = in_memory
+    conv: Conversation,
+    embedder: str | Embedder,
+    new_store: NewStore = in_memory,
+    ranking: RankingSettings | None = None,
 ) -> tuple[MemoryEngine, dict[str, list[str]]]:
-    """A fresh store of the conversation's turns, and record id -> dialog ids."""
+    """A fresh store of the conversation's turns, and record id -> dialog ids.
+
+    Each dialogue session is stored at its date in one batch, its turns in
+    order with the session's id (:func:`session_name`), as a host that captures
+    a conversation would store them.
+    """
     clock = Clock()
-    engine = MemoryEngine(new_store(), clock=clock, embedder=embedder)
+    engine = MemoryEngine(new_store(), clock=clock, embedder=embedder, ranking=ranking)
     dia_of: dict[str, list[str]] = {}
+    # Without session numbers (a conversation made by hand), turns of one date
+    # are one batch, stored without a session.
+    groups: Sequence[float] = conv.session_of or [when for _, _, when in conv.turns]
     start = 0
     while start < len(conv.turns):
-        when = conv.turns[start][2]
         end = start
-        while end < len(conv.turns) and conv.turns[end][2] == when:
+        while end < len(conv.turns) and groups[end] == groups[start]:
             end += 1
-        clock.now = when
+        clock.now = conv.turns[start][2]
         batch = conv.turns[start:end]
+        session = session_name(conv, conv.session_of[start]) if conv.session_of else None
         records = engine.store_many(
-            [{"content": text, "metadata": {"dia_id": dia}} for dia, text, _ in batch]
+            [
+                {"content": text, "metadata": {"dia_id": dia}, "session": session}
+                for dia, text, _ in batch
+            ]
         )
         for (dia, _, _), rec in zip(batch, records):
             dia_of.setdefault(rec.record_id, []).append(dia)
@@ -244,11 +274,12 @@ def run_system(
     embedder: str | Embedder,
     rank: Ranker,
     new_store: NewStore = in_memory,
+    ranking: RankingSettings | None = None,
 ) -> tuple[list[tuple[int, dict[int, float]]], dict[str, list[tuple[int, dict[int, float]]]]]:
     everything: list[tuple[int, dict[int, float]]] = []
     per_conv: dict[str, list[tuple[int, dict[int, float]]]] = {}
     for conv in convs:
-        engine, dia_of = build(conv, embedder, new_store)
+        engine, dia_of = build(conv, embedder, new_store, ranking)
         with engine:
             rows = list(recalls(engine, dia_of, conv, rank))
         per_conv[conv.sample_id] = rows
@@ -257,34 +288,41 @@ def run_system(
 
 
 #: The fusion weights ``--loo`` tries.
-FUSION_GRID = {"COSINE_WEIGHT": (0.5, 0.6, 0.7), "CONTEXT_WEIGHT": (0.0, 0.3, 0.5, 0.6, 0.9)}
+FUSION_GRID = {"cosine_weight": (0.5, 0.6, 0.7), "context_weight": (0.0, 0.3, 0.5, 0.6, 0.9)}
 #: The parts of the text ranking, in the order they were added: a name, the
-#: ranking constants ``--loo`` tunes for it with the values it tries, and the
+#: ranking settings ``--loo`` tunes for it with the values it tries, and the
 #: values that turn it off (the parts after the first are off until added).
 PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = (
     ("fusion", FUSION_GRID, {}),
     (
         "time prior",
-        {"TIME_WEIGHT": (0.0, 0.2, 0.4, 0.6), "TIME_TAIL": (0.5, 1.0)},
-        {"TIME_WEIGHT": 0.0},
+        {"time_weight": (0.0, 0.2, 0.4, 0.6), "time_tail": (0.5, 1.0)},
+        {"time_weight": 0.0},
     ),
-    ("query weights", {"QUERY_IDF": (0.0, 0.5, 1.0)}, {"QUERY_IDF": 0.0}),
+    ("query weights", {"query_idf": (0.0, 0.5, 1.0)}, {"query_idf": 0.0}),
     (
         "questions",
-        {"ASK_PENALTY": (0.0, 0.3, 0.6), "ASK_LEND": (0.1, 0.2)},
-        {"ASK_PENALTY": 0.0},
+        {"ask_penalty": (0.0, 0.3, 0.6), "ask_lend": (0.1, 0.2)},
+        {"ask_penalty": 0.0},
     ),
-    ("lexical feedback", {"LEND_WEIGHT": (0.0, 0.2, 0.4)}, {"LEND_WEIGHT": 0.0}),
-    ("context candidates", {"CONTEXT_POOL": (0, 20, 50, 100)}, {"CONTEXT_POOL": 0}),
+    ("lexical feedback", {"lend_weight": (0.0, 0.2, 0.4)}, {"lend_weight": 0.0}),
+    ("context candidates", {"context_pool": (0, 20, 50, 100)}, {"context_pool": 0}),
     # The fusion weights were first chosen with every later part off.
     ("fusion, tuned again", FUSION_GRID, {}),
 )
 
-
-def _module_of(name: str) -> Any:
-    """The module that holds the ranking constant ``name``."""
-    modules = (query_weights, asking, feedback, context)
-    return next((m for m in modules if hasattr(m, name)), recall)
+#: ``--parts``: the defaults, and the defaults with one part changed (off, or
+#: another cosine weight), each as the settings it changes.
+ABLATION: tuple[tuple[str, dict[str, float]], ...] = (
+    ("defaults", {}),
+    ("query weights off (query_idf 0)", {"query_idf": 0.0}),
+    ("lexical feedback off (lend_weight 0)", {"lend_weight": 0.0}),
+    ("asking rule off (ask_penalty 0)", {"ask_penalty": 0.0}),
+    ("time prior off (time_weight 0)", {"time_weight": 0.0}),
+    ("session context off (context 0, pool 0)", {"context_weight": 0.0, "context_pool": 0}),
+    ("cosine_weight 0.5", {"cosine_weight": 0.5}),
+    ("cosine_weight 0.6", {"cosine_weight": 0.6}),
+)
 
 
 Setting = tuple[tuple[str, float], ...]
@@ -309,6 +347,25 @@ def _part_grid(
     return grid
 
 
+Store = tuple[MemoryEngine, dict[str, list[str]]]
+
+
+def scored_with(
+    convs: list[Conversation], stores: Sequence[Store], settings: RankingSettings
+) -> Scores:
+    """Every conversation's (category, recalls) with its store ranking by ``settings``
+    (``engine.ranking``; each store's own settings are put back afterwards)."""
+    out: Scores = {}
+    for conv, (engine, dia_of) in zip(convs, stores):
+        saved = engine.ranking
+        engine.ranking = settings
+        try:
+            out[conv.sample_id] = list(recalls(engine, dia_of, conv, by_text))
+        finally:
+            engine.ranking = saved
+    return out
+
+
 def leave_one_out(
     convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
 ) -> dict[str, Any]:
@@ -317,26 +374,18 @@ def leave_one_out(
     For each held-out conversation, the first part's weights are chosen on the
     others (best R@10), then each later part's given the earlier choices, and
     R@k of the held-out conversation is taken at every step. The same steps at
-    the engine's defaults give the in-sample figures.
+    the engine's defaults give the in-sample figures. The stores are built
+    once; each grid point is a :class:`RankingSettings` they rank by in turn.
     """
     stores = [build(conv, "builtin", new_store) for conv in convs]
     memo: dict[Setting, Scores] = {}
     everything_off = {k: v for _, _, off in PARTS[1:] for k, v in off.items()}
+    engine_defaults = RankingSettings()
 
     def scores(values: dict[str, float]) -> Scores:
         key = _setting(values)
         if key not in memo:
-            saved = {k: getattr(_module_of(k), k) for k in values}
-            try:
-                for k, v in values.items():
-                    setattr(_module_of(k), k, v)
-                memo[key] = {
-                    conv.sample_id: list(recalls(engine, dia_of, conv, by_text))
-                    for conv, (engine, dia_of) in zip(convs, stores)
-                }
-            finally:
-                for k, v in saved.items():
-                    setattr(_module_of(k), k, v)
+            memo[key] = scored_with(convs, stores, engine_defaults.but(**values))
             if not quiet:
                 print(f"  --loo: {dict(key)} done", file=sys.stderr)
         return memo[key]
@@ -351,8 +400,8 @@ def leave_one_out(
         steps = []
         for name, tuned, off in PARTS:
             for k in off:
-                defaults[k] = getattr(_module_of(k), k)
-            defaults.update({k: getattr(_module_of(k), k) for k in tuned})
+                defaults[k] = getattr(engine_defaults, k)
+            defaults.update({k: getattr(engine_defaults, k) for k in tuned})
             held: list[tuple[int, dict[int, float]]] = []
             folds = []
             for conv in convs:
@@ -387,6 +436,36 @@ def leave_one_out(
             engine.close()
     last = steps[-1]["held_out"]["overall"]
     return {"steps": steps, "held_out_overall": {f"R@{k}": last[f"R@{k}"] for k in KS}}
+
+
+def ablation(
+    convs: list[Conversation], quiet: bool, new_store: NewStore = in_memory
+) -> dict[str, dict[str, dict[str, float]]]:
+    """In sample: the defaults, and the defaults with each part of :data:`ABLATION`
+    changed, on stores built once; variant name -> summary."""
+    stores = [build(conv, "builtin", new_store) for conv in convs]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    try:
+        for name, changes in ABLATION:
+            started = time.perf_counter()
+            found = scored_with(convs, stores, RankingSettings().but(**changes))
+            out[name] = summarise([r for rows in found.values() for r in rows])
+            if not quiet:
+                print(f"  --parts: {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    finally:
+        for engine, _ in stores:
+            engine.close()
+    return out
+
+
+def print_ablation(table: dict[str, dict[str, dict[str, float]]]) -> None:
+    groups = ["overall"] + [f"{c} {name}" for c, name in CATEGORIES.items()]
+    print("one part at a time, in sample (R@10; stores built once):")
+    print(f"{'':<42}" + "".join(f"{g.split(' ')[-1]:>12}" for g in groups))
+    for name, row in table.items():
+        cells = "".join(f"{row[g]['R@10']:12.1f}" if g in row else f"{'-':>12}" for g in groups)
+        print(f"{name:<42}{cells}")
+    print()
 
 
 #: Recall-count terms --recalls tries: (weight, recalls at which the term is half its weight).
@@ -501,6 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out tuning")
     parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="in sample, the defaults and the defaults with each part of the ranking off",
+    )
+    parser.add_argument(
         "--recalls",
         action="store_true",
         help="would a recall-count term help? earlier questions recalled, later ones scored",
@@ -545,6 +629,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"  {backend}: {name}: {time.perf_counter() - started:.1f} s")
             if args.loo:
                 target["leave_one_out"] = leave_one_out(convs, args.quiet, new_store)
+            if args.parts:
+                target["parts"] = ablation(convs, args.quiet, new_store)
             if args.recalls:
                 target["recall_counts"] = recall_counts(convs, args.quiet, new_store)
 
@@ -556,6 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(found["systems"])
         if args.loo:
             print_loo(found["leave_one_out"])
+        if args.parts:
+            print_ablation(found["parts"])
         if args.recalls:
             print_recalls(found["recall_counts"])
 

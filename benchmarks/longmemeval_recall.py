@@ -3,7 +3,9 @@
 It follows the paper's retrieval protocol (Wu et al., ICLR 2025). Each question
 has its own haystack of about 50 chat sessions; one store per question holds
 every user turn, stored at its session's date with the engine's injected
-clock, and the question is asked at the question's date. Gold turns are the
+clock and in its session (``session=<the haystack session's id>``, as a host
+capturing the chats would store them), and the question is asked at the
+question's date. Gold turns are the
 turns labelled ``has_answer``, gold sessions the sessions that hold them.
 
 For each question it reports ``recall_all@k`` (every gold item is in the top
@@ -20,13 +22,16 @@ between runs (keyed by the model and the text); without it they are computed.
 
 ``--loo`` tunes the default hybrid's weights leave-one-question-out: for each
 question the best grid point on the other questions is scored on that one, so
-no question is scored with weights tuned on it.
+no question is scored with weights tuned on it. ``--parts`` scores the default
+hybrid with each part of its ranking off in turn (and two other cosine
+weights), in sample, on stores built once (``engine.ranking`` set per variant).
 
 The data is read from where it lies (default: ``../shared/datasets/longmemeval/
 longmemeval-s-dev.json`` next to the repository) and never copied. ``--tiny``
 runs on a few generated questions instead, for smoke tests. Run::
 
-    python3 benchmarks/longmemeval_recall.py [--data PATH] [--cache DIR] [--loo] [--json OUT]
+    python3 benchmarks/longmemeval_recall.py [--data PATH] [--cache DIR] [--loo] [--parts]
+        [--json OUT]
 
 The last line printed is the default hybrid's overall turn and session recall.
 """
@@ -48,7 +53,7 @@ import _harness as harness
 import locomo_recall
 from _shared import REPO_ROOT, Clock
 
-from prime_memory_folding import MemoryEngine, recall
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import Embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "longmemeval" / "longmemeval-s-dev.json"
@@ -210,18 +215,21 @@ def warm(embedder: Embedder, questions: list[Question], quiet: bool, batch: int 
 
 
 def build(
-    question: Question, embedder: str | Embedder
+    question: Question, embedder: str | Embedder, ranking: RankingSettings | None = None
 ) -> tuple[MemoryEngine, dict[str, list[Key]]]:
-    """A fresh in-memory store of the question's user turns, and record id -> turn keys."""
+    """A fresh in-memory store of the question's user turns, and record id -> turn keys;
+    each haystack session's turns in one batch at its date, with its id as the session."""
     clock = Clock()
-    engine = MemoryEngine(":memory:", clock=clock, embedder=embedder)
+    engine = MemoryEngine(":memory:", clock=clock, embedder=embedder, ranking=ranking)
     keys_of: dict[str, list[Key]] = {}
     for session in question.sessions:
         turns = [(i, t) for i, t in session.turns if t.strip()]
         if not turns:
             continue
         clock.now = session.when
-        records = engine.store_many([{"content": text} for _, text in turns])
+        records = engine.store_many(
+            [{"content": text, "session": session.session_id} for _, text in turns]
+        )
         for (index, _), rec in zip(turns, records):
             keys_of.setdefault(rec.record_id, []).append((session.session_id, index))
     clock.now = question.when
@@ -302,32 +310,43 @@ def paired(ours: list[Scores], theirs: list[Scores], metric: str) -> tuple[int, 
     return wins, losses
 
 
-def run_system(questions: list[Question], embedder: str | Embedder, rank: Ranker) -> list[Scores]:
+def run_system(
+    questions: list[Question],
+    embedder: str | Embedder,
+    rank: Ranker,
+    ranking: RankingSettings | None = None,
+) -> list[Scores]:
     rows = []
     for q in questions:
-        engine, keys_of = build(q, embedder)
+        engine, keys_of = build(q, embedder, ranking)
         with engine:
             rows.append(evaluate(engine, keys_of, q, rank))
     return rows
 
 
-def leave_one_out(questions: list[Question], quiet: bool) -> dict[str, Any]:
-    """Tune (cosine, context) on all questions but one; score the one left out."""
-    saved = recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT
-    grid: dict[tuple[float, float], list[Scores]] = {w: [] for w in GRID}
-    try:
-        for n, q in enumerate(questions):
-            engine, keys_of = build(q, "builtin")
-            with engine:
-                for weights in GRID:
-                    recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = weights
-                    grid[weights].append(evaluate(engine, keys_of, q, by_text))
-            if not quiet:
-                print(f"\r  loo grid: {n + 1}/{len(questions)}", end="", file=sys.stderr)
-    finally:
-        recall.COSINE_WEIGHT, recall.CONTEXT_WEIGHT = saved
+def with_settings(
+    questions: list[Question], grid: Sequence[RankingSettings], quiet: bool, label: str
+) -> list[list[Scores]]:
+    """Per grid point, every question's scores with its store ranking by those settings;
+    each store is built once (``engine.ranking`` set per point)."""
+    found: list[list[Scores]] = [[] for _ in grid]
+    for n, q in enumerate(questions):
+        engine, keys_of = build(q, "builtin")
+        with engine:
+            for rows, settings in zip(found, grid):
+                engine.ranking = settings
+                rows.append(evaluate(engine, keys_of, q, by_text))
+        if not quiet:
+            print(f"\r  {label}: {n + 1}/{len(questions)}", end="", file=sys.stderr)
     if not quiet:
         print(file=sys.stderr)
+    return found
+
+
+def leave_one_out(questions: list[Question], quiet: bool) -> dict[str, Any]:
+    """Tune (cosine, context) on all questions but one; score the one left out."""
+    settings = [RankingSettings(cosine_weight=cw, context_weight=ctx) for cw, ctx in GRID]
+    grid = dict(zip(GRID, with_settings(questions, settings, quiet, "loo grid")))
 
     def objective(weights: tuple[float, float], skip: int) -> float:
         rows = [s for i, s in enumerate(grid[weights]) if i != skip]
@@ -346,6 +365,18 @@ def leave_one_out(questions: list[Question], quiet: bool) -> dict[str, Any]:
     }
 
 
+def ablation(questions: list[Question], quiet: bool) -> dict[str, dict[str, float]]:
+    """In sample: the defaults, and the defaults with each part of ``locomo_recall.ABLATION``
+    changed; variant name -> overall summary."""
+    variants = locomo_recall.ABLATION
+    grid = [RankingSettings().but(**changes) for _, changes in variants]
+    found = with_settings(questions, grid, quiet, "parts")
+    return {
+        name: summarise(list(zip(questions, rows)))["overall"]
+        for (name, _), rows in zip(variants, found)
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = harness.parser(__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LongMemEval JSON file")
@@ -355,6 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-st", action="store_true", help="skip the MiniLM comparison")
     parser.add_argument("--cache", type=Path, help="keep MiniLM's vectors in this folder")
     parser.add_argument("--loo", action="store_true", help="leave-one-question-out tuning")
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="in sample, the defaults and the defaults with each part of the ranking off",
+    )
     args = parser.parse_args(argv)
 
     if args.tiny:
@@ -427,6 +463,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("leave-one-question-out (cosine, context weights; tuned on the headline metrics):")
         print(f"  weights chosen: {loo['weights_chosen']}")
         print("  held-out " + " ".join(f"{m}={held[m]:.1f}" for m in shown))
+        print()
+
+    if args.parts:
+        started = time.perf_counter()
+        parts = ablation(questions, args.quiet)
+        results["parts"] = parts
+        log(f"  --parts: {time.perf_counter() - started:.1f} s")
+        print("one part at a time, in sample (stores built once):")
+        print(f"{'':<42}{'turn all@10':>14}{'session all@5':>16}")
+        for name, row in parts.items():
+            print(f"{name:<42}{row['turn all@10']:14.1f}{row['session all@5']:16.1f}")
         print()
 
     harness.write_json(args.json, results)

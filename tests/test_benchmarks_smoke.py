@@ -525,6 +525,56 @@ def test_locomo_recall_measures_recall_counts_on_later_questions(tmp_path: Path)
         assert table["held_out"]["overall"]["n"] == 1
 
 
+def _benchmark_module(name: str) -> Any:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_locomo_recall_stores_each_dialogue_session_with_its_id(tmp_path: Path) -> None:
+    locomo = _benchmark_module("locomo_recall")
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    samples = json.loads(data.read_text())
+    first = samples[0]["conversation"]
+    first["session_2_date_time"] = "1:56 pm on 8 May, 2023"  # the same date as session 1
+    first["session_2"] = [{"speaker": "Bo", "dia_id": "D2:1", "text": "The kitchen looks sunny."}]
+    data.write_text(json.dumps(samples))
+    conv = locomo.load(data)[0]
+    engine, dia_of = locomo.build(conv, "none")
+    with engine:
+        session_of = {dia: engine.get(rid).session for rid, dias in dia_of.items() for dia in dias}
+    assert session_of == {
+        "D1:1": "tiny-1:1", "D1:2": "tiny-1:1", "D1:3": "tiny-1:1", "D2:1": "tiny-1:2"
+    }  # fmt: skip
+
+
+def test_locomo_recall_tunes_leave_one_out_and_turns_each_part_off(tmp_path: Path) -> None:
+    locomo = _benchmark_module("locomo_recall")
+    data = _tiny_locomo(tmp_path / "tiny-locomo.json")
+    out = tmp_path / "locomo.json"
+    result = run(
+        "locomo_recall.py", "--data", str(data), "--no-st", "--loo", "--parts",
+        "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    steps = report["leave_one_out"]["steps"]
+    assert [step["part"] for step in steps] == [name for name, _, _ in locomo.PARTS]
+    assert steps[1]["defaults"] == {"time_weight": 0.4, "time_tail": 0.5}
+    for step in steps:
+        assert [fold["held_out"] for fold in step["folds"]] == ["tiny-1", "tiny-2"]
+        assert step["held_out"]["overall"]["n"] == 3
+    parts = report["parts"]
+    assert list(parts) == [name for name, _ in locomo.ABLATION]
+    for table in parts.values():
+        assert table["overall"]["n"] == 3 and table["overall"]["R@5"] == 100.0
+    assert parts["defaults"] == report["systems"]["hybrid (default)"]
+    assert "one part at a time, in sample (R@10; stores built once):" in result.stdout
+    assert "held-out overall R@5=100.0" in result.stdout
+
+
 def test_the_locomo_report_labels_the_published_figure_apart() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -559,6 +609,31 @@ def test_longmemeval_benchmark_scores_generated_questions(tmp_path: Path) -> Non
     assert report["systems"]["bm25"]["overall"]["turn all@5"] == 100
     assert set(report["leave_one_out"]["held_out"]) >= {"turn all@10", "session all@5"}
     assert result.stdout.strip().splitlines()[-1].startswith("overall turn all@10=")
+
+
+def test_longmemeval_stores_each_haystack_session_and_turns_each_part_off(
+    tmp_path: Path,
+) -> None:
+    lme = _benchmark_module("longmemeval_recall")
+    question = lme.parse(lme.tiny())[0]
+    engine, keys_of = lme.build(question, "none")
+    with engine:
+        for rid, keys in keys_of.items():
+            # A turn repeated in a later session reinforces the first, which keeps its session.
+            assert engine.get(rid).session == keys[0][0]
+    assert len({sid for keys in keys_of.values() for sid, _ in keys}) == 6
+
+    out = tmp_path / "longmemeval.json"
+    result = run("longmemeval_recall.py", "--tiny", "--no-st", "--parts", "--json", str(out),
+                 cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    parts = report["parts"]
+    assert list(parts) == [name for name, _ in _benchmark_module("locomo_recall").ABLATION]
+    assert parts["defaults"] == report["systems"]["hybrid (default)"]["overall"]
+    for row in parts.values():
+        assert row["n"] == 4 and 0 <= row["turn all@10"] <= 100
+    assert "one part at a time, in sample (stores built once):" in result.stdout
 
 
 def test_longmemeval_scores_follow_the_papers_protocol() -> None:
