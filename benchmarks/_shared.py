@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import importlib
 import importlib.util
 import itertools
 import json
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from prime_memory_folding import MemoryEngine, Record
+    from prime_memory_folding import MemoryEngine, RankingSettings, Record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -67,28 +66,22 @@ class Synthetic:
         }
 
 
-#: The parts of text ranking kept after the time prior, each as (module, constant);
-#: 0 turns it off.
-LATER_RANKING_PARTS = (
-    ("query_weights", "QUERY_IDF"),
-    ("asking", "ASK_PENALTY"),
-    ("feedback", "LEND_WEIGHT"),
-    ("context", "CONTEXT_POOL"),
-)
+#: The parts of text ranking added after the time prior (query weights, the
+#: question rule, lexical feedback, context candidates), each set as 0 turns it off.
+LATER_PARTS_OFF: dict[str, float] = {
+    "query_idf": 0.0,
+    "ask_penalty": 0.0,
+    "lend_weight": 0.0,
+    "context_pool": 0,
+}
 
 
-@contextlib.contextmanager
-def ranking_parts_off(parts: Sequence[tuple[str, str]] = LATER_RANKING_PARTS) -> Iterator[None]:
-    """Text queries rank without ``parts`` (each constant set to 0) within the block."""
-    modules = [importlib.import_module(f"prime_memory_folding.{name}") for name, _ in parts]
-    saved = [getattr(module, constant) for module, (_, constant) in zip(modules, parts)]
-    for module, (_, constant) in zip(modules, parts):
-        setattr(module, constant, 0)
-    try:
-        yield
-    finally:
-        for module, (_, constant), value in zip(modules, parts, saved):
-            setattr(module, constant, value)
+def later_parts_off(settings: RankingSettings | None = None) -> RankingSettings:
+    """``settings`` (the defaults when None) with the parts added after the time prior
+    off (:data:`LATER_PARTS_OFF`): how text queries ranked before them."""
+    from prime_memory_folding import RankingSettings
+
+    return (settings or RankingSettings()).but(**LATER_PARTS_OFF)
 
 
 def generate(count: int, seed: int) -> list[Synthetic]:

@@ -7,14 +7,16 @@ BM25 scores (read from the engine with embedding off), the same stored
 vectors, the same fusion
 
     fused = (1 - cosine_weight) * bm25 / max(bm25) + cosine_weight * max(cosine, 0)
-    final = fused + context_weight * (best fused score of a neighbour within 30 minutes)
+    final = fused + context_weight * (best fused score of a neighbour in its session)
 
-(neighbours: the ``reach`` memories stored before it and after it)
-over the same candidates (every lexical hit and the 3 x limit best by
-cosine). Before any idea it checks that this re-implementation, at the
-engine's own weights, gives the engine's own recall on both benchmarks
-(``longmemeval_recall.py`` and ``locomo_recall.py``, the default hybrid with
-the parts these screens led to turned off: the query weights, questions,
+(neighbours: the ``reach`` memories stored before it and after it in the same
+session, as the benchmarks store them: a LongMemEval haystack session, a
+LoCoMo dialogue session) over the same candidates (every lexical hit and the
+3 x limit best by cosine). Before any idea it checks that this
+re-implementation, at the engine's own weights, gives the engine's own recall
+on both benchmarks (``longmemeval_recall.py`` and ``locomo_recall.py``, the
+default hybrid ranking with the parts these screens led to turned off in its
+settings, ``_shared.later_parts_off()``: the query weights, questions,
 lexical feedback and context candidates); if it does not, it exits with
 status 1.
 
@@ -71,10 +73,9 @@ import numpy as np
 import numpy.typing as npt
 import recall_families
 import recall_terms as terms
-from _shared import ranking_parts_off
+from _shared import later_parts_off
 
-from prime_memory_folding import MemoryEngine, recall
-from prime_memory_folding.context import CONTEXT_REACH, SESSION_GAP_S
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import Embedder, load_embedder
 from prime_memory_folding.priors import time_closeness
 from prime_memory_folding.when import time_window
@@ -86,6 +87,8 @@ _WORD = re.compile(r"\w+")
 MIN_SENTENCE_WORDS = 4
 #: Allowed gap between this re-implementation's baseline and the engine's, in points.
 TOLERANCE = 0.5
+#: The engine's ranking this re-implementation reproduces (:class:`Idea`'s defaults).
+DEFAULTS: RankingSettings = later_parts_off()
 
 
 def sentences(text: str) -> list[str]:
@@ -124,6 +127,8 @@ class Haystack:
 
     texts: list[str]
     stamps: Array
+    #: Per text: its session, as a code (texts are in stored order, a session's together).
+    sessions: npt.NDArray[np.int64]
     whole: Any
     queries: Any
     bm25: list[Array]
@@ -160,6 +165,7 @@ class Haystack:
         embedder: Embedder,
         texts: list[str],
         stamps: list[float],
+        sessions: Sequence[Any],
         queries: list[str],
         asked: float,
         vocab: terms.Vocabulary | None = None,
@@ -171,6 +177,9 @@ class Haystack:
         return cls(
             texts=texts,
             stamps=np.array(stamps, dtype=np.float64),
+            sessions=np.unique(np.array([str(s) for s in sessions]), return_inverse=True)[1]
+            .astype(np.int64)
+            .reshape(-1),
             whole=embedder.embed(texts),
             queries=embedder.embed(queries),
             bm25=bm25(texts, queries),
@@ -226,7 +235,7 @@ class Haystack:
     def context_vectors(self, reach: int, own: float) -> Any:
         key = ("context", reach, own)
         if key not in self.made:
-            self.made[key] = terms.context_vectors(self.whole, self.stamps, reach, own)
+            self.made[key] = terms.context_vectors(self.whole, self.sessions, reach, own)
         return self.made[key]
 
     def best_per_text(self, values: Array, floor: float) -> Array:
@@ -237,20 +246,21 @@ class Haystack:
 
 @dataclass(frozen=True)
 class Idea:
-    """One way to rank; the defaults are the engine's."""
+    """One way to rank; the defaults are the engine's, with the parts the screens led to
+    off (``_shared.later_parts_off()``)."""
 
-    cosine_weight: float = recall.COSINE_WEIGHT
-    context_weight: float = recall.CONTEXT_WEIGHT
+    cosine_weight: float = DEFAULTS.cosine_weight
+    context_weight: float = DEFAULTS.context_weight
     whole_share: float = 1.0  # cosine: this share of the whole text's, the rest best sentence's
     lexical_whole_share: float = 1.0  # BM25 likewise
     length_power: float = 0.0
     cosine_over_max: bool = False
     rrf: int = 0  # reciprocal rank fusion constant; 0: score fusion
-    window: int = CONTEXT_REACH  # neighbours on each side that lend context
+    window: int = DEFAULTS.context_reach  # neighbours on each side that lend context
     feedback: int = 0  # pseudo-relevance feedback: the best this many lend the query their vector
     feedback_weight: float = 0.6
-    time_weight: float = recall.TIME_WEIGHT
-    time_tail: float = recall.TIME_TAIL
+    time_weight: float = DEFAULTS.time_weight
+    time_tail: float = DEFAULTS.time_tail
     # Lexical feedback: the best ``lend_docs`` hits lend their ``lend_words`` most telling
     # words, whose BM25 (over its maximum) counts ``lend_weight`` of the lexical side.
     lend_docs: int = 0
@@ -372,7 +382,7 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
         other = np.arange(n) + step
         ok = (other >= 0) & (other < n)
         other = np.clip(other, 0, n - 1)
-        ok &= np.abs(h.stamps[other] - h.stamps) <= SESSION_GAP_S
+        ok &= h.sessions[other] == h.sessions
         lent = idea.context_weight * lending[other]
         if step == -1 and idea.ask_lend:
             asks = h.asks[idea.ask_kind][other]
@@ -509,15 +519,17 @@ def load(embedder: Embedder, lme_items: list[dict[str, Any]], locomo_path: Path 
         turns = [(s, i, t) for s in question.sessions for i, t in s.turns if t.strip()]
         texts = [t for _, _, t in turns]
         stamps = [s.when for s, _, _ in turns]
-        h = Haystack.build(embedder, texts, stamps, [question.text], question.when, vocab)
+        sessions = [s.session_id for s, _, _ in turns]
+        h = Haystack.build(embedder, texts, stamps, sessions, [question.text], question.when, vocab)
         bench.lme.append((question, h, [(s.session_id, i) for s, i, _ in turns]))
     if locomo_path is not None:
         for conv in locomo.load(locomo_path):
             texts = [t for _, t, _ in conv.turns]
             stamps = [w for _, _, w in conv.turns]
+            numbers: Sequence[float] = conv.session_of or stamps
             queries = [q.text for q in conv.questions]
             asked = conv.turns[-1][2]  # at the time of the last session
-            h = Haystack.build(embedder, texts, stamps, queries, asked, vocab)
+            h = Haystack.build(embedder, texts, stamps, numbers, queries, asked, vocab)
             h.labels = [t.split(":", 1)[0].lower() for t in texts]
             bench.locomo.append((conv, h))
     return bench
@@ -569,15 +581,15 @@ def engine_baseline(lme_items: list[dict[str, Any]], locomo_path: Path | None) -
     lexical feedback and context candidates): the ranking the re-implementation
     reproduces, and the ideas are tried on."""
     questions = lme.parse(lme_items)
-    with ranking_parts_off():
-        rows = lme.run_system(questions, "builtin", lme.by_text)
-        result = {
-            "lme turn all@10": 100 * sum(r["turn all@10"] for r in rows) / len(rows),
-            "lme session all@5": 100 * sum(r["session all@5"] for r in rows) / len(rows),
-        }
-        if locomo_path is not None:
-            found, _ = locomo.run_system(locomo.load(locomo_path), "builtin", locomo.by_text)
-            result["locomo R@10"] = 100 * sum(r[10] for _, r in found) / len(found)
+    rows = lme.run_system(questions, "builtin", lme.by_text, DEFAULTS)
+    result = {
+        "lme turn all@10": 100 * sum(r["turn all@10"] for r in rows) / len(rows),
+        "lme session all@5": 100 * sum(r["session all@5"] for r in rows) / len(rows),
+    }
+    if locomo_path is not None:
+        convs = locomo.load(locomo_path)
+        found, _ = locomo.run_system(convs, "builtin", locomo.by_text, ranking=DEFAULTS)
+        result["locomo R@10"] = 100 * sum(r[10] for _, r in found) / len(found)
     return result
 
 

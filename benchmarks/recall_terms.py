@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from prime_memory_folding import context, recall
+from prime_memory_folding import recall
 
 if TYPE_CHECKING:
     from recall_ideas import Haystack, Idea
@@ -154,17 +154,20 @@ def expansion(
     return " ".join(found)
 
 
-def context_vectors(whole: Any, stamps: Array, reach: int, own: float) -> npt.NDArray[np.float32]:
+def context_vectors(
+    whole: Any, sessions: npt.NDArray[np.int64], reach: int, own: float
+) -> npt.NDArray[np.float32]:
     """Each memory's unit vector mixed with its session neighbours' mean: ``own`` of its
-    own and the rest the neighbours' (itself, when it has none), normalised."""
-    n = len(stamps)
+    own and the rest the neighbours' (itself, when it has none), normalised. ``sessions``
+    holds each memory's session (a code; memories in stored order)."""
+    n = len(sessions)
     total = np.zeros(whole.shape, dtype=np.float64)
     count = np.zeros(n)
     for step in [s for w in range(1, reach + 1) for s in (-w, w)]:
         other = np.arange(n) + step
         ok = (other >= 0) & (other < n)
         other = np.clip(other, 0, n - 1)
-        ok &= np.abs(stamps[other] - stamps) <= context.SESSION_GAP_S
+        ok &= sessions[other] == sessions
         total += np.where(ok[:, None], whole[other], 0.0)
         count += ok
     mean = np.where(count[:, None] > 0, total / np.maximum(count, 1)[:, None], whole)
@@ -226,14 +229,16 @@ def _written_as_name(text: str, word: str) -> bool:
 
 def varied(h: Haystack, final: Array, order: npt.NDArray[np.int64], penalty: float) -> Any:
     """``order`` again, each hit costing the later ones of its session ``penalty``."""
-    taken: Counter[float] = Counter()
+    taken: Counter[int] = Counter()
     left = [int(i) for i in order]
     out = []
     while left:
-        best = max(left, key=lambda i: (final[i] - penalty * taken[h.stamps[i]], -left.index(i)))
+        best = max(
+            left, key=lambda i: (final[i] - penalty * taken[int(h.sessions[i])], -left.index(i))
+        )
         out.append(best)
         left.remove(best)
-        taken[h.stamps[best]] += 1
+        taken[int(h.sessions[best])] += 1
     return np.array(out, dtype=np.int64)
 
 
@@ -241,7 +246,7 @@ def session_lead(h: Haystack, lending: Array, vector: Any, kind: str) -> Array:
     """Per memory, its session's score: the best ``lending`` score in it ("max"), the mean
     of its two best ("top2"), or its mean vector's cosine with the query ("cos"), over the
     best session's."""
-    _, session = np.unique(h.stamps, return_inverse=True)
+    _, session = np.unique(h.sessions, return_inverse=True)
     count = int(session.max()) + 1 if len(session) else 0
     if kind == "cos":
         sums = np.zeros((count, h.whole.shape[1]))

@@ -7,19 +7,21 @@ large share of the records, as in real notes) in 10 domains, stores them with
 ``PRIME_MEMORY_EMBEDDER``, else the bundled static model, 256 dimensions), then
 asks Q text queries of 3 to 8 words, with no gate and with a domain gate. A
 query's time covers embedding the question, the FTS5 BM25 search, cosine over
-the gated rows and fusion. It also times the embedder alone on up to 20,000
-of the same texts (target: 5,000 texts a second or more) and prints the bytes
-of vector each memory stores; ``--compare-reach N`` times every query also
-with context from N neighbours on each side, the two taking turns going first.
+the gated rows and fusion. Consecutive memories are stored in sessions of
+``--session-size`` (default 20; 0: none), as a host capturing conversations
+would store them, so that session context has neighbours to read. It also
+times the embedder alone on up to 20,000 of the same texts (target: 5,000
+texts a second or more) and prints the bytes of vector each memory stores;
+``--compare-reach N`` times every query also with context from N neighbours
+on each side (``context_reach``), the two taking turns going first.
 ``--compare-before`` times every query also as the engine ranked before the
 time prior, the query weights, questions, lexical feedback and the context
-pool (no time expression read, ``recall.TIME_WEIGHT = 0``; the model's own
-query vector, ``query_weights.QUERY_IDF = 0``; ``asking.ASK_PENALTY = 0``,
-``feedback.LEND_WEIGHT = 0`` and ``context.CONTEXT_POOL = 0``), taking
-turns, and checks that the queries
-that name no time get the same hits with and without the time prior (the
-vocabulary holds "yesterday", "friday" and other time words, so some name
-one). ``--time-phrase "last week"`` appends those words to every query,
+pool: the same engine with those parts off in its ranking settings
+(``time_weight``, ``query_idf``, ``ask_penalty``, ``lend_weight`` and
+``context_pool`` 0, set through ``engine.ranking``), taking turns, and checks
+that the queries that name no time get the same hits with and without the
+time prior (the vocabulary holds "yesterday", "friday" and other time words,
+so some name one). ``--time-phrase "last week"`` appends those words to every query,
 so that each names a time. The vocabulary is small, so every word is in
 hundreds of records; ``--rare-words K`` adds K words to each memory, drawn
 from 20,000 made-up ones, as names and identifiers are in real notes (rare
@@ -40,7 +42,6 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import itertools
 import os
@@ -50,14 +51,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import _harness as harness
-from _shared import DOMAINS, memory_kib, ranking_parts_off, store_in_batches
+from _shared import DOMAINS, later_parts_off, memory_kib, store_in_batches
 
-from prime_memory_folding import Hit, MemoryEngine, context, recall
+from prime_memory_folding import Hit, MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 from prime_memory_folding.when import time_window
 
@@ -73,6 +73,14 @@ EMBED_SAMPLE = 20_000
 LIMIT = 10
 GATED_DOMAIN = DOMAINS[3]
 EXIT_MISMATCH = 1
+#: Memories per session, stored one after another (``--session-size``).
+SESSION_SIZE = 20
+#: The engine's default ranking.
+DEFAULT = RankingSettings()
+#: The ranking before the time prior and the parts after it (``--compare-before``).
+BEFORE = later_parts_off(DEFAULT).but(time_weight=0.0)
+#: The default ranking without the time prior alone.
+WITHOUT_TIME_PRIOR = DEFAULT.but(time_weight=0.0)
 
 _VOCABULARY_TEXT = """
 time person year way day thing man world life hand part child eye woman place work week
@@ -127,37 +135,6 @@ def peak_rss_mb() -> float:
     return (peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 
 
-@contextlib.contextmanager
-def context_reach(reach: int | None) -> Iterator[None]:
-    """Text queries take context from ``reach`` neighbours on each side (None: the default)."""
-    saved = context.CONTEXT_REACH
-    if reach is not None:
-        context.CONTEXT_REACH = reach
-    try:
-        yield
-    finally:
-        context.CONTEXT_REACH = saved
-
-
-@contextlib.contextmanager
-def without_time_prior() -> Iterator[None]:
-    """Text queries read no time expression (``recall.TIME_WEIGHT = 0``)."""
-    saved = recall.TIME_WEIGHT
-    recall.TIME_WEIGHT = 0.0
-    try:
-        yield
-    finally:
-        recall.TIME_WEIGHT = saved
-
-
-@contextlib.contextmanager
-def ranking_before() -> Iterator[None]:
-    """Text queries rank as before the time prior, the query weights, questions,
-    lexical feedback and the context pool (see the module's docstring)."""
-    with ranking_parts_off(), without_time_prior():
-        yield
-
-
 def embed_rate(embedder: Embedder, texts: list[str]) -> float:
     """Texts a second the embedder alone takes, in batches of 1,024."""
     embedder.embed(texts[:100])  # the first call warms the tokenizer
@@ -188,11 +165,11 @@ def ask(
     question: str,
     *,
     domain: str | None,
-    setting: Callable[[], contextlib.AbstractContextManager[None]],
+    setting: RankingSettings,
 ) -> list[Hit]:
-    """One text query, ranked under ``setting`` (see :func:`context_reach`)."""
-    with setting():
-        return engine.query(text=question, limit=LIMIT, domain=domain)
+    """One text query, ranked by ``setting`` (``engine.ranking``)."""
+    engine.ranking = setting
+    return engine.query(text=question, limit=LIMIT, domain=domain)
 
 
 def ids(hits: list[Hit]) -> list[str]:
@@ -245,12 +222,21 @@ def main(argv: list[str] | None = None) -> int:
         help=f"add K words to each memory, drawn from {RARE_WORDS:,} made-up ones (names, codes)",
     )
     parser.add_argument(
+        "--session-size",
+        type=int,
+        default=SESSION_SIZE,
+        metavar="N",
+        help=f"store consecutive memories in sessions of N (default {SESSION_SIZE}; 0: none)",
+    )
+    parser.add_argument(
         "--compare-before",
         action="store_true",
         help="also time each query ranked as before the last five parts of ranking, taking turns",
     )
     args = parser.parse_args(argv)
     harness.at_least(parser, args, records=LIMIT, queries=1)
+    if args.session_size < 0:
+        parser.error("--session-size must be 0 or more")
     spec = (args.embedder or os.environ.get(EMBEDDER_ENV, "")).strip() or "builtin"
     if spec.lower() == "none":
         setting = "--embedder" if args.embedder else EMBEDDER_ENV
@@ -271,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             for text in texts
         ]
     rng = random.Random(args.seed + 1)
-    items = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
+    items: list[dict[str, Any]] = [{"content": t, "domain": rng.choice(DOMAINS)} for t in texts]
+    if args.session_size:
+        for i, item in enumerate(items):
+            item["session"] = f"s{i // args.session_size}"
     questions = sentences(args.queries, args.seed + 2, 3, 8)
     if args.time_phrase:
         questions = [f"{q} {args.time_phrase}" for q in questions]
@@ -279,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         "records": args.records,
         "queries": args.queries,
         "embedder": embedder.name,
+        "session_size": args.session_size,
     }
     sample = texts[:EMBED_SAMPLE]
     results["embed_rate"] = embed_rate(embedder, sample)
@@ -302,14 +292,11 @@ def main(argv: list[str] | None = None) -> int:
             ("no gate", None, min(LIMIT, len(items) + 1)),
             ("domain gate", GATED_DOMAIN, min(LIMIT, in_domain)),
         )
-        settings: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
-            "default": contextlib.nullcontext
-        }
+        settings: dict[str, RankingSettings] = {"default": DEFAULT}
         if args.compare_reach is not None:
-            reach = args.compare_reach
-            settings["compared"] = lambda: context_reach(reach)
+            settings["compared"] = DEFAULT.but(context_reach=args.compare_reach)
         if args.compare_before:
-            settings["before"] = ranking_before
+            settings["before"] = BEFORE
         timeless = [time_window(q, time.time()) is None for q in questions]
         results["queries_naming_a_time"] = len(questions) - sum(timeless)
         for name, domain, wanted in gates:
@@ -327,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (problem := check_hits(name, q, hits, wanted, domain))
             ]
             if "before" in answers:
-                untimed = functools.partial(ask, engine, domain=domain, setting=without_time_prior)
+                untimed = functools.partial(ask, engine, domain=domain, setting=WITHOUT_TIME_PRIOR)
                 problems += [
                     f"{name}: {q!r} names no time, yet ranked otherwise without the time prior"
                     for q, no_time, now in zip(questions, timeless, answers["default"])
@@ -381,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             compared = row["p50_s_reach_compared"]
             print(
                 f"  the same queries with context from {args.compare_reach} neighbour(s) a side "
-                f"(the default: {context.CONTEXT_REACH}): p50 {harness.fmt_ms(compared)}; "
+                f"(the default: {DEFAULT.context_reach}): p50 {harness.fmt_ms(compared)}; "
                 f"default / that = {row['p50_s'] / compared:.2f}x"
             )
         if "p50_s_before" in row:

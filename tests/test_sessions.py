@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,11 +21,13 @@ from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.index import (
     IndexEntry,
     StructuralIndex,
+    TagQuery,
     session_code,
     session_code_column,
 )
 from prime_memory_folding.packs import export_pack, import_pack
 from prime_memory_folding.records import MAX_SESSION_CHARS, check_session
+from prime_memory_folding.storage.base import GatedRead
 from prime_memory_folding.storage.copy import copy_store
 from tests.backends import dump
 from tests.conftest import FakeClock
@@ -249,6 +252,34 @@ def test_an_older_postgres_schema_gains_sessions_and_its_records_have_none(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes")}
         assert "records_session" in indexes
+
+
+# -- PostgreSQL's context neighbours -------------------------------------------------------
+
+
+def test_a_gated_read_brings_only_neighbours_of_the_same_session(pg_url: str) -> None:
+    with MemoryEngine(pg_url, embedder="none") as memory:
+        plan = ["a", "b", None, "a", "b", "a", None, "b", "a", "a"]
+        ids = [
+            memory.store(f"memory {i} of {session}", session=session).record_id
+            for i, session in enumerate(plan)
+        ]
+        store: Any = memory.storage
+
+        def around(rid: str, reach: int) -> set[str]:
+            read = GatedRead(newest=0, around=[rid], reach=reach)
+            return set(store.gated(TagQuery(), read).record_ids)
+
+        a = [rid for rid, s in zip(ids, plan) if s == "a"]  # positions 0, 3, 5, 8, 9
+        b = [rid for rid, s in zip(ids, plan) if s == "b"]  # positions 1, 4, 7
+        # The neighbours alone: the record itself comes with ``also`` when wanted.
+        assert around(a[2], 1) == {a[1], a[3]}
+        assert around(a[2], 2) == {a[0], a[1], a[3], a[4]}
+        assert around(a[0], 1) == {a[1]}
+        assert around(b[1], 5) == {b[0], b[2]}
+        assert around(ids[2], 2) == set()  # no session: no neighbours
+        table = store.gated(TagQuery(), GatedRead(records=True))
+        assert list(table.sessions) == plan
 
 
 # -- the index -----------------------------------------------------------------------------

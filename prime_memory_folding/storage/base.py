@@ -219,10 +219,11 @@ class GatedRead:
     """Which of the gated records a query's window reads (:meth:`Pushdown.gated`).
 
     ``ids`` keeps only those records; ``newest`` only the newest that many,
-    plus those of ``also`` that pass the gates, plus the ``reach`` records on
-    each side (in storage order) of each of ``around``, gated or not: a text
-    query's context neighbours, where a record the gates drop still stands
-    between two others. Rows come in storage order; with
+    plus those of ``also`` that pass the gates, plus the ``reach`` records of
+    the same session on each side (in storage order) of each of ``around``,
+    gated or not (none for a record without a session): a text query's
+    context neighbours, where a record the gates drop still stands between
+    two others of its session. Rows come in storage order; with
     ``order="salience"`` they are the ``limit`` best by importance x stored
     strength (the upper bound of the decayed salience; see
     :data:`SALIENCE_FLOOR`). ``vectors`` reads the vectors too, and

@@ -129,11 +129,15 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
             sql += f" OR (record_id = ANY(%s) AND {condition})"
             params += [list(also), *gated_params]
         if around and reach > 0:
+            # The same session's records on each side, by (session, id): none
+            # for a record without a session.
             sql += (
                 " OR id IN (SELECT x.id FROM records AS h, LATERAL ("
-                "(SELECT r.id FROM records AS r WHERE r.id < h.id ORDER BY r.id DESC LIMIT %s) "
-                "UNION ALL (SELECT r.id FROM records AS r WHERE r.id > h.id "
-                "ORDER BY r.id LIMIT %s)) AS x WHERE h.record_id = ANY(%s))"
+                "(SELECT r.id FROM records AS r WHERE r.session = h.session AND r.id < h.id "
+                "ORDER BY r.id DESC LIMIT %s) "
+                "UNION ALL (SELECT r.id FROM records AS r WHERE r.session = h.session "
+                "AND r.id > h.id ORDER BY r.id LIMIT %s)) AS x "
+                "WHERE h.record_id = ANY(%s) AND h.session IS NOT NULL)"
             )
             params += [reach, reach, list(around)]
         sql += ") ORDER BY id"
