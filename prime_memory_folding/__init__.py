@@ -27,6 +27,7 @@ from .errors import (
     StoreError,
     StoreLocked,
 )
+from .ranking import RankingSettings
 from .records import Hit, Record, Stats, StoreResult, Vector, Version
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ __all__ = [
     "NotAvailable",
     "NotFound",
     "PrimeMemoryError",
+    "RankingSettings",
     "Record",
     "SchemaTooNew",
     "Stats",

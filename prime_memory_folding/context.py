@@ -1,20 +1,23 @@
-"""Context: a memory's same-session neighbours, and which memories they bring in.
+"""Context: a memory's neighbours in its session, and which memories they bring in.
 
-A memory's neighbours are the :data:`CONTEXT_REACH` live memories stored just
-before it and just after it, each within :data:`SESSION_GAP_S` seconds of it
-(in the same session), and inside the query's gates. The hybrid ranking
-(:func:`~prime_memory_folding.recall.hybrid_rank`) adds to each candidate a
-share of its best neighbour's fused score, and when the query has a vector
-side, the neighbours of its :data:`CONTEXT_POOL` best candidates join the
-candidates: a memory that matches nothing itself, such as the answer after a
-question that matched, can then rank on its context. (A query without a
-vector side is a keyword search, and keeps to the memories its words match.)
+A memory belongs to a session only when its writer said so
+(``store(..., session=...)``: a conversation, an agent's session). Its
+neighbours are the ``context_reach`` live memories stored just before it and
+just after it *in the same session*, in stored order, and inside the query's
+gates. A memory stored without a session has no neighbours: it neither lends
+nor borrows context, however close in time it was stored to others.
 
-Without that pool, which memories could rank on context alone depended on what
-the text index keeps: SQLite's FTS5 index keeps stop words, so almost every
-memory of a small store matched some word of a question, while PostgreSQL's
-``english`` configuration drops them, and a planned query in a large store
-scores only the records its rare words choose.
+The hybrid ranking (:func:`~prime_memory_folding.recall.hybrid_rank`) adds to
+each candidate a share (``context_weight``) of its best neighbour's fused
+score, and when the query has a vector side, the neighbours of its
+``context_pool`` best candidates join the candidates: a memory that matches
+nothing itself, such as the answer after a question that matched, can then
+rank on its context. (A query without a vector side is a keyword search, and
+keeps to the memories its words match.)
+
+Finding neighbours needs every live sessioned row in (session, stored) order:
+:class:`SessionCache` keeps that order per index and builds it again only
+after the index changed (its ``generation``), so a query costs a few look-ups.
 """
 
 from __future__ import annotations
@@ -31,72 +34,116 @@ if TYPE_CHECKING:
     from .index import Rows, StructuralIndex
 
 __all__ = [
-    "CONTEXT_POOL",
-    "CONTEXT_REACH",
-    "SESSION_GAP_S",
     "Around",
+    "SessionCache",
+    "SessionOrder",
     "Sessions",
     "neighbour_best",
     "with_neighbours",
 ]
 
-#: Neighbours on each side of a memory that lend it context.
-CONTEXT_REACH = 2
-#: Most seconds between a memory and a neighbour (the same session).
-SESSION_GAP_S = 1800.0
-#: The best candidates (by fused score) whose neighbours join the candidates; 0: none.
-CONTEXT_POOL = 20
-
 Rank = Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]]
 
 
-def _steps() -> list[int]:
-    return [s for reach in range(1, CONTEXT_REACH + 1) for s in (-reach, reach)]
+class SessionOrder:
+    """An index's live rows that belong to a session, in (session, stored) order.
+
+    ``rows[i]`` is the i-th such row, ``codes[i]`` its session's code, and
+    ``place[row]`` the position of ``row`` in ``rows`` (-1 for a row without a
+    session, or not live).
+    """
+
+    def __init__(self, index: StructuralIndex) -> None:
+        self.index = index
+        self.generation = index.generation
+        alive = index.alive_rows()
+        codes = index.session_codes(alive)
+        held = codes != 0
+        rows, codes = alive[held], codes[held]
+        if len(rows):
+            order = np.lexsort((rows, codes))  # rows are in stored order already
+            rows, codes = rows[order], codes[order]
+        self.rows = rows
+        self.codes = codes
+        self.place = np.full(int(alive[-1]) + 1 if len(alive) else 0, -1, dtype=np.int64)
+        self.place[rows] = np.arange(len(rows), dtype=np.int64)
+
+    def fresh(self, index: StructuralIndex) -> bool:
+        """Whether this order is still ``index``'s."""
+        return self.index is index and self.generation == index.generation
+
+
+class SessionCache:
+    """The last :class:`SessionOrder` one index had, built again when it changed."""
+
+    def __init__(self) -> None:
+        self._order: SessionOrder | None = None
+
+    def order(self, index: StructuralIndex) -> SessionOrder:
+        if self._order is None or not self._order.fresh(index):
+            self._order = SessionOrder(index)
+        return self._order
 
 
 class Sessions:
-    """An index's live rows, read once per query (a pass over every row), and the
-    query's gate: what finding any rows' neighbours needs."""
+    """What finding any rows' neighbours in one query needs: the index's session
+    order, the query's gate, and how many neighbours a side."""
 
-    def __init__(self, index: StructuralIndex, gate_rows: Rows | None) -> None:
-        self.index = index
+    def __init__(self, order: SessionOrder, gate_rows: Rows | None, reach: int) -> None:
+        self.order = order
         self.gate_rows = gate_rows
-        self.alive = index.alive_rows()
+        self.reach = reach
+
+    def steps(self) -> list[int]:
+        return [s for reach in range(1, self.reach + 1) for s in (-reach, reach)]
 
 
 class Around:
-    """The live rows around some rows, looked up once for any number of steps."""
+    """The rows around some rows in their sessions, looked up once for any number of steps."""
 
     def __init__(self, sessions: Sessions, rows: npt.NDArray[np.int64]) -> None:
         self.sessions = sessions
-        self.at = np.searchsorted(sessions.alive, rows)
-        self.stamps = sessions.index.updated_at(rows)
+        place = sessions.order.place
+        inside = rows < len(place)
+        self.at = np.full(len(rows), -1, dtype=np.int64)
+        self.at[inside] = place[rows[inside]]
 
     def step(self, step: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-        """Each row's live neighbour ``step`` rows away, and whether it is one: in
-        the gate, and stored within :data:`SESSION_GAP_S` seconds of the row."""
-        alive, gate_rows = self.sessions.alive, self.sessions.gate_rows
+        """Each row's neighbour ``step`` places away in its session, and whether it
+        is one: the row has a session, the neighbour is in the same one, and in
+        the gate."""
+        order, gate_rows = self.sessions.order, self.sessions.gate_rows
+        size = len(order.rows)
         pos = self.at + step
-        ok = (pos >= 0) & (pos < len(alive))
-        neighbours = alive[np.clip(pos, 0, max(len(alive) - 1, 0))]
-        ok &= np.abs(self.sessions.index.updated_at(neighbours) - self.stamps) <= SESSION_GAP_S
-        if gate_rows is not None:
+        ok = (self.at >= 0) & (pos >= 0) & (pos < size)
+        if not size:
+            return np.zeros(len(pos), dtype=np.int64), ok
+        mine = order.codes[np.clip(self.at, 0, size - 1)]
+        pos = np.clip(pos, 0, size - 1)
+        neighbours = order.rows[pos]
+        ok &= order.codes[pos] == mine
+        if gate_rows is not None and len(gate_rows):
             slot = np.clip(np.searchsorted(gate_rows, neighbours), 0, len(gate_rows) - 1)
             ok &= gate_rows[slot] == neighbours
+        elif gate_rows is not None:
+            ok &= False
         return neighbours, ok
 
 
 def with_neighbours(
-    sessions: Sessions, candidates: npt.NDArray[np.int64], fused: npt.NDArray[np.float64]
+    sessions: Sessions,
+    candidates: npt.NDArray[np.int64],
+    fused: npt.NDArray[np.float64],
+    pool: int,
 ) -> npt.NDArray[np.int64]:
-    """``candidates`` (sorted rows) with the neighbours of the :data:`CONTEXT_POOL`
-    best of them by ``fused`` (one score per candidate), sorted."""
-    if not CONTEXT_POOL or len(candidates) == 0:
+    """``candidates`` (sorted rows) with the session neighbours of the ``pool`` best
+    of them by ``fused`` (one score per candidate), sorted."""
+    if not pool or len(candidates) == 0 or not len(sessions.order.rows):
         return candidates
-    best = candidates[top_k(fused, min(CONTEXT_POOL, len(candidates)))]
+    best = candidates[top_k(fused, min(pool, len(candidates)))]
     around = Around(sessions, best)
     near = [candidates]
-    for step in _steps():
+    for step in sessions.steps():
         rows, ok = around.step(step)
         near.append(rows[ok])
     return np.unique(np.concatenate(near))
@@ -105,10 +152,12 @@ def with_neighbours(
 def neighbour_best(
     sessions: Sessions, candidates: npt.NDArray[np.int64], rank: Rank
 ) -> npt.NDArray[np.float64]:
-    """For each candidate, the best score (``rank`` of rows) of its neighbours."""
+    """For each candidate, the best score (``rank`` of rows) of its session neighbours."""
     best = np.zeros(len(candidates))
+    if not len(sessions.order.rows):
+        return best
     around = Around(sessions, candidates)
-    for step in _steps():
+    for step in sessions.steps():
         neighbours, ok = around.step(step)
         if ok.any():
             scores = np.zeros(len(candidates))

@@ -23,6 +23,7 @@ from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
 from .live_index import LiveIndex
 from .query import RankedRow
+from .ranking import RankingSettings
 from .reads import MAX_LIMIT, Reader
 from .recall import TextEmbedding
 from .records import (
@@ -41,6 +42,7 @@ from .storage import (
     open_storage,
     pushdown_of,
 )
+from .when import When
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
@@ -88,6 +90,8 @@ class MemoryEngine(Views, MaintenanceVerbs):
             :mod:`~prime_memory_folding.embeddings`), ``"none"`` for no automatic
             embedding, or None for ``PRIME_MEMORY_EMBEDDER`` (the built-in model when
             unset). The model loads only when a text store or query needs it.
+        ranking: how text queries rank (:class:`~prime_memory_folding.ranking.RankingSettings`);
+            the defaults when None. :attr:`ranking` reads and replaces it.
 
     Raises:
         EmbeddingError: the store's vectors belong to another embedding space than
@@ -106,7 +110,10 @@ class MemoryEngine(Views, MaintenanceVerbs):
         storage: Storage | None = None,
         fold_policy: FoldPolicy | None = None,
         embedder: str | Embedder | None = None,
+        ranking: RankingSettings | None = None,
     ) -> None:
+        if ranking is not None and not isinstance(ranking, RankingSettings):
+            raise InvalidInput("ranking must be a RankingSettings")
         self._clock = clock or time.time
         self._scope = scope if isinstance(scope, ScopeResolution) else scope_rules.resolve(scope)
         # -- recall: the text embedder, loaded on first use --
@@ -142,7 +149,9 @@ class MemoryEngine(Views, MaintenanceVerbs):
             pushdown=self._pushdown is not None,
         )
         self._index = self._live.index  # the same object for the engine's life
-        self._reader = Reader(self._parts, self._live, self._scope, self._pushdown)
+        self._reader = Reader(
+            self._parts, self._live, self._scope, self._pushdown, ranking or RankingSettings()
+        )
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
@@ -176,6 +185,17 @@ class MemoryEngine(Views, MaintenanceVerbs):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @property
+    def ranking(self) -> RankingSettings:
+        """How text queries rank; assign a new :class:`~.ranking.RankingSettings` to change it."""
+        return self._reader.ranking
+
+    @ranking.setter
+    def ranking(self, settings: RankingSettings) -> None:
+        if not isinstance(settings, RankingSettings):
+            raise InvalidInput("ranking must be a RankingSettings")
+        self._reader.ranking = settings
 
     @property
     def storage(self) -> Storage:
@@ -298,8 +318,8 @@ class MemoryEngine(Views, MaintenanceVerbs):
 
     def query(
         self,
-        *,
         text: str | None = None,
+        *,
         domain: str | None = None,
         subdomain: str | None = None,
         tags: Iterable[str] = (),
@@ -310,12 +330,12 @@ class MemoryEngine(Views, MaintenanceVerbs):
         limit: int = 10,
         scopes: Iterable[str] | None = None,
         max_tokens: int | None = None,
-        since: object = None,
-        until: object = None,
+        since: When | None = None,
+        until: When | None = None,
         reinforce: bool = False,
-        now: object = None,
+        now: When | None = None,
     ) -> list[Hit]:
-        """Find memories, best first.
+        """Find memories, best first: ``query("deploy steps")``, or by gates alone.
 
         The gates run cheapest first, each only when given: scope, domain and
         subdomain, strength, tags (``tags`` all-of, ``any_tags``, and
@@ -439,8 +459,8 @@ class MemoryEngine(Views, MaintenanceVerbs):
         exclude_tags: Iterable[str] = (),
         min_strength: float = 0.0,
         scopes: Iterable[str] | None = None,
-        since: object = None,
-        until: object = None,
+        since: When | None = None,
+        until: When | None = None,
     ) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited.
 

@@ -5,15 +5,15 @@ hits of a hybrid query are mostly about the right thing, though, and the
 words they share with the answer are often rare in the store. So a hybrid
 text query ranks twice:
 
-1. as usual, and its :data:`LEND_DOCS` best hits lend their
-   :data:`LEND_WORDS` most telling words (:func:`telling_words`): words the
-   query does not hold, of three letters or more, neither numbers nor stop
-   words, held by at least two records, by at most :data:`LEND_COMMON` of the
-   store and by at most :data:`LEND_MOST` records, each weighing
+1. as usual, and its ``lend_docs`` best hits lend their ``lend_words`` most
+   telling words (:func:`telling_words`): words the query does not hold, of
+   three letters or more, neither numbers nor stop words, held by at least two
+   records, by at most ``lend_common`` of the store and by at most
+   ``lend_most`` records (:class:`~.ranking.RankingSettings`), each weighing
    ``tf * log(N / n)`` summed over the hits (``n`` the records that hold it,
    as the query weights count it, :mod:`.query_weights`);
-2. again, with the lexical side ``(1 - LEND_WEIGHT) * bm25 / max(bm25) +
-   LEND_WEIGHT * lent / max(lent)``, where ``lent`` is the BM25 of those words
+2. again, with the lexical side ``(1 - lend_weight) * bm25 / max(bm25) +
+   lend_weight * lent / max(lent)``, where ``lent`` is the BM25 of those words
    (a second lexical query, gated like the first); a record only they match
    joins the candidates.
 
@@ -32,30 +32,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from .query_weights import SharesOf, query_words
+from .ranking import DEFAULT_RANKING, RankingSettings
 from .words import STOPWORDS
 
-__all__ = [
-    "LEND_COMMON",
-    "LEND_DOCS",
-    "LEND_MOST",
-    "LEND_WEIGHT",
-    "LEND_WORDS",
-    "MAX_LOOKED_UP",
-    "Lender",
-    "telling_words",
-]
+__all__ = ["MAX_LOOKED_UP", "Lender", "telling_words"]
 
-#: The first hits that lend words (0: no feedback).
-LEND_DOCS = 5
-#: The words they lend, at most.
-LEND_WORDS = 10
-#: The lent words' share of the lexical side.
-LEND_WEIGHT = 0.2
-#: A word held by more than this share of the store tells too little to lend.
-LEND_COMMON = 0.1
-#: Nor does a word held by more records than this (a second query that matches
-#: a large share of a big store would cost as much as the first).
-LEND_MOST = 400
 #: The hits' words looked up in the store, at most (the most frequent in them first).
 MAX_LOOKED_UP = 256
 
@@ -65,9 +46,14 @@ _WORD = re.compile(r"\w+")
 Lender = Callable[[Sequence[str]], list[str]]
 
 
-def telling_words(texts: Sequence[str], query: str, shares_of: SharesOf) -> list[str]:
-    """The :data:`LEND_WORDS` most telling words of ``texts`` (the first hits, best
-    first) for a query of text ``query``, most telling first."""
+def telling_words(
+    texts: Sequence[str],
+    query: str,
+    shares_of: SharesOf,
+    settings: RankingSettings = DEFAULT_RANKING,
+) -> list[str]:
+    """The ``settings.lend_words`` most telling words of ``texts`` (the first hits,
+    best first) for a query of text ``query``, most telling first."""
     asked = set(query_words(query))
     counts = [Counter(w.lower() for w in _WORD.findall(text)) for text in texts]
     seen: Counter[str] = Counter()
@@ -87,7 +73,7 @@ def telling_words(texts: Sequence[str], query: str, shares_of: SharesOf) -> list
     for words in counts:
         for w, tf in words.items():
             n = held.get(w, 0.0)
-            if 2 <= n <= min(LEND_COMMON * total, LEND_MOST):
+            if 2 <= n <= min(settings.lend_common * total, settings.lend_most):
                 weight[w] = weight.get(w, 0.0) + tf * math.log(total / n)
     best = sorted(weight.items(), key=lambda kv: -kv[1])  # stable: ties keep their order
-    return [w for w, _ in best[:LEND_WORDS]]
+    return [w for w, _ in best[: settings.lend_words]]

@@ -11,22 +11,23 @@ gate and decay, salience, cosine and hybrid fusion. What the window holds:
   read until the last hit's decayed salience beats the bound of every record
   not read, so the answer is the exact top of every gated record (the window
   keeps storage order, so ties break as in the embedded store);
-- **vector**: every gated record with a vector, when at most
-  :data:`WINDOW_MAX`; otherwise the nearest few by pgvector's HNSW index
-  where the database has the extension, else by reading the gated vectors in
+- **vector**: every gated record with a vector, when at most ``window_max``
+  (:class:`~.ranking.RankingSettings`); otherwise the nearest few by
+  pgvector's HNSW index where the database has the extension, else by reading the gated vectors in
   batches and scoring them with numpy (memory stays bounded, time grows with
   the gated records); more when too few of them pass the strength gate. Either
   way those candidates are ranked exactly;
 - **text**: the BM25 candidates (the database's text index, gated), plus, for
   the vector side and the neighbours that lend context, every gated record
-  when at most :data:`WINDOW_MAX`, else the newest :data:`WINDOW_MAX` of them
-  and, with pgvector, the :data:`NEAREST_KEEP` nearest. A text query's vector
+  when at most ``window_max``, else the newest ``window_max`` of them
+  and, with pgvector, the ``nearest_keep`` nearest. A text query's vector
   side therefore never reads more than that many vectors, whatever the
   store's size; without pgvector, an older record without a word of the query
   is found only by a vector query.
 
-The window's rows keep the store's order, so that neighbours are the same as
-in the embedded store's index.
+The window's rows keep the store's order, and it holds the session neighbours
+of the lexical hits, so that neighbours are the same as in the embedded
+store's index.
 """
 
 from __future__ import annotations
@@ -39,15 +40,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .asking import Asker
-from .context import CONTEXT_REACH
 from .feedback import Lender
 from .index import IndexColumns, Rows, StructuralIndex, TagQuery
 from .query import RankedRow, rank_by_salience, rank_by_vector
-from .recall import LEXICAL_BUDGET, hybrid_rank
+from .ranking import DEFAULT_RANKING, RankingSettings
+from .recall import hybrid_rank
 from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
 __all__ = [
-    "WINDOW_MAX",
     "Window",
     "by_salience",
     "by_text",
@@ -56,13 +56,9 @@ __all__ = [
     "matching_ids",
 ]
 
-#: Gated records a query ranks exactly in one window.
-WINDOW_MAX = 20_000
-#: Candidates an approximate nearest-neighbour search hands to exact ranking.
-NEAREST_KEEP = 200
 #: Records the first salience read takes, at least.
 SALIENCE_FIRST = 16
-#: Vectors a vector query past :data:`WINDOW_MAX` keeps from its first scan, at least.
+#: Vectors a vector query past ``window_max`` keeps from its first scan, at least.
 NEAREST_FIRST = 64
 
 ColumnsOf = Callable[[IndexTable], IndexColumns]
@@ -120,10 +116,12 @@ def by_vector(
     unit: npt.NDArray[np.float32],
     limit: int,
     now: float,
+    settings: RankingSettings = DEFAULT_RANKING,
 ) -> Window:
     """The gated records nearest ``unit`` (a unit vector) by cosine."""
-    table = store.gated(gates, GatedRead(vectors=True, has_vector=True, newest=WINDOW_MAX + 1))
-    if len(table) <= WINDOW_MAX:
+    window_max = settings.window_max
+    table = store.gated(gates, GatedRead(vectors=True, has_vector=True, newest=window_max + 1))
+    if len(table) <= window_max:
         index = _window(columns_of, table)
         return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
     keep = max(limit * 4, NEAREST_FIRST)
@@ -195,6 +193,7 @@ def by_text(
     limit: int,
     window: tuple[float, float] | None = None,
     readers: tuple[Lender | None, Asker | None] = (None, None),
+    settings: RankingSettings = DEFAULT_RANKING,
 ) -> Window:
     """BM25 and cosine fused, as the embedded store ranks a text query.
 
@@ -202,25 +201,29 @@ def by_text(
     :func:`~prime_memory_folding.recall.hybrid_rank`). ``readers`` give the
     words the first hits lend the query (:mod:`~prime_memory_folding.feedback`;
     their BM25 reaches the records the window holds) and which memories only
-    ask (:mod:`~prime_memory_folding.asking`).
+    ask (:mod:`~prime_memory_folding.asking`). ``settings`` rank as
+    :class:`~.ranking.RankingSettings` say, and bound the window.
     """
     lender, asker = readers
-    found = store.lexical(text, gates, LEXICAL_BUDGET)
+    budget, window_max = settings.lexical_budget, settings.window_max
+    found = store.lexical(text, gates, budget)
     lexical_ids: Sequence[str] = list(found.scores)
-    # The lexical hits' neighbours come too, gated or not: they lend context,
-    # or stand between a hit and a neighbour further off, as in the full index.
+    # The lexical hits' session neighbours come too, gated or not: they lend
+    # context, or stand between a hit and a neighbour further off, as in the
+    # full index.
+    reach = settings.context_reach if settings.context_weight or settings.ask_penalty else 0
     read = GatedRead(
         vectors=unit is not None,
-        newest=WINDOW_MAX,
+        newest=window_max,
         also=lexical_ids,
         around=lexical_ids,
-        reach=CONTEXT_REACH,
+        reach=reach,
     )
     table = store.gated(gates, read)
-    if unit is not None and len(table) >= WINDOW_MAX:
+    if unit is not None and len(table) >= window_max:
         # More gated records than one window: the vector side also looks at
         # pgvector's nearest ones, where the store has the extension.
-        near = store.nearest(gates, unit, NEAREST_KEEP)
+        near = store.nearest(gates, unit, settings.nearest_keep)
         if near:
             also = list(dict.fromkeys([*lexical_ids, *near]))
             table = store.gated(gates, replace(read, also=also))
@@ -232,8 +235,10 @@ def by_text(
         words = lender(first) if lender is not None else []
         if not words:
             return {}
-        lent = store.lexical(" ".join(words), gates, LEXICAL_BUDGET)
+        lent = store.lexical(" ".join(words), gates, budget)
         return gated_rows(index, lent.scores, rows)
 
-    ranked = hybrid_rank(index, rows, lexical, unit, limit, window=window, lend=lend, asks=asker)
+    ranked = hybrid_rank(
+        index, rows, lexical, unit, limit, settings=settings, window=window, lend=lend, asks=asker
+    )
     return Window(index, ranked)

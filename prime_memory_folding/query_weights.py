@@ -8,14 +8,15 @@ that names the speaker leans towards every turn alike. A text query's vector
 is therefore the mean of its tokens' rows, each times its word's IDF in the
 store, to a power::
 
-    weight = log((N + 1) / (n + 0.5)) ** QUERY_IDF
+    weight = log((N + 1) / (n + 0.5)) ** query_idf
 
 with ``N`` the store's records and ``n`` those that hold the word (the text
 index's count, stemmed as the index stems; on SQLite estimated from the
 newest records, as a planned text query does). A stop word counts as held by
-:data:`STOPWORD_SHARE` of the store, on both backends (PostgreSQL's text
-index keeps no stop words), and a token outside every word (punctuation)
-weighs nothing. With every weight equal the vector is the model's own.
+``stopword_share`` of the store (:class:`~.ranking.RankingSettings`), on
+both backends (PostgreSQL's text index keeps no stop words), and a token
+outside every word (punctuation) weighs nothing. With every weight equal the
+vector is the model's own.
 
 Only the query's vector changes: stored vectors, BM25 and the fusion stay as
 they were, so a store ranks the new way at once. Embedders other than a
@@ -35,22 +36,17 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from .ranking import DEFAULT_RANKING, RankingSettings
 from .words import STOPWORDS
 
 __all__ = [
     "MAX_WEIGHTED_WORDS",
-    "QUERY_IDF",
-    "STOPWORD_SHARE",
     "SharesOf",
     "WeightedEmbedder",
     "query_words",
     "word_weights",
 ]
 
-#: The power of each word's IDF in a query's vector (0: the model's own vector).
-QUERY_IDF = 0.5
-#: The share of the store a stop word counts as held by.
-STOPWORD_SHARE = 0.1
 #: A query with more distinct words than this is encoded as the model does (a
 #: long text is a document, whose mean the rare words already steer).
 MAX_WEIGHTED_WORDS = 64
@@ -77,11 +73,14 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
 
 
-def word_weights(text: str, shares_of: SharesOf) -> dict[str, float] | None:
+def word_weights(
+    text: str, shares_of: SharesOf, settings: RankingSettings = DEFAULT_RANKING
+) -> dict[str, float] | None:
     """Each word of ``text`` and its weight; None to encode the text as the model does
-    (:data:`QUERY_IDF` 0, no word, too many, or a store without text)."""
+    (``query_idf`` 0, no word, too many, or a store without text)."""
     words = query_words(text)
-    if not QUERY_IDF or not words or len(words) > MAX_WEIGHTED_WORDS:
+    stopword_share = settings.stopword_share
+    if not settings.query_idf or not words or len(words) > MAX_WEIGHTED_WORDS:
         return None
     looked_up = [w for w in words if w not in STOPWORDS]
     found = shares_of(looked_up) if looked_up else ([], 1)
@@ -91,7 +90,7 @@ def word_weights(text: str, shares_of: SharesOf) -> dict[str, float] | None:
     share = dict(zip(looked_up, shares))
     weights = {}
     for word in words:
-        part = share.get(word, STOPWORD_SHARE)
-        held = (STOPWORD_SHARE if part is None else min(max(part, 0.0), 1.0)) * total
-        weights[word] = math.log((total + 1) / (held + 0.5)) ** QUERY_IDF
+        part = share.get(word, stopword_share)
+        held = (stopword_share if part is None else min(max(part, 0.0), 1.0)) * total
+        weights[word] = math.log((total + 1) / (held + 0.5)) ** settings.query_idf
     return weights

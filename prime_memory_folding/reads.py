@@ -23,12 +23,14 @@ import numpy.typing as npt
 
 from . import asking, feedback, pushdown, recall, writes
 from . import scopes as scope_rules
+from .context import SessionCache
 from .errors import InvalidInput
 from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .query_weights import SharesOf
+from .ranking import DEFAULT_RANKING, RankingSettings
 from .records import Filters, Hit, Stats, check_unit_interval
 from .scopes import ScopeResolution
 from .storage import Pushdown, SqlStorage, StoredRow, archive
@@ -59,7 +61,11 @@ class Reader:
         live: LiveIndex,
         scope: ScopeResolution,
         pushdown: Pushdown | None,
+        ranking: RankingSettings = DEFAULT_RANKING,
     ) -> None:
+        #: How text queries rank (:class:`~.ranking.RankingSettings`); the engine sets it.
+        self.ranking = ranking
+        self._sessions = SessionCache()
         self._parts = parts
         self._live = live
         self._index = live.index  # the same object for the engine's life
@@ -172,7 +178,7 @@ class Reader:
                 unit = (query_vector / norm).astype(np.float32)
                 if self._pushdown is not None:
                     window = pushdown.by_vector(
-                        self._pushdown, self._live.columns, gates, unit, limit, now
+                        self._pushdown, self._live.columns, gates, unit, limit, now, self.ranking
                     )
                     return self.hits(window.ranked, window.index, window.stored)
                 rows = None if gates == TagQuery() else self._index.select(gates)
@@ -206,7 +212,8 @@ class Reader:
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
-            named = time_window(text, self.query_time(filters)) if recall.TIME_WEIGHT else None
+            settings = self.ranking
+            named = time_window(text, self.query_time(filters)) if settings.time_weight else None
             window = None if named is None else (named.start, named.end)
             unit = None
             if query_vector is not None:
@@ -217,10 +224,11 @@ class Reader:
                 and not recall.is_custom(space)
                 and (self._pushdown is not None or self._index.dim is not None)
             ):
-                unit = self._parts.text.embed_query(text, self._shares_of(self.word_shares))
+                shares = self._shares_of(self.word_shares)
+                unit = self._parts.text.embed_query(text, shares, settings)
             # What the first hits lend, and which memories only ask: for a hybrid query.
             read: dict[str, str] = {}  # contents this query has read, by record id
-            lender = None if unit is None else self._lender(text, read)
+            lender = None if unit is None else self._lender(text, read, settings)
             asker = None if unit is None else functools.partial(self._asker, read)
             if self._pushdown is not None:
                 found_window = pushdown.by_text(
@@ -232,13 +240,14 @@ class Reader:
                     limit,
                     window,
                     (lender, asker),
+                    settings,
                 )
                 return self.hits(found_window.ranked, found_window.index, found_window.stored)
             gate_rows = None if gates == TagQuery() else self._index.select(gates)
             depth: int | None = recall.LEXICAL_DEPTH
             while True:
                 found = recall.lexical_scores(
-                    storage, parsed, depth, len(self._index), self.word_shares
+                    storage, parsed, depth, len(self._index), self.word_shares, settings
                 )
                 lexical = pushdown.gated_rows(self._index, found.scores, gate_rows)
                 # Gates may have dropped most of the best; then look at every match.
@@ -252,11 +261,22 @@ class Reader:
                     return {}
                 lent = recall.parse_query(" ".join(words))
                 size = len(self._index)
-                found = recall.lexical_scores(storage, lent, depth, size, self.word_shares)
+                found = recall.lexical_scores(
+                    storage, lent, depth, size, self.word_shares, settings
+                )
                 return pushdown.gated_rows(self._index, found.scores, gate_rows)
 
             ranked = recall.hybrid_rank(
-                self._index, gate_rows, lexical, unit, limit, window=window, lend=lend, asks=asker
+                self._index,
+                gate_rows,
+                lexical,
+                unit,
+                limit,
+                settings=settings,
+                window=window,
+                lend=lend,
+                asks=asker,
+                sessions=self._sessions,
             )
             return self.hits(ranked)
 
@@ -266,14 +286,16 @@ class Reader:
             return self._pushdown.word_shares
         return memo.of_store(self._parts.storage, len(self._index))
 
-    def _lender(self, text: str, read: dict[str, str]) -> feedback.Lender:
+    def _lender(
+        self, text: str, read: dict[str, str], settings: RankingSettings
+    ) -> feedback.Lender:
         """What a text query's first hits (by record id) lend it (:mod:`.feedback`)."""
         shares_of = self._shares_of(self.lent_shares)
 
         def words(record_ids: Sequence[str]) -> list[str]:
             found = self._contents(record_ids, read)
             texts = [found[rid] for rid in record_ids if rid in found]
-            return feedback.telling_words(texts, text, shares_of)
+            return feedback.telling_words(texts, text, shares_of, settings)
 
         return words
 

@@ -13,23 +13,25 @@ of the records that hold text without word breaks (CJK, Thai, emoji...).
 
 FTS5 computes BM25 for every row a query matches before it can sort them, and
 a query is an OR of its words, so a common word makes it score a large share of
-the store. Stores of up to :data:`EXACT_STORE` records, and queries expected to
-match at most :data:`LEXICAL_BUDGET` records, are ranked exactly that way. In a
+the store. Stores of up to ``exact_store`` records, and queries expected to
+match at most ``lexical_budget`` records (:class:`~.ranking.RankingSettings`),
+are ranked exactly that way. In a
 larger store the other queries are planned (see :func:`lexical_scores`): the
-rarer words choose at most :data:`LEXICAL_BUDGET` records to score, and each of
+rarer words choose at most ``lexical_budget`` records to score, and each of
 those gets its BM25 over every word but the commonest.
 
 A hybrid query scores the rows that passed the structural gates:
 
-    fused = (1 - COSINE_WEIGHT) * bm25 / max(bm25) + COSINE_WEIGHT * max(cosine, 0)
+    fused = (1 - cosine_weight) * bm25 / max(bm25) + cosine_weight * max(cosine, 0)
 
-then adds ``CONTEXT_WEIGHT`` times the best fused score of a row's neighbours:
-the memories stored just before it and just after it in the same session
-(:mod:`.context`, whose pool of best candidates also brings their neighbours
-in as candidates). The weights and the reach were chosen on the development
-splits of LoCoMo (short chat turns) and LongMemEval (longer user messages)
-together, and checked leave-one-out on each (``benchmarks/locomo_recall.py``,
-``benchmarks/longmemeval_recall.py``, ``benchmarks/recall_ideas.py``).
+then adds ``context_weight`` times the best fused score of a row's neighbours:
+the memories stored just before it and just after it in the same explicit
+session (:mod:`.context`, whose pool of best candidates also brings their
+neighbours in as candidates). The settings (:class:`~.ranking.RankingSettings`)
+were chosen on three workloads at once, each held out in turn: LoCoMo (short
+chat turns), LongMemEval (longer user messages) and a project's decision
+records (``benchmarks/locomo_recall.py``, ``benchmarks/longmemeval_recall.py``,
+``benchmarks/decisions_recall.py``).
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ import numpy as np
 import numpy.typing as npt
 
 from . import asking as asking_rule
-from . import feedback
-from .context import Around, Sessions, neighbour_best, with_neighbours
+from .context import Around, SessionCache, Sessions, neighbour_best, with_neighbours
 from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
 from .query_weights import SharesOf
+from .ranking import DEFAULT_RANKING, RankingSettings
 from .storage.base import SqlStorage
 from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
 from .text_embedding import BUILTIN_SPACE, NO_EMBEDDER, TextEmbedding
@@ -63,13 +65,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_SPACE",
-    "CONTEXT_WEIGHT",
-    "COSINE_WEIGHT",
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
     "STOPWORDS",
-    "TIME_TAIL",
-    "TIME_WEIGHT",
     "LexicalHits",
     "LexicalQuery",
     "TextEmbedding",
@@ -83,21 +81,8 @@ __all__ = [
 
 #: The space name's prefix for vectors a caller brings (``custom:<dim>``).
 CUSTOM_PREFIX = "custom:"
-#: Weight of cosine similarity against max-normalised BM25 in the fused score.
-COSINE_WEIGHT = 0.7
-#: Share of the best neighbouring memory's fused score a memory inherits.
-CONTEXT_WEIGHT = 0.5
-#: Weight of a memory's closeness to the span of time its query names ("in May").
-TIME_WEIGHT = 0.4
-#: Outside that span closeness falls by e every this many span lengths (at least
-#: a week each; see priors.time_closeness).
-TIME_TAIL = 0.5
 #: BM25 hits taken from FTS before the structural gates are applied.
 LEXICAL_DEPTH = 1000
-#: Stores of at most this many records always rank text exactly.
-EXACT_STORE = 10_000
-#: In a larger store, the most rows one text query scores with BM25 (see lexical_scores).
-LEXICAL_BUDGET = 400
 #: How many of the newest records estimate the share of the store that holds a word.
 SAMPLE_RECORDS = 4096
 #: Most words whose sampled shares one engine remembers.
@@ -309,12 +294,13 @@ def lexical_scores(
     depth: int | None,
     store_size: int = 0,
     shares: WordShares | None = None,
+    settings: RankingSettings = DEFAULT_RANKING,
 ) -> LexicalHits:
     """BM25 scores of the best ``depth`` matches (``depth=None``: of every match).
 
     The ranking is FTS5's own BM25 over every match when ``depth`` is None, in
-    stores of at most :data:`EXACT_STORE` records (``store_size``), and when the
-    query's words are expected to match at most :data:`LEXICAL_BUDGET` records
+    stores of at most ``settings.exact_store`` records (``store_size``), and when the
+    query's words are expected to match at most ``settings.lexical_budget`` records
     in all. A broader query in a larger store is planned instead, from each
     word's share of the newest :data:`SAMPLE_RECORDS` records:
 
@@ -334,7 +320,7 @@ def lexical_scores(
       hold another word too are scored by ``rare AND (others)``, in which each
       word is one phrase, so FTS5 sums every word's part; the rest hold none of
       the others, so BM25 over the rare words alone is their whole score.
-    - at most :data:`LEXICAL_BUDGET` candidates are scored, the newest first,
+    - at most ``settings.lexical_budget`` candidates are scored, the newest first,
       those that hold another word before the others. When the rarest word alone
       is more common than that, the older records that hold it are left to the
       vector side.
@@ -351,14 +337,15 @@ def lexical_scores(
     limit = -1 if depth is None else depth
     exhaustive = True
     words = query.words
-    if words is not None and depth is not None and store_size > EXACT_STORE:
-        plan = _plan_words(db, query.terms, store_size, shares)
+    budget = settings.lexical_budget
+    if words is not None and depth is not None and store_size > settings.exact_store:
+        plan = _plan_words(db, query.terms, store_size, shares, budget)
         if plan is not None:
-            scored = _planned_scores(db, plan, scores)
+            scored = _planned_scores(db, plan, scores, budget)
             if len(scores) > depth:
                 scores = dict(sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:depth])
             words = None
-            exhaustive = not plan.other and scored < LEXICAL_BUDGET and len(scores) < depth
+            exhaustive = not plan.other and scored < budget and len(scores) < depth
     tables = (("records_fts", words), ("records_grams", query.grams))
     for table, expression in tables:
         if expression is None:
@@ -457,7 +444,11 @@ class _WordPlan:
 
 
 def _plan_words(
-    db: sqlite3.Connection, terms: Sequence[str], store_size: int, shares: WordShares | None
+    db: sqlite3.Connection,
+    terms: Sequence[str],
+    store_size: int,
+    shares: WordShares | None,
+    budget: int,
 ) -> _WordPlan | None:
     """A plan for a query too broad to score every match; None when it is not."""
     if not terms:
@@ -466,7 +457,7 @@ def _plan_words(
     if share is None:
         return None
     estimate = [part * store_size for part in share]
-    if sum(estimate) <= LEXICAL_BUDGET:
+    if sum(estimate) <= budget:
         return None
     # A word in none of the newest records may be in no record at all: it would
     # then choose no candidate, and it adds nothing to any record's BM25.
@@ -478,7 +469,7 @@ def _plan_words(
     rare = [kept[0]]
     total = estimate[kept[0]]
     for i in kept[1:]:
-        if total + estimate[i] > LEXICAL_BUDGET:
+        if total + estimate[i] > budget:
             break
         rare.append(i)
         total += estimate[i]
@@ -497,7 +488,9 @@ def _held_terms(db: sqlite3.Connection, terms: Sequence[str]) -> set[str]:
     return {term for term, found in zip(terms, row) if found}
 
 
-def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float]) -> int:
+def _planned_scores(
+    db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, float], budget: int
+) -> int:
     """Score the plan's candidates, newest first, up to the budget; returns how many."""
     rare = " OR ".join(plan.rare)
     select = (
@@ -506,8 +499,8 @@ def _planned_scores(db: sqlite3.Connection, plan: _WordPlan, scores: dict[str, f
         "ORDER BY rowid DESC LIMIT ?) AS m JOIN records AS r ON r.id = m.rowid"
     )
     first = f"({rare}) AND ({' OR '.join(plan.other)})" if plan.other else rare
-    rows = db.execute(select.format(""), (first, LEXICAL_BUDGET)).fetchall()
-    room = LEXICAL_BUDGET - len(rows)
+    rows = db.execute(select.format(""), (first, budget)).fetchall()
+    room = budget - len(rows)
     if plan.other and room > 0:
         # The first query found every record that holds a rare word and another
         # one; the others hold only rare words, so BM25 over those is their score
@@ -578,36 +571,33 @@ def hybrid_rank(
     query_vector: npt.NDArray[np.float32] | None,
     limit: int,
     *,
-    cosine_weight: float | None = None,
-    context_weight: float | None = None,
+    settings: RankingSettings,
     window: tuple[float, float] | None = None,
-    time_weight: float | None = None,
     lend: Callable[[Sequence[str]], dict[int, float]] | None = None,
     asks: asking_rule.Asker | None = None,
+    sessions: SessionCache | None = None,
 ) -> list[RankedRow]:
     """Fuse BM25 (by index row, already gated) and cosine over ``gate_rows`` (None: all).
 
-    Weights default to :data:`COSINE_WEIGHT`, :data:`CONTEXT_WEIGHT` and
-    :data:`TIME_WEIGHT`. ``window`` is the span of time the query names, if
-    any: each memory then gains ``time_weight`` times its closeness to it
-    (:func:`~prime_memory_folding.priors.time_closeness` of its ``updated_at``).
-    ``lend``, given the record ids of the first :data:`~.feedback.LEND_DOCS`
-    hits, answers the BM25 by row (gated) of the words they lend; the query
-    then ranks again with that share of its lexical side (:mod:`.feedback`;
-    only with a query vector). ``asks`` says which records (by id) only ask
-    (:mod:`.asking`), for the best candidates and the memories before them.
-    Score parts: ``bm25``, ``bm25_norm``, ``cosine`` (when there is a query
-    vector in the index's space), ``lent`` (when lent words match),
-    ``context`` (when a neighbour lifted the score), ``asks`` (1 for a memory
-    that only asks), ``time`` (the closeness, when the query names a window)
-    and ``fused``; without a query vector ``lexical_only`` is 1.
+    ``settings`` hold the weights (:class:`~.ranking.RankingSettings`).
+    ``window`` is the span of time the query names, if any: each memory then
+    gains ``time_weight`` times its closeness to it
+    (:func:`~prime_memory_folding.priors.time_closeness` of when it was first
+    stored). ``lend``, given the record ids of the first ``lend_docs`` hits,
+    answers the BM25 by row (gated) of the words they lend; the query then
+    ranks again with that share of its lexical side (:mod:`.feedback`; only
+    with a query vector). ``asks`` says which records (by id) only ask
+    (:mod:`.asking`), for the best candidates and the memories before them in
+    their sessions. ``sessions`` keeps the index's session order between
+    queries (:mod:`.context`). Score parts: ``bm25``, ``bm25_norm``,
+    ``cosine`` (when there is a query vector in the index's space), ``lent``
+    (when lent words match), ``context`` (when a session neighbour lifted the
+    score), ``asks`` (1 for a memory that only asks), ``time`` (the
+    closeness, when the query names a window) and ``fused``; without a query
+    vector ``lexical_only`` is 1.
     """
-    if cosine_weight is None:
-        cosine_weight = COSINE_WEIGHT
-    if context_weight is None:
-        context_weight = CONTEXT_WEIGHT
-    if time_weight is None:
-        time_weight = TIME_WEIGHT
+    context_weight = settings.context_weight if settings.context_reach else 0.0
+    time_weight = settings.time_weight
     if limit <= 0:
         return []
     if gate_rows is None:
@@ -623,7 +613,7 @@ def hybrid_rank(
         cos_raw = index.cosine(gate_rows, query_vector)
         cos_pos = np.where(np.isfinite(cos_raw), cos_raw, np.float32(0.0))
         np.maximum(cos_pos, np.float32(0.0), out=cos_pos)
-    w_cos = cosine_weight if use_vector else 0.0
+    w_cos = settings.cosine_weight if use_vector else 0.0
     w_lex = 1.0 - w_cos
 
     def position(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -641,9 +631,14 @@ def hybrid_rank(
     def said(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         return np.array(asks(index.record_ids(rows)) if asks else [], dtype=bool)
 
-    # The live rows are read once for every neighbour look-up of both fusions.
-    reads_around = context_weight or (asks is not None and asking_rule.ASK_PENALTY)
-    sessions = Sessions(index, gate_rows) if reads_around else None
+    # The session order is read once for every neighbour look-up of both fusions.
+    asking_on = asks is not None and settings.ask_penalty > 0
+    around = None
+    if context_weight or asking_on:
+        order = (sessions or SessionCache()).order(index)
+        if len(order.rows):
+            around = Sessions(order, gate_rows, max(settings.context_reach, 1))
+    pool = settings.context_pool
 
     def ranked(side: _Lexical) -> _Ranking:
         candidates = np.union1d(side.rows, by_cosine)  # ties go to the older row
@@ -656,48 +651,55 @@ def hybrid_rank(
 
         fused = fused_of(candidates)
         # The pool's neighbours join, but a keyword search keeps to its matches.
-        if sessions is not None and context_weight and cos_pos is not None:
-            candidates = with_neighbours(sessions, candidates, fused)
+        if around is not None and context_weight and cos_pos is not None:
+            candidates = with_neighbours(around, candidates, fused, pool)
             fused = fused_of(candidates)
         context = np.zeros(len(candidates))
-        if sessions is not None and context_weight and len(candidates):
-            context = neighbour_best(sessions, candidates, fused_of)
+        if around is not None and context_weight and len(candidates):
+            context = neighbour_best(around, candidates, fused_of)
         matched = fused + context_weight * context
         prior = np.zeros(len(candidates))
         closeness = None
         if window is not None and time_weight and len(candidates):
-            closeness = time_closeness(index.updated_at(candidates), window, TIME_TAIL)
+            stored = index.created_at(candidates)
+            closeness = time_closeness(stored, window, settings.time_tail)
             prior = time_weight * closeness
         asking = None
-        asked = asks is not None and asking_rule.ASK_PENALTY and len(candidates)
-        if sessions is not None and asked:
-            pool = top_k(matched + prior, min(asking_rule.ASK_POOL, len(candidates)))
+        if asking_on and around is not None and len(candidates):
+            top = top_k(matched + prior, min(settings.ask_pool, len(candidates)))
             matched, asking = _asking(
-                sessions, (candidates, pool), matched, fused, context_weight, fused_of, said
+                around,
+                (candidates, top),
+                (matched, fused),
+                (settings, context_weight),
+                fused_of,
+                said,
             )
         return _Ranking(candidates, matched + prior, matched, context, closeness, asking)
 
     side = _Lexical.of(lexical)
     found = ranked(side)
-    if lend is not None and cos_pos is not None and feedback.LEND_WEIGHT and len(found.candidates):
+    lend_on = lend is not None and cos_pos is not None and settings.lend_weight > 0
+    if lend_on and len(found.candidates):
+        assert lend is not None
         lexical_hit = side.at(found.candidates, side.raw) > 0
         leading = np.where((found.matched > 0) | lexical_hit, found.final, -np.inf)
-        first = top_k(leading, min(feedback.LEND_DOCS, len(leading)))
+        first = top_k(leading, min(settings.lend_docs, len(leading)))
         lent = lend(index.record_ids(found.candidates[first[np.isfinite(leading[first])]]))
         if lent:
-            side = side.lending(lent, feedback.LEND_WEIGHT)
+            side = side.lending(lent, settings.lend_weight)
             found = ranked(side)
     candidates, final, matched, context, closeness, asking = found
     if len(candidates) == 0:
         return []
-    order = top_k(final, limit)
-    chosen = candidates[order]
+    order_ = top_k(final, limit)
+    chosen = candidates[order_]
     raw_of = side.at(chosen, side.raw)
     norm_of = side.at(chosen, side.norm)
     lent_of = None if side.lent is None else side.at(chosen, side.lent)
     cos_of = None if cos_raw is None else cos_raw[position(chosen)]
     hits = []
-    for n, i in enumerate(order.tolist()):
+    for n, i in enumerate(order_.tolist()):
         parts = {"bm25": float(raw_of[n]), "bm25_norm": float(norm_of[n])}
         if cos_of is not None:
             cosine = float(cos_of[n])
@@ -720,28 +722,35 @@ def hybrid_rank(
 
 
 def _asking(
-    sessions: Sessions,
+    around: Sessions,
     pooled: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-    matched: npt.NDArray[np.float64],
-    fused: npt.NDArray[np.float64],
-    context_weight: float,
+    scores: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    weights: tuple[RankingSettings, float],
     fused_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
     asks: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """``matched`` with the pool's memories (``pooled``: the candidates, and the
-    positions of the best of them) that only ask given ``1 - ASK_PENALTY`` of
-    their fused score, and the memory after each one more of its score as
-    context; and which candidates only ask."""
+    """``matched`` (of ``scores``: the matched and fused scores) with the pool's
+    memories (``pooled``: the candidates, and the positions of the best of
+    them) that only ask, in a session, given ``1 - ask_penalty`` of their
+    fused score, and the memory after each one in its session more of its
+    score as context; and which candidates only ask. A memory without a
+    session is a note, not a turn of a conversation: no answer follows it, and
+    the rule leaves it as it is."""
     candidates, pool = pooled
+    matched, fused = scores
+    settings, context_weight = weights
     rows = candidates[pool]
-    before, ok = Around(sessions, rows).step(-1)
-    said = asks(np.concatenate([rows, before[ok]]))
-    mine, theirs = said[: len(rows)], np.zeros(len(rows), dtype=bool)
-    theirs[ok] = said[len(rows) :]
+    near = Around(around, rows)
+    before, ok = near.step(-1)
+    in_session = near.at >= 0
+    said = asks(np.concatenate([rows[in_session], before[ok]]))
+    mine, theirs = np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+    mine[in_session] = said[: int(in_session.sum())]
+    theirs[ok] = said[int(in_session.sum()) :]
     lent = np.zeros(len(rows))
     if theirs.any():
-        lent[theirs] = (context_weight + asking_rule.ASK_LEND) * fused_of(before[theirs])
-    own = fused[pool] * np.where(mine, 1.0 - asking_rule.ASK_PENALTY, 1.0)
+        lent[theirs] = (context_weight + settings.ask_lend) * fused_of(before[theirs])
+    own = fused[pool] * np.where(mine, 1.0 - settings.ask_penalty, 1.0)
     out = matched.copy()
     out[pool] = own + np.maximum(matched[pool] - fused[pool], lent)
     flags = np.zeros(len(candidates), dtype=bool)

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from .embeddings import BUILTIN_MODEL, EMBEDDER_ENV, Embedder, load_embedder
 from .errors import EmbeddingError, InvalidInput, NotAvailable
 from .query_weights import SharesOf, WeightedEmbedder, word_weights
+from .ranking import DEFAULT_RANKING, RankingSettings
 
 __all__ = ["BUILTIN_SPACE", "NO_EMBEDDER", "TextEmbedding"]
 
@@ -122,14 +123,16 @@ class TextEmbedding:
         nonzero = np.any(matrix, axis=1)
         return [row if keep else None for row, keep in zip(matrix, nonzero)]
 
-    def embed_query(self, text: str, shares_of: SharesOf) -> npt.NDArray[np.float32] | None:
+    def embed_query(
+        self, text: str, shares_of: SharesOf, settings: RankingSettings = DEFAULT_RANKING
+    ) -> npt.NDArray[np.float32] | None:
         """A text query's unit vector: its words weighted by their rarity in the store
         (``shares_of``, see :mod:`~prime_memory_folding.query_weights`) when the embedder
         can weight them, else :meth:`embed`'s; None when the model cannot represent it.
         """
         embedder = self.get()
         weighing = embedder if isinstance(embedder, WeightedEmbedder) else None
-        weights = None if weighing is None else word_weights(text, shares_of)
+        weights = None if weighing is None else word_weights(text, shares_of, settings)
         if weighing is None or weights is None:
             return self.embed([text])[0]
         vector = np.asarray(weighing.embed_weighted(text, weights), dtype=np.float32)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, pushdown
+from prime_memory_folding import MemoryEngine, RankingSettings, pushdown
 
 from .backends import emptied, examples
 from .conftest import FakeClock
@@ -53,16 +53,15 @@ gates = st.fixed_dictionaries(
 
 
 @pytest.fixture(params=["small windows", "default windows"])
-def windows(request: pytest.FixtureRequest) -> Iterator[None]:
+def windows(request: pytest.FixtureRequest) -> Iterator[RankingSettings]:
     """The PostgreSQL windows' limits: lowered, so every path of pushdown.py runs."""
     if request.param == "default windows":
-        yield
+        yield RankingSettings()
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pushdown, "SALIENCE_FIRST", 1)
         patch.setattr(pushdown, "NEAREST_FIRST", 1)
-        patch.setattr(pushdown, "WINDOW_MAX", 3)
-        yield
+        yield RankingSettings(window_max=3)
 
 
 def _same(a: list[Any], b: list[Any]) -> None:
@@ -70,7 +69,7 @@ def _same(a: list[Any], b: list[Any]) -> None:
     assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-6, abs=1e-9)
 
 
-def test_both_backends_answer_alike(windows: None, pg_url: str, tmp_path: Path) -> None:
+def test_both_backends_answer_alike(windows: RankingSettings, pg_url: str, tmp_path: Path) -> None:
     @examples(pg_url, sqlite=0, postgres=12)
     @given(writes, st.lists(gates, min_size=1, max_size=3), st.integers(1, 12), st.data())
     def check(
@@ -80,7 +79,7 @@ def test_both_backends_answer_alike(windows: None, pg_url: str, tmp_path: Path) 
         lite_path = tmp_path / f"lite-{id(steps)}.db"
         with (
             MemoryEngine(lite_path, clock=sqlite_clock, scope="project:a") as lite,
-            MemoryEngine(emptied(pg_url), clock=pg_clock, scope="project:a") as pg,
+            MemoryEngine(emptied(pg_url), clock=pg_clock, scope="project:a", ranking=windows) as pg,
         ):
             for words, domain, tags, importance, vector, scope, wait, strength in steps:
                 for clock in (sqlite_clock, pg_clock):

@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, asking, context, feedback, recall
-from prime_memory_folding.feedback import LEND_COMMON, LEND_WORDS, telling_words
+from prime_memory_folding import MemoryEngine, RankingSettings, asking
+from prime_memory_folding.feedback import telling_words
 from tests.conftest import FakeClock
 from tests.test_recall import WordEmbedder
+
+DEFAULTS = RankingSettings()
 
 
 def shares_from(held: Mapping[str, int], total: int) -> Any:
@@ -36,7 +38,7 @@ def test_common_short_numeric_and_unheld_words_are_not_lent() -> None:
     texts = ["we ran 2024 km in the zoo with glorb and kayak"]
     held = {"ran": 3, "2024": 3, "zoo": 3, "glorb": 1, "kayak": 30, "with": 3}
     total = 100
-    assert held["kayak"] > LEND_COMMON * total
+    assert held["kayak"] > DEFAULTS.lend_common * total
     assert telling_words(texts, "where we ran", shares_from(held, total)) == ["zoo"]
 
 
@@ -54,7 +56,7 @@ def test_lent_words_come_from_the_hits_and_not_from_the_query(
     texts: list[str], query: str, total: int, held: int
 ) -> None:
     words = telling_words(texts, query, lambda ws: ([min(held, total) / total] * len(ws), total))
-    assert len(words) <= LEND_WORDS
+    assert len(words) <= DEFAULTS.lend_words
     assert len(set(words)) == len(words)
     asked = set(query.split())
     for word in words:
@@ -89,15 +91,12 @@ def test_a_memory_asks_when_its_last_mark_asks_and_no_sentence_ends_in_a_full_st
 FILLER = [f"weather report {i} about nothing in particular" for i in range(24)]
 
 
-def test_the_first_hits_lend_their_rare_words(
-    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_first_hits_lend_their_rare_words(backend_store: str, clock: FakeClock) -> None:
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         memory.store_many([*FILLER, "apple harvest at the zebulon farm"])
-        clock.advance(2 * context.SESSION_GAP_S)
         memory.store("zebulon is where we met")
         found = {h.record.content: h for h in memory.query(text="apple", limit=5)}
-        monkeypatch.setattr(feedback, "LEND_WEIGHT", 0.0)
+        memory.ranking = DEFAULTS.but(lend_weight=0.0)
         plain = {h.record.content: h for h in memory.query(text="apple", limit=5)}
     lent = found["zebulon is where we met"]
     assert lent.score_parts["lent"] > 0
@@ -113,25 +112,37 @@ def test_a_lexical_only_query_lends_nothing(backend_store: str, clock: FakeClock
     assert [h.record.content for h in hits] == ["apple harvest at the zebulon farm"]
 
 
-def test_a_memory_that_only_asks_ranks_lower_and_lends_the_next_more(
-    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+def test_a_memory_that_only_asks_ranks_lower_and_lends_the_next_more_in_its_session(
+    backend_store: str, clock: FakeClock
 ) -> None:
     question = "Did you go to the apple orchard?"
     answer = "Yes, we picked lots of fruit there."
-    penalty, lend = asking.ASK_PENALTY, asking.ASK_LEND
+    penalty, lend, context = DEFAULTS.ask_penalty, DEFAULTS.ask_lend, DEFAULTS.context_weight
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
         memory.store_many(FILLER)
-        clock.advance(2 * context.SESSION_GAP_S)
-        memory.store_many([question, answer])
+        memory.store_many([{"content": text, "session": "chat"} for text in (question, answer)])
         asked = {h.record.content: h for h in memory.query(text="apple orchard")}
-        monkeypatch.setattr(asking, "ASK_PENALTY", 0.0)
+        memory.ranking = DEFAULTS.but(ask_penalty=0.0)
         plain = {h.record.content: h for h in memory.query(text="apple orchard")}
     assert asked[question].score_parts["asks"] == 1.0
     assert "asks" not in asked[answer].score_parts
     fused = plain[question].score
     assert asked[question].score == pytest.approx(fused * (1 - penalty))
-    assert plain[answer].score == pytest.approx(recall.CONTEXT_WEIGHT * fused)
-    assert asked[answer].score == pytest.approx((recall.CONTEXT_WEIGHT + lend) * fused)
+    assert plain[answer].score == pytest.approx(context * fused)
+    assert asked[answer].score == pytest.approx((context + lend) * fused)
+
+
+def test_a_note_that_asks_outside_a_session_keeps_its_score(
+    backend_store: str, clock: FakeClock
+) -> None:
+    question = "Open question: should we drop the apple orchard?"
+    with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder()) as memory:
+        memory.store_many([*FILLER, question])
+        asked = memory.query(text="apple orchard")[0]
+        memory.ranking = DEFAULTS.but(ask_penalty=0.0)
+        plain = memory.query(text="apple orchard")[0]
+    assert asked.record.content == question and "asks" not in asked.score_parts
+    assert asked.score == pytest.approx(plain.score)
 
 
 PHRASES = (
@@ -156,9 +167,7 @@ def test_a_hybrid_ranking_keeps_its_invariants(notes: list[str], query: str, lim
     clock = FakeClock()
     with MemoryEngine(":memory:", clock=clock, embedder=WordEmbedder()) as memory:
         for n, note in enumerate(notes):
-            if n % 7 == 6:
-                clock.advance(2 * context.SESSION_GAP_S)  # a new session now and then
-            memory.store(f"{note} #{n}")
+            memory.store(f"{note} #{n}", session=f"s{n // 7}")  # a new session now and then
         hits = memory.query(text=query, limit=limit)
     assert len(hits) <= limit
     assert len({h.record.record_id for h in hits}) == len(hits)

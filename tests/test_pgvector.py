@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prime_memory_folding import MemoryEngine, pushdown
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.records import Filters
 from tests import pg_helpers
 from tests.conftest import FakeClock, skip_unless_ci
@@ -60,16 +60,13 @@ def _ids(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [hit.record.record_id for hit in hits]
 
 
-def test_nearest_by_hnsw_then_exact_equals_sqlite(
-    vector_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_nearest_by_hnsw_then_exact_equals_sqlite(vector_store: str, tmp_path: Path) -> None:
     """Past one window, vector queries go through HNSW and still rank as SQLite does."""
-    monkeypatch.setattr(pushdown, "WINDOW_MAX", 40)
     items = _items(300, seed=7)
     queries = np.random.default_rng(8).normal(size=(12, DIM))
     clock = FakeClock()
     with (
-        MemoryEngine(vector_store, clock=clock) as pg,
+        MemoryEngine(vector_store, clock=clock, ranking=RankingSettings(window_max=40)) as pg,
         MemoryEngine(tmp_path / "m.db", clock=clock) as lite,
     ):
         assert pg.storage.uses_pgvector  # type: ignore[attr-defined]

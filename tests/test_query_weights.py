@@ -12,16 +12,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, query_weights
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import StaticEmbedder
 from prime_memory_folding.query_weights import (
     MAX_WEIGHTED_WORDS,
-    STOPWORD_SHARE,
     WeightedEmbedder,
     query_words,
     word_weights,
 )
 from tests.conftest import FakeClock
+
+#: The share of the store a stop word counts as held by.
+SHARE = RankingSettings().stopword_share
 
 WORDS = ("apple", "river", "guitar", "ocean")
 
@@ -72,7 +74,7 @@ def test_a_rarer_word_weighs_more_and_stop_words_are_not_looked_up() -> None:
     assert weights is not None
     assert set(weights) == {"did", "caroline", "go", "on", "a", "hike"}
     assert weights["hike"] > weights["caroline"] > 0
-    assert weights["did"] == pytest.approx(math.log(1001 / (STOPWORD_SHARE * 1000 + 0.5)) ** 0.5)
+    assert weights["did"] == pytest.approx(math.log(1001 / (SHARE * 1000 + 0.5)) ** 0.5)
     assert weights["on"] == weights["a"] == weights["did"]
     assert shares_of.asked == [["caroline", "go", "hike"]]
 
@@ -99,9 +101,9 @@ def test_a_store_without_text_leaves_the_query_as_the_model_reads_it() -> None:
     assert word_weights("apple river", lambda words: None) is None
 
 
-def test_no_weights_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(query_weights, "QUERY_IDF", 0.0)
-    assert word_weights("apple river", shares_from({"apple": 0.1}, 10)) is None
+def test_no_weights_when_turned_off() -> None:
+    off = RankingSettings(query_idf=0.0)
+    assert word_weights("apple river", shares_from({"apple": 0.1}, 10), off) is None
 
 
 @given(
@@ -170,7 +172,7 @@ def test_a_text_query_weighs_its_words_by_the_store(
         memory.query(text="the apple river", limit=3)
     weights = weighing.weighed[-1]
     assert weights["river"] > weights["apple"] > 0
-    assert weights["the"] == pytest.approx(math.log(11 / (STOPWORD_SHARE * 10 + 0.5)) ** 0.5)
+    assert weights["the"] == pytest.approx(math.log(11 / (SHARE * 10 + 0.5)) ** 0.5)
 
 
 def test_the_rarer_word_leads_the_vector_side(
@@ -187,7 +189,7 @@ def test_the_rarer_word_leads_the_vector_side(
         weighted = {
             h.record.content: h.score_parts["cosine"] for h in memory.query(text="guitar ocean")
         }
-        monkeypatch.setattr(query_weights, "QUERY_IDF", 0.0)
+        memory.ranking = RankingSettings(query_idf=0.0)
         plain = {
             h.record.content: h.score_parts["cosine"] for h in memory.query(text="guitar ocean")
         }

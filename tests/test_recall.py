@@ -19,8 +19,7 @@ from prime_memory_folding import (
     EmbeddingError,
     InvalidInput,
     MemoryEngine,
-    context,
-    pushdown,
+    RankingSettings,
     recall,
 )
 from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
@@ -207,13 +206,13 @@ LARGE_STORE = [
 LARGE_STORE_SIZE = sum(count for _, count in LARGE_STORE)
 
 
-@pytest.fixture
-def large_store(store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from prime_memory_folding import recall
+#: A store of more than 50 records plans its broad text queries, scoring at most 10.
+LARGE_PLANNING = RankingSettings(exact_store=50, lexical_budget=10)
 
-    monkeypatch.setattr(recall, "EXACT_STORE", 50)
-    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 10)
-    with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
+
+@pytest.fixture
+def large_store(store_path: Path, clock: FakeClock) -> Any:
+    with MemoryEngine(store_path, clock=clock, embedder="none", ranking=LARGE_PLANNING) as memory:
         for content, count in LARGE_STORE:
             memory.store_many([f"{content} {i}" for i in range(count)])
         yield memory
@@ -222,7 +221,9 @@ def large_store(store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPa
 def lexical(memory: MemoryEngine, text: str, store_size: int, depth: int | None = 1000) -> Any:
     from prime_memory_folding import recall
 
-    return recall.lexical_scores(memory.storage, parse_query(text), depth, store_size)
+    return recall.lexical_scores(
+        memory.storage, parse_query(text), depth, store_size, settings=LARGE_PLANNING
+    )
 
 
 def contents_of(memory: MemoryEngine, record_ids: Any) -> set[str]:
@@ -314,13 +315,10 @@ def test_word_shares_are_remembered_until_a_quarter_of_the_sample_is_new(
 
 
 def test_gate_that_drops_every_planned_hit_looks_at_every_match(
-    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    backend_store: str, clock: FakeClock
 ) -> None:
-    from prime_memory_folding import recall
-
-    monkeypatch.setattr(recall, "EXACT_STORE", 5)
-    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 5)
-    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
+    planned = RankingSettings(exact_store=5, lexical_budget=5)
+    with MemoryEngine(backend_store, clock=clock, embedder="none", ranking=planned) as memory:
         memory.store("apple pie", domain="rare")
         memory.store_many([f"apple tart {i}" for i in range(30)])
         assert contents(memory.query(text="apple", domain="rare")) == ["apple pie"]
@@ -378,17 +376,11 @@ STORE_WORDS = ("apple", "river", "guitar", "ocean", "laptop", "mountain", "harbo
 unknown_words = st.text(alphabet="qxj", min_size=3, max_size=7)
 
 
-@pytest.fixture
-def planned_early(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stores of more than 5 records plan their broad text queries, on each backend."""
-    monkeypatch.setattr(recall, "EXACT_STORE", 5)
-    monkeypatch.setattr(recall, "LEXICAL_BUDGET", 3)
-    monkeypatch.setattr(pushdown, "LEXICAL_BUDGET", 3)
+#: Stores of more than 5 records plan their broad text queries, on each backend.
+PLANNED_EARLY = RankingSettings(exact_store=5, lexical_budget=3)
 
 
-def test_words_in_no_record_change_no_hit(
-    backend_store: str, clock: FakeClock, planned_early: None
-) -> None:
+def test_words_in_no_record_change_no_hit(backend_store: str, clock: FakeClock) -> None:
     # Earlier words are far commoner: most queries are broad enough to be planned.
     last = len(STORE_WORDS) - 1
     contents = st.lists(
@@ -410,7 +402,9 @@ def test_words_in_no_record_change_no_hit(
         text = list(words)
         for at, word in unknown:
             text.insert(min(at, len(text)), word)
-        with MemoryEngine(emptied(backend_store), clock=clock, embedder="none") as memory:
+        with MemoryEngine(
+            emptied(backend_store), clock=clock, embedder="none", ranking=PLANNED_EARLY
+        ) as memory:
             memory.store_many([f"{content} {n}" for n, content in enumerate(stored)])
             expected = memory.query(text=" ".join(words), limit=limit)
             assert memory.query(text=" ".join(text), limit=limit) == expected
@@ -449,18 +443,21 @@ def test_hybrid_ranks_above_either_signal_alone(
 
 
 def test_neighbours_within_reach_in_the_same_session_lend_context(
-    words_engine: MemoryEngine, clock: FakeClock
+    words_engine: MemoryEngine,
 ) -> None:
-    words_engine.store_many(["note x", "note y"])  # an earlier session
-    clock.advance(2 * context.SESSION_GAP_S)
-    words_engine.store_many(["apple river", "note one", "note two", "note three"])
+    words_engine.store_many([{"content": t, "session": "a"} for t in ("note x", "note y")])
+    words_engine.store_many(
+        {"content": t, "session": "b"}
+        for t in ("apple river", "note one", "note two", "note three")
+    )
     hits = {hit.record.content: hit for hit in words_engine.query(text="apple", limit=10)}
     target = hits.pop("apple river")
-    reached = [f"note {n}" for n in ("one", "two")[: context.CONTEXT_REACH]]
+    defaults = RankingSettings()
+    reached = [f"note {n}" for n in ("one", "two")[: defaults.context_reach]]
     assert sorted(hits) == sorted(reached)
     for hit in hits.values():
         assert hit.score_parts["context"] == pytest.approx(target.score)
-        assert hit.score == pytest.approx(recall.CONTEXT_WEIGHT * target.score)
+        assert hit.score == pytest.approx(defaults.context_weight * target.score)
 
 
 def test_hybrid_hits_show_their_score_parts(words_engine: MemoryEngine) -> None:
@@ -664,7 +661,7 @@ def test_a_time_expression_leads_to_what_was_stored_then(
     for hit in hits:
         assert (
             hit.score == pytest.approx(hit.score_parts["fused"], rel=1e-9)
-            and hit.score_parts["fused"] > recall.TIME_WEIGHT * hit.score_parts["time"]
+            and hit.score_parts["fused"] > RankingSettings().time_weight * hit.score_parts["time"]
         )
 
 
