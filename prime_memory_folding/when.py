@@ -18,11 +18,16 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
+from typing import TypeAlias
 
 from .errors import InvalidInput
 from .portable import parse_timestamp
 
-__all__ = ["TimeWindow", "parse_when", "time_window"]
+__all__ = ["TimeWindow", "When", "parse_when", "time_window"]
+
+#: A time as a caller may give it: a ``datetime``, Unix seconds, or a string
+#: (an ISO 8601 date or date-time, or an age such as ``"7d"``); see :func:`parse_when`.
+When: TypeAlias = datetime | float | int | str
 
 _SECONDS = {
     "s": 1,
@@ -167,6 +172,22 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 #: A word just before an expression that makes it a bound rather than the span.
 _RELATION = re.compile(r"\b(since|after|before|until|till|by)\s+(?:the\s+)?$")
+#: Words before a bare number that make it a year ("in 2023", "since 2021",
+#: "the year 2019"); elsewhere it is a line, a port, an error code or a version.
+_YEAR_BEFORE = re.compile(
+    r"\b(?:in|during|from|of|through|throughout|around|circa|since|after|before|until|till"
+    r"|by|between|early|mid|late|year|spring|summer|autumn|fall|winter)"
+    r"\s*-?\s*(?:the\s+)?(?:(?:year|start|end|beginning|middle)\s+(?:of\s+)?)?$"
+    # a month, perhaps with its day: "February 30, 2023" (a day that does not exist)
+    rf"|\b(?:{_MONTH_WORD})\b\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?\s*,?\s*$"
+)
+#: What may stand between two years of one list ("in 2021 and 2022", "2019-2021").
+_YEAR_LIST = re.compile(r"^\s*(?:,|and|or|to|through|-|\u2013)\s*(?:the\s+)?$")
+#: Units after a number that make it a count, not a year ("in 2048 bytes").
+_COUNTED = re.compile(
+    r"\s*(?:bytes?|kb|mb|gb|ms|seconds?|secs?|minutes?|lines?|rows?|records?|items?|px|%"
+    r"|times|users|requests|tokens|words|files)\b"
+)
 _FOUR_DIGITS = re.compile(r"\d{4}")
 
 
@@ -190,11 +211,16 @@ def time_window(text: str, now: float) -> TimeWindow | None:
     lowered = text.lower()
     taken = bytearray(len(lowered))
     found: list[tuple[bool, int, str, float, float]] = []
+    last_year = -1  # where the last year read ends, for a list of years
     for name, pattern in _PATTERNS:
         for match in pattern.finditer(lowered):
             begin, finish = match.span()
             if any(taken[begin:finish]):
                 continue
+            if name == "year":
+                if not _names_year(lowered, begin, finish, last_year):
+                    continue
+                last_year = finish
             try:
                 span = _read(name, match, now)
             except (ValueError, OverflowError, OSError):
@@ -229,6 +255,20 @@ def time_window(text: str, now: float) -> TimeWindow | None:
         end=max(f[4] for f in found),
         phrases=tuple(f[2] for f in found),
     )
+
+
+def _names_year(lowered: str, begin: int, finish: int, last_year: int) -> bool:
+    """Whether the bare number at ``lowered[begin:finish]`` is a year: the whole
+    text, after a word of time ("in 2023", "since 2021", "the end of 2019"),
+    or the next of a list of years ("in 2021 and 2022") - and not a count
+    ("in 2048 bytes")."""
+    if _COUNTED.match(lowered, finish):
+        return False
+    if not lowered[:begin].strip(" \t\n?!.,:;'\"(") and not lowered[finish:].strip(" \t\n?!.,"):
+        return True
+    if last_year >= 0 and last_year <= begin and _YEAR_LIST.match(lowered[last_year:begin]):
+        return True
+    return _YEAR_BEFORE.search(lowered[max(0, begin - 40) : begin]) is not None
 
 
 def _utc(year: int, month: int = 1, day: int = 1) -> float:

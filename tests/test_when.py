@@ -197,10 +197,46 @@ def test_time_expressions_name_their_window(text: str, asked: str, start: str, e
         "the 1990s",
         "due by June",
         "",
+        # Four digits that are not years: lines, codes, ports, versions, counts.
+        "the retry logic is around line 2024 of client.py",
+        "what does error 1999 mean?",
+        "we run postgres 2019 edition",
+        "the dev server listens on port 2020",
+        "bump the schema to version 2015",
+        "ticket 2021 is still open",
+        "the 2019 release notes",
+        "a batch of 2000 records",
+        "the cache holds 2048 bytes",
+        "in 2048 bytes or less",
+        "HTTP 2000 handler",
+        "python 3.9 or 3.12?",
     ],
 )
 def test_words_that_only_look_like_times_name_no_window(text: str) -> None:
     assert time_window(text, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "phrases"),
+    [
+        ("2023", ("2023",)),
+        ("what did we decide in 2023?", ("2023",)),
+        ("changes since 2021", ("since 2021",)),
+        ("the outage during 2020", ("2020",)),
+        ("from 2019 to 2021", ("2019", "2021")),
+        ("in 2021 and 2022", ("2021", "2022")),
+        ("by the end of 2019", ("2019",)),
+        ("the year 2018", ("2018",)),
+        ("ticket 2021 was fixed in 2022", ("2022",)),
+        ("8 May 2023", ("8 May 2023",)),
+        ("summer 2023", ("summer 2023",)),
+    ],
+)
+def test_a_bare_number_is_a_year_only_where_it_names_a_time(
+    text: str, phrases: tuple[str, ...]
+) -> None:
+    window = time_window(text, NOW)
+    assert window is not None and window.phrases == phrases
 
 
 def test_a_window_says_which_words_it_read() -> None:
