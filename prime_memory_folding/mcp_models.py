@@ -67,6 +67,7 @@ class RecordOutput(BaseModel):
     metadata: dict[str, Any]
     vector_dims: int | None = Field(description="Length of the stored vector, if any.")
     scope: str = Field(description="The scope the memory belongs to.")
+    session: str | None = Field(default=None, description="The conversation it belongs to.")
 
 
 class StoreOutput(BaseModel):
@@ -92,6 +93,7 @@ class QueryHit(BaseModel):
     created_at: float
     updated_at: float
     scope: str = Field(description="The scope the memory belongs to.")
+    session: str | None = Field(default=None, description="The conversation it belongs to.")
     vector: list[float] | None = Field(default=None, description="Only with include_vectors.")
 
 
@@ -243,6 +245,7 @@ def record_output(record: Record) -> RecordOutput:
         metadata=dict(record.metadata),
         vector_dims=None if record.vector is None else len(record.vector),
         scope=record.scope,
+        session=record.session,
     )
 
 

@@ -298,6 +298,13 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             dict[str, Any] | None, Field(description="Any JSON object, e.g. a source file or URL.")
         ] = None,
         scope: Scope = None,
+        session: Annotated[
+            str | None,
+            Field(
+                description="The conversation this memory belongs to; memories of one session "
+                "lend each other context."
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> StoreOutput:
         """Save a durable fact, decision or preference to long-term memory.
@@ -318,6 +325,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 vector=vector,
                 metadata=metadata,
                 scope=where,
+                session=session,
             )
         )
         return StoreOutput(created=result.created, record=record_output(result.record))
@@ -390,6 +398,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 created_at=hit.record.created_at,
                 updated_at=hit.record.updated_at,
                 scope=hit.record.scope,
+                session=hit.record.session,
                 vector=list(hit.record.vector)
                 if include_vectors and hit.record.vector is not None
                 else None,

@@ -249,6 +249,7 @@ async def test_query_returns_compact_hits_without_vectors(client: Client) -> Non
         "record_id",
         "content",
         "scope",
+        "session",
         "domain",
         "subdomain",
         "tags",

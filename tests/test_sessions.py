@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp import Client
 
 from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.index import (
@@ -25,6 +27,7 @@ from prime_memory_folding.index import (
     session_code,
     session_code_column,
 )
+from prime_memory_folding.mcp_server import build_server
 from prime_memory_folding.packs import export_pack, import_pack
 from prime_memory_folding.records import MAX_SESSION_CHARS, check_session
 from prime_memory_folding.storage.base import GatedRead
@@ -380,3 +383,51 @@ def test_the_generation_moves_on_with_every_load_upsert_and_removal() -> None:
     index.remove_many(["c" * 32])
     seen.append(index.generation)
     assert seen == sorted(set(seen))
+
+
+# -- the MCP tool and the command line -----------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def client(engine: MemoryEngine) -> AsyncIterator[Client]:
+    async with Client(build_server(engine), mode="legacy") as connected:
+        yield connected
+
+
+@pytest.mark.anyio
+async def test_the_store_tool_takes_a_session_and_the_query_tool_shows_it(
+    client: Client, engine: MemoryEngine
+) -> None:
+    stored = await client.call_tool(
+        "prime_memory_store", {"content": "the build cache lives in /tmp", "session": "chat-9"}
+    )
+    assert not stored.is_error and stored.structured_content is not None
+    record = stored.structured_content["record"]
+    assert record["session"] == "chat-9"
+    assert engine.get(record["record_id"]).session == "chat-9"
+    found = await client.call_tool("prime_memory_query", {"text": "build cache"})
+    assert found.structured_content is not None
+    assert [hit["session"] for hit in found.structured_content["hits"]] == ["chat-9"]
+    refused = await client.call_tool(
+        "prime_memory_store", {"content": "two lines", "session": "a\nb"}
+    )
+    assert refused.is_error and "control character" in str(refused.content)
+    assert engine.stats().records == 1
+
+
+def test_the_store_command_takes_a_session(run: Any) -> None:
+    stored = run("store", "the flaky test is test_sync", "--session", "debugging", "--json")
+    assert stored.exit_code == 0, stored.output
+    record = json.loads(stored.stdout)["record"]
+    assert record["session"] == "debugging"
+    got = run("get", record["record_id"])
+    assert "session    debugging" in got.stdout
+    hits = json.loads(run("query", "flaky", "--json").stdout)
+    assert [hit["record"]["session"] for hit in hits] == ["debugging"]
+    refused = run("store", "x", "--session", "y" * 201)
+    assert refused.exit_code != 0 and "over the limit of 200" in refused.stderr

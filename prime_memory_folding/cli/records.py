@@ -69,6 +69,8 @@ def show_record(rec: Any, verb: str) -> None:
     out = console()
     out.print(f"[bold]{verb}[/bold] {rec.record_id}")
     out.print(f"  scope      {rec.scope}", markup=False)
+    if rec.session is not None:
+        out.print(f"  session    {rec.session}", markup=False)
     out.print(f"  domain     {rec.domain}/{rec.subdomain}")
     out.print(f"  tags       {', '.join(rec.tags) or '-'}")
     out.print(
@@ -91,6 +93,11 @@ def show_record(rec: Any, verb: str) -> None:
 @click.option("-i", "--importance", type=float, default=0.5, show_default=True, help="0 to 1.")
 @click.option("--metadata", help="A JSON object to keep with the memory.")
 @click.option("--instance-key", help="A stable key: storing the same key again updates it.")
+@click.option(
+    "--session",
+    metavar="TEXT",
+    help="The conversation the memory belongs to (its memories lend each other context).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @vectors_option
 @scope_option("Store into this scope (default: the current scope; see prime-memory whoami).")
@@ -101,6 +108,7 @@ def show_record(rec: Any, verb: str) -> None:
     'prime-memory store "We use SQLite in WAL mode" -d decision -t architecture',
     'echo "Deploys run on Fridays" | prime-memory store - -d workflow',
     'prime-memory store "I prefer tabs" -d preference --scope user:alice',
+    'prime-memory store "The flaky test is test_sync" --session 2024-05-01-debugging',
 )
 def store(
     ctx: click.Context,
@@ -111,6 +119,7 @@ def store(
     importance: float,
     metadata: str | None,
     instance_key: str | None,
+    session: str | None,
     as_json: bool,
     vectors: bool,
 ) -> None:
@@ -133,6 +142,7 @@ def store(
             importance=importance,
             metadata=parse_metadata(metadata),
             instance_key=instance_key,
+            session=session,
         )
     if as_json:
         echo_json({"created": result.created, "record": result.record}, vectors=vectors)
