@@ -431,3 +431,15 @@ def test_the_store_command_takes_a_session(run: Any) -> None:
     assert [hit["record"]["session"] for hit in hits] == ["debugging"]
     refused = run("store", "x", "--session", "y" * 201)
     assert refused.exit_code != 0 and "over the limit of 200" in refused.stderr
+
+
+# -- the query's text ----------------------------------------------------------------------
+
+
+def test_a_query_takes_its_text_as_the_one_positional_argument(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none") as memory:
+        wanted = memory.store("deploy steps: build, test, ship")
+        memory.store("the office closes at six")
+        by_position = [hit.record.record_id for hit in memory.query("deploy steps", limit=1)]
+        by_name = [hit.record.record_id for hit in memory.query(text="deploy steps", limit=1)]
+        assert by_position == by_name == [wanted.record_id]
