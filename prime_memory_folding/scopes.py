@@ -89,14 +89,81 @@ def _bad(value: str, why: str) -> InvalidInput:
     )
 
 
-def normalise_scope(value: object) -> str:
-    """A scope name trimmed, lower-cased and checked.
+#: Scripts that one name may mix: Unicode's "highly restrictive" level (UTS #39),
+#: under which Japanese, Chinese and Korean text mixes Han with kana, Bopomofo or
+#: Hangul, and Latin with any of those. Any other mix is refused.
+_SCRIPT_MIXES = (
+    frozenset({"Latin", "Han", "Hiragana", "Katakana"}),
+    frozenset({"Latin", "Han", "Bopomofo"}),
+    frozenset({"Latin", "Han", "Hangul"}),
+)
+#: Scripts as the first word of a letter's Unicode name, where that word is not the script.
+_SCRIPT_WORDS = {"CJK": "Han", "IDEOGRAPHIC": "Han", "KATAKANA-HIRAGANA": "", "MODIFIER": ""}
+#: Lower-case Cyrillic, Greek and Armenian letters that look like Latin ones. A
+#: name written only in these reads as a Latin name that it is not.
+_LATIN_LOOKALIKES = frozenset("асеһіјӏорԛѕԝхуԁүαικνορυχϲϳհոսօզ")
 
-    Whitespace inside the name becomes ``_``, as in labels.
+
+def _script(ch: str) -> str:
+    """The script of a letter, from its Unicode name; "" for anything but a letter."""
+    if not unicodedata.category(ch).startswith("L"):
+        return ""
+    word = unicodedata.name(ch, "").partition(" ")[0]
+    return _SCRIPT_WORDS.get(word, word.title())
+
+
+def _shown(chars: Iterable[str]) -> str:
+    return ", ".join(f"{ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, '?')})" for ch in chars)
+
+
+def _check_script(text: str, name: str) -> None:
+    """Refuse a name with a part that mixes scripts, or that only looks Latin.
+
+    ``project:api`` with a Cyrillic a (U+0430) would otherwise be a scope apart from
+    the ``project:api`` it reads as. Each part of a path (between ``/``)
+    is checked on its own, so that a folder path may hold folders named in
+    different scripts. Single-script names in any script (``project:日本``)
+    and parts mixing Latin, Han and kana, Bopomofo or Hangul stay allowed.
+
+    Raises:
+        InvalidInput: the name, with the characters that do not belong.
+    """
+    for part in re.split(r"[/\\]", name):
+        letters = {ch: _script(ch) for ch in dict.fromkeys(part)}
+        scripts = {script for script in letters.values() if script}
+        if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPT_MIXES):
+            counts = {s: sum(1 for ch in part if letters[ch] == s) for s in sorted(scripts)}
+            main = "Latin" if "Latin" in scripts else max(counts, key=lambda s: counts[s])
+            odd = [ch for ch, script in letters.items() if script and script != main]
+            others = " and ".join(s for s in counts if s != main)
+            raise InvalidInput(
+                f"scope {text[:80]!r} mixes {main} letters with {others} ones in {part[:80]!r}: "
+                f"{_shown(odd[:5])}; write each name in one script"
+            )
+        if (
+            scripts
+            and scripts != {"Latin"}
+            and all(ch in _LATIN_LOOKALIKES for ch, script in letters.items() if script)
+        ):
+            odd = [ch for ch, script in letters.items() if script]
+            raise InvalidInput(
+                f"scope {text[:80]!r} spells {part[:80]!r} in {scripts.pop()} letters that look "
+                f"like Latin ones: {_shown(odd[:5])}; write it in Latin letters"
+            )
+
+
+def normalise_scope(value: object) -> str:
+    """A scope name NFKC-normalised, trimmed, lower-cased and checked.
+
+    Whitespace inside the name becomes ``_``, as in labels. NFKC makes
+    compatibility forms one name (a fullwidth ``project:a`` is the
+    ASCII one); a name that mixes scripts, or that is written only in
+    Cyrillic, Greek or Armenian letters that look like Latin ones, is refused
+    (:func:`_check_script`).
 
     Raises:
         InvalidInput: not a string, empty, an unknown kind, a missing name,
-            control characters, or longer than :data:`MAX_SCOPE_CHARS`.
+            control characters, mixed scripts, or longer than :data:`MAX_SCOPE_CHARS`.
     """
     if not isinstance(value, str):
         raise InvalidInput(f"scope must be a string, got {type(value).__name__}")
@@ -107,6 +174,12 @@ def normalise_scope(value: object) -> str:
         raise _bad(text, f"it has {len(text)} characters, over the limit of {MAX_SCOPE_CHARS}")
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in text):
         raise _bad(text, "it contains control or invisible characters")
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text).strip()
+        if len(text) > MAX_SCOPE_CHARS:
+            raise _bad(text, f"it has {len(text)} characters, over the limit of {MAX_SCOPE_CHARS}")
+        if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in text):
+            raise _bad(text, "it contains control or invisible characters")
     kind, colon, name = text.partition(":")
     kind = kind.strip().lower()
     name = _WHITESPACE.sub("_", name.strip().lower())
@@ -124,6 +197,9 @@ def normalise_scope(value: object) -> str:
         return GLOBAL
     if not name:
         raise _bad(text, f"a {kind} scope needs a name after the colon")
+    if not name.isascii():
+        name = unicodedata.normalize("NFKC", name)  # lower-casing may leave a form NFKC changes
+        _check_script(text, name)
     return f"{kind}:{name}"
 
 
