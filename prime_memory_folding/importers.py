@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import folders
 from .errors import InvalidInput
 from .packs import (
     BadLine,
@@ -151,6 +152,11 @@ def read_markdown(
     records the note's path, title and section. ``progress(notes_read, notes)``
     is called as the notes are read.
 
+    The folder may come from anyone: links leading out of it, tools' folders
+    (``.git``, virtual environments, ``node_modules``, build output) and what
+    its ``.gitignore`` files ignore are not read, and ``Source.left_out`` says
+    which and why (:mod:`~prime_memory_folding.folders`).
+
     Raises:
         InvalidInput: ``folder`` is missing or not a directory.
     """
@@ -161,13 +167,16 @@ def read_markdown(
         raise InvalidInput(f"{root} is a file; give the folder that holds the notes")
     records: list[PortableRecord] = []
     bad: list[BadLine] = []
-    notes = [note for note in sorted(root.rglob("*.md")) if note.is_file()]
-    for done, note in enumerate(notes):
+    try:
+        found = folders.walk(root)
+    except OSError as exc:
+        raise InvalidInput(f"{root} cannot be read ({exc.strerror})") from None
+    notes = found.files
+    for done, (relative, real) in enumerate(notes):
         if progress is not None and done % _PROGRESS_EVERY == 0:
             progress(done, len(notes))
-        relative = note.relative_to(root)
         try:
-            text = note.read_text(encoding="utf-8")
+            text, stamp = folders.read_text(real)
         except UnicodeDecodeError:
             bad.append(BadLine(str(relative), 0, "not UTF-8 text"))
             continue
@@ -176,16 +185,23 @@ def read_markdown(
             continue
         folder_domain = relative.parent.name or domain
         try:
-            records.extend(_note_records(text, relative, folder_domain, subdomain, note))
+            records.extend(_note_records(text, relative, folder_domain, subdomain, stamp))
         except _BadNote as exc:
             bad.append(BadLine(str(relative), exc.line, str(exc)))
     if progress is not None:
         progress(len(notes), len(notes))
-    return Source(name=str(root), records=records, bad=bad, lines=len(notes), unit="note")
+    return Source(
+        name=str(root),
+        records=records,
+        bad=bad,
+        lines=len(notes),
+        unit="note",
+        left_out=found.left_out,
+    )
 
 
 def _note_records(
-    text: str, relative: Path, domain: str, subdomain: str, note: Path
+    text: str, relative: Path, domain: str, subdomain: str, stamp: float
 ) -> Iterator[PortableRecord]:
     meta, body, body_line = _front_matter(text)
     title = str(meta.get("title") or "") or None
@@ -200,7 +216,6 @@ def _note_records(
     if isinstance(front_tags, str):
         front_tags = [t for t in re.split(r"[,\s]+", front_tags) if t]
     importance = meta.get("importance", 0.5)
-    stamp = note.stat().st_mtime
     for heading, section, line in _sections(body, body_line):
         if title is None and heading is None:
             title = _first_title(section)

@@ -377,6 +377,7 @@ def write_source(
         dry_run=dry_run,
         added_per_scope=dict(sorted(writer.per_scope.items())),
         not_selected=not_selected,
+        left_out=tuple(source.left_out),
     )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "BadLine",
     "ExportReport",
     "ImportReport",
+    "LeftOut",
     "PortableRecord",
     "Progress",
     "Relabel",
@@ -95,6 +96,17 @@ class PortableRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A file or folder an import did not read, and why (see :mod:`.folders`)."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class Source:
     """Everything an importer read: the records, the registries they came with, bad lines."""
 
@@ -106,6 +118,8 @@ class Source:
     #: How many input units (``unit``: lines, records or notes) were read, good and bad.
     lines: int = 0
     unit: str = "line"
+    #: Files and folders of a folder import that were not read (links out, ignored files).
+    left_out: list[LeftOut] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +155,8 @@ class ImportReport:
     added_per_scope: dict[str, int] = field(default_factory=dict)
     #: Records left out because their scope was not among those selected.
     not_selected: int = 0
+    #: Files and folders of a folder import that were not read, and why.
+    left_out: tuple[LeftOut, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,19 @@ links out of their folder, and scope names that only look like others.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import unicodedata
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding.errors import InvalidInput
+from prime_memory_folding.importers import read_markdown
 from prime_memory_folding.scopes import normalise_scope
 
 # -- look-alike scope names ---------------------------------------------------------------
@@ -67,3 +72,115 @@ def test_a_scope_name_normalises_to_a_fixed_point(name: str) -> None:
         return
     assert normalise_scope(once) == once
     assert unicodedata.normalize("NFKC", once) == once
+
+
+# -- a hostile folder to import -------------------------------------------------------------
+
+
+def _hostile_folder(tmp_path: Path) -> Path:
+    """Notes beside a private key, links out of and around the folder, and tools' folders."""
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- KEYBYTES\n")
+    (tmp_path / "home" / "diary").mkdir()
+    (tmp_path / "home" / "diary" / "today.md").write_text("## Private\nDIARYTEXT\n")
+    notes = tmp_path / "notes"
+    (notes / "guides").mkdir(parents=True)
+    (notes / "readme.md").write_text("## Setup\nRun make.\n")
+    (notes / "guides" / "deploy.md").write_text("## Deploy\nShip on Fridays.\n")
+    (notes / "key.md").symlink_to(secret)  # a link to a file outside
+    (notes / "diary").symlink_to(tmp_path / "home" / "diary")  # a link to a folder outside
+    (notes / "escape.md").symlink_to(Path("..") / "home" / "diary" / "today.md")
+    (notes / "guides" / "loop").symlink_to(notes)  # a loop back to the top
+    (notes / "same.md").symlink_to(notes / "guides" / "deploy.md")  # inside: read once
+    (notes / "broken.md").symlink_to(notes / "missing.md")
+    for tool in (".git", ".venv", "venv", "node_modules", "site-packages", "__pycache__"):
+        (notes / tool).mkdir()
+        (notes / tool / "TOOLTEXT.md").write_text(f"## {tool}\nTOOLTEXT in {tool}\n")
+    for output in ("dist", "build"):
+        (notes / "guides" / output).mkdir()
+        (notes / "guides" / output / "x.md").write_text("## Built\nTOOLTEXT built\n")
+    env = notes / "env"
+    env.mkdir()
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (env / "README.md").write_text("## Env\nTOOLTEXT venv\n")
+    (notes / ".gitignore").write_text(
+        "# private notes\nsecret.md\nprivate/\n*.draft.md\n!keep.draft.md\n/top-only.md\n"
+        "guides/**/tmp.md\n"
+    )
+    (notes / "secret.md").write_text("## Secret\nIGNOREDTEXT top\n")
+    (notes / "private").mkdir()
+    (notes / "private" / "a.md").write_text("## A\nIGNOREDTEXT private\n")
+    (notes / "idea.draft.md").write_text("## Idea\nIGNOREDTEXT draft\n")
+    (notes / "keep.draft.md").write_text("## Kept\nA draft that is kept.\n")
+    (notes / "top-only.md").write_text("## Top\nIGNOREDTEXT anchored\n")
+    (notes / "guides" / "top-only.md").write_text("## Not top\nAnchored patterns stay put.\n")
+    (notes / "guides" / "a" / "b").mkdir(parents=True)
+    (notes / "guides" / "a" / "b" / "tmp.md").write_text("## Tmp\nIGNOREDTEXT deep\n")
+    (notes / "guides" / ".gitignore").write_text("local.md\n")
+    (notes / "guides" / "local.md").write_text("## Local\nIGNOREDTEXT nested\n")
+    (notes / "peek.md").symlink_to(notes / "private" / "a.md")  # inside, into an ignored folder
+    (notes / "tools").symlink_to(notes / "node_modules")  # inside, into a tools' folder
+    return notes
+
+
+def test_a_markdown_import_stays_inside_its_folder_and_leaves_out_tools_and_ignored(
+    tmp_path: Path,
+) -> None:
+    notes = _hostile_folder(tmp_path)
+    read = read_markdown(notes)
+    contents = "\n".join(record.content for record in read.records)
+    for text in ("Run make.", "Ship on Fridays.", "A draft that is kept.", "Anchored patterns"):
+        assert text in contents
+    for leaked in ("KEYBYTES", "DIARYTEXT", "TOOLTEXT", "IGNOREDTEXT"):
+        assert leaked not in contents
+    assert contents.count("Ship on Fridays.") == 1  # the link to it, and the loop, add nothing
+    left = {item.path: item.reason for item in read.left_out}
+    assert left["key.md"] == left["diary"] == left["escape.md"] == "a link to outside the folder"
+    assert left["broken.md"] == "a broken or looping link"
+    assert left["same.md"] == "a link to a note read already"
+    assert left["guides/loop"] == "a link to a folder read already"
+    for name, reason in (
+        (".git", "version control"),
+        (".venv", "a virtual environment"),
+        ("venv", "a virtual environment"),
+        ("env", "a virtual environment"),
+        ("node_modules", "dependencies"),
+        ("site-packages", "dependencies"),
+        ("__pycache__", "build output"),
+        ("guides/dist", "build output"),
+        ("guides/build", "build output"),
+        ("secret.md", "ignored by .gitignore"),
+        ("private", "ignored by .gitignore"),
+        ("idea.draft.md", "ignored by .gitignore"),
+        ("top-only.md", "ignored by .gitignore"),
+        ("guides/a/b/tmp.md", "ignored by .gitignore"),
+        ("guides/local.md", "ignored by .gitignore"),
+    ):
+        assert left[name] == reason, name
+    assert left["peek.md"] == "a link into private, ignored by .gitignore"
+    assert left["tools"] == "a link into node_modules, dependencies"
+
+
+def test_a_fifo_named_like_a_note_neither_blocks_nor_is_read(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("## A\nfine\n")
+    os.mkfifo(notes / "pipe.md")
+    read = read_markdown(notes)
+    assert [record.content for record in read.records] == ["## A\nfine"]
+
+
+def test_the_import_summary_lists_what_was_not_read(run: Any, tmp_path: Path) -> None:
+    notes = _hostile_folder(tmp_path)
+    result = run("import", str(notes), "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert "not read: " in result.output
+    assert "key.md: a link to outside the folder" in result.output
+    assert "node_modules: dependencies" in result.output
+    as_json = run("import", str(notes), "--format", "markdown", "--json", "--dry-run")
+    report = json.loads(as_json.output)
+    assert {"path": "private", "reason": "ignored by .gitignore"} in report["left_out"]
+    listed = run("query", "--scopes", "*", "--limit", "100", "--json")
+    for leaked in ("KEYBYTES", "DIARYTEXT", "TOOLTEXT", "IGNOREDTEXT"):
+        assert leaked not in listed.output

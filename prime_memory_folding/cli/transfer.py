@@ -176,6 +176,12 @@ def _report(report: Any) -> None:
             say(f"    {line}")
         if len(report.skipped) > 10:
             say(f"    ... and {len(report.skipped) - 10:,} more")
+    if report.left_out:
+        say(f"  not read: {count_of(len(report.left_out), 'file or folder', 'files and folders')}")
+        for item in report.left_out[:20]:
+            say(f"    {item}")
+        if len(report.left_out) > 20:
+            say(f"    ... and {len(report.left_out) - 20:,} more (--json lists them all)")
     if report.dry_run:
         say("dry run: nothing was written")
 
