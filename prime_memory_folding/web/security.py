@@ -4,8 +4,9 @@ Every request must carry the secret token: once in the URL (``?token=...``),
 which the guard swaps for an ``HttpOnly``, ``SameSite=Strict`` cookie and a
 redirect to the same address without it, then in that cookie. Requests whose
 ``Host`` is not one the server was started for are refused (DNS rebinding),
-and so are requests whose ``Origin`` is another site. Forms that change
-anything carry a CSRF token as well (see :func:`check_csrf`).
+and so are requests whose ``Origin`` is another site; both checks live in
+:mod:`~prime_memory_folding.http_guard`, which the MCP server shares. Forms
+that change anything carry a CSRF token as well (see :func:`check_csrf`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..http_guard import LOOPBACK_HOSTS, HostRules, allowed_hosts, is_loopback
 
 __all__ = [
     "CSRF_FIELD",
@@ -36,26 +39,11 @@ __all__ = [
 
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def new_token() -> str:
     """A fresh random token for one run of the inspector."""
     return secrets.token_urlsafe(32)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a bind address) reaches only this machine."""
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
-
-
-def allowed_hosts(host: str, port: int) -> tuple[str, ...]:
-    """The ``Host`` header values a server bound to ``host:port`` answers to."""
-    names = {host}
-    if is_loopback(host):
-        names.update(("127.0.0.1", "localhost", "[::1]"))
-    shown = {f"[{name}]" if ":" in name and not name.startswith("[") else name for name in names}
-    return tuple(sorted(f"{name}:{port}" for name in shown))
 
 
 @dataclass(frozen=True)
@@ -106,8 +94,7 @@ class Guard:
     def __init__(self, app: ASGIApp, keys: Secrets, hosts: Iterable[str]) -> None:
         self.app = app
         self.keys = keys
-        self.hosts = frozenset(h.lower() for h in hosts)
-        self.origins = frozenset(f"http://{h}" for h in self.hosts)
+        self.rules = HostRules.of(hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -121,16 +108,14 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _check(self, request: Request) -> Response | None:
-        host = request.headers.get("host", "").lower()
-        if host not in self.hosts:
+        refused = self.rules.refusal(request.headers.get("host"), request.headers.get("origin"))
+        if refused == "host":
             return _refuse(
                 400,
                 "Unknown host",
                 "This inspector answers only on the address it printed at start-up.",
             )
-        origin = request.headers.get("origin")
-        cross = origin is not None and origin.lower() not in self.origins
-        if cross or request.headers.get("sec-fetch-site") == "cross-site":
+        if refused == "origin" or request.headers.get("sec-fetch-site") == "cross-site":
             return _refuse(
                 403, "Cross-site request refused", "Requests from other sites are refused."
             )
