@@ -130,7 +130,11 @@ class MemoryEngine(Views, MaintenanceVerbs):
         if storage is None:
             storage = open_storage(default_store() if path is None else path)
         self._storage: Storage | None = storage
+        #: Where the store is: its file, or its URL with any password masked.
         self.path = storage.path
+        #: How the engine's messages name the store: :attr:`path` unless a caller
+        #: that must not show where the store is (the MCP server) sets another name.
+        self.display_path: str = self.path
         # A backend that gates in its own database (PostgreSQL) answers queries
         # there (pushdown.py): the index is then read only for a fold or a survey.
         self._pushdown = pushdown_of(storage)
@@ -205,7 +209,9 @@ class MemoryEngine(Views, MaintenanceVerbs):
             StoreError: the engine was closed.
         """
         if self._storage is None:
-            raise StoreError(f"the engine for {self.path} is closed; open a new MemoryEngine")
+            raise StoreError(
+                f"the engine for {self.display_path} is closed; open a new MemoryEngine"
+            )
         return self._storage
 
     def _load(self) -> None:
@@ -483,7 +489,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         with self._lock:
             found = self.storage.fetch([rid]).get(rid)
         if found is None:
-            raise NotFound(f"no record {rid} in {self.path}")
+            raise NotFound(f"no record {rid} in {self.display_path}")
         return found.record
 
     def update(self, record_id: str, **changes: Any) -> Record:
@@ -519,9 +525,17 @@ class MemoryEngine(Views, MaintenanceVerbs):
         current = self._scope.current if scope is None else scope
         return writes.encode(self._parts, current, domain, subdomain, tags, instance_key)
 
-    def stats(self) -> Stats:
-        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
-        return self._reader.stats()
+    def stats(self, scopes: Iterable[str] | None = None) -> Stats:
+        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive.
+
+        With ``scopes`` (``["*"]``: every scope), only what those scopes hold is
+        counted: their records, the labels used in them (also in ``registries``)
+        and their archive entries.
+
+        Raises:
+            InvalidInput: a malformed scope name, or a bare string.
+        """
+        return self._reader.stats(scopes)
 
     # -- access tokens ----------------------------------------------------------
 
@@ -612,7 +626,8 @@ class _Parts:
 
     @property
     def path(self) -> str:
-        return self._engine.path
+        """How messages name the store (the engine's ``display_path``)."""
+        return self._engine.display_path
 
     @property
     def storage(self) -> Storage:

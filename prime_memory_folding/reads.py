@@ -14,6 +14,7 @@ index (:mod:`~prime_memory_folding.pushdown`). It writes nothing:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
@@ -343,8 +344,20 @@ class Reader:
                 return pushdown.matching_ids(self._pushdown, self._live.columns, gates)
             return self._index.select_ids(gates)
 
-    def stats(self) -> Stats:
-        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive."""
+    def stats(self, scopes: Iterable[str] | None = None) -> Stats:
+        """Counts per domain, subdomain and tag, the registries, size, embedding space, archive.
+
+        With ``scopes`` (``["*"]`` is every scope), only what those scopes hold
+        is counted: their records, the labels used in them (also in
+        ``registries``) and their archive entries.
+
+        Raises:
+            InvalidInput: a malformed scope name, or a bare string.
+        """
+        if scopes is not None:
+            names = scope_rules.normalise_scopes(scopes)
+            if names is not None:
+                return self._scoped_stats(names)
         with self._parts.lock:
             self._live.refresh()
             self._parts.registry.reload()
@@ -373,8 +386,7 @@ class Reader:
                 labels = self._parts.registry.labels[kind]
                 return dict(sorted((labels[p], n) for p, n in counts.items()))
 
-            return Stats(
-                path=self._parts.path,
+            return self._stats(
                 records=records,
                 domains=named(Kind.DOMAIN, domains),
                 subdomains=named(Kind.SUBDOMAIN, subdomains),
@@ -383,13 +395,95 @@ class Reader:
                     kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
                     for kind, table in self._parts.registry.primes.items()
                 },
-                store_bytes=self._parts.storage.size_bytes(),
-                embedding_space=self._parts.storage.get_meta("embedding_space"),
-                schema_version=self._parts.storage.schema_version(),
-                archived=sum(archived.values()),
-                archived_by_reason=archived,
-                scopes=dict(sorted(scope_counts.items())),
-                current_scope=self._scope.current,
-                scope_reason=self._scope.reason,
-                visible_scopes=self._scope.visible,
+                archived=archived,
+                scope_counts=scope_counts,
             )
+
+    def _scoped_stats(self, names: tuple[str, ...]) -> Stats:
+        """:meth:`stats` of the scopes ``names`` only, counted in the store's tables."""
+        counts: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}
+        scope_counts: dict[str, int] = {}
+        archived: dict[str, int] = {}
+        storage = self._parts.storage
+        with self._parts.lock:
+            self._parts.registry.reload()
+            if names and isinstance(storage, SqlStorage):
+                marks = ", ".join("?" for _ in names)
+                with storage.read_snapshot():
+                    groups = storage.db.execute(
+                        "SELECT scope, domain, subdomain, tags, count(*) FROM records "
+                        f"WHERE scope IN ({marks}) GROUP BY scope, domain, subdomain, tags",
+                        names,
+                    ).fetchall()
+                    reasons = storage.db.execute(
+                        f"SELECT reason, count(*) FROM archive WHERE scope IN ({marks}) "
+                        "GROUP BY reason ORDER BY reason",
+                        names,
+                    ).fetchall()
+                archived = {str(reason): int(n) for reason, n in reasons}
+            elif names:
+                ids = self.match_ids(Filters(scopes=names))
+                held = storage.fetch(ids).values()
+                groups = [
+                    (r.scope, r.domain, r.subdomain, json.dumps(list(r.tags)), 1)
+                    for r in (row.record for row in held)
+                ]
+            else:
+                groups = []
+            for scope, domain, subdomain, tag_list, n in groups:
+                number = int(n)
+                scope_counts[scope] = scope_counts.get(scope, 0) + number
+                for kind, label in (
+                    (Kind.DOMAIN, domain),
+                    (Kind.SUBDOMAIN, subdomain),
+                    *((Kind.TAG, tag) for tag in json.loads(tag_list)),
+                ):
+                    counts[kind][label] = counts[kind].get(label, 0) + number
+            primes = self._parts.registry.primes
+            return self._stats(
+                records=sum(scope_counts.values()),
+                domains=dict(sorted(counts[Kind.DOMAIN].items())),
+                subdomains=dict(sorted(counts[Kind.SUBDOMAIN].items())),
+                tags=dict(sorted(counts[Kind.TAG].items())),
+                registries={
+                    kind.value: dict(
+                        sorted(
+                            ((label, p) for label, p in table.items() if label in counts[kind]),
+                            key=lambda kv: kv[1],
+                        )
+                    )
+                    for kind, table in primes.items()
+                },
+                archived=archived,
+                scope_counts=scope_counts,
+            )
+
+    def _stats(
+        self,
+        *,
+        records: int,
+        domains: dict[str, int],
+        subdomains: dict[str, int],
+        tags: dict[str, int],
+        registries: dict[str, dict[str, int]],
+        archived: dict[str, int],
+        scope_counts: Mapping[str, int],
+    ) -> Stats:
+        storage = self._parts.storage
+        return Stats(
+            path=storage.path,
+            records=records,
+            domains=domains,
+            subdomains=subdomains,
+            tags=tags,
+            registries=registries,
+            store_bytes=storage.size_bytes(),
+            embedding_space=storage.get_meta("embedding_space"),
+            schema_version=storage.schema_version(),
+            archived=sum(archived.values()),
+            archived_by_reason=archived,
+            scopes=dict(sorted(scope_counts.items())),
+            current_scope=self._scope.current,
+            scope_reason=self._scope.reason,
+            visible_scopes=self._scope.visible,
+        )

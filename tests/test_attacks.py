@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from prime_memory_folding import MemoryEngine
 from prime_memory_folding.errors import InvalidInput
 from prime_memory_folding.importers import read_markdown
 from prime_memory_folding.scopes import normalise_scope
@@ -184,3 +185,43 @@ def test_the_import_summary_lists_what_was_not_read(run: Any, tmp_path: Path) ->
     listed = run("query", "--scopes", "*", "--limit", "100", "--json")
     for leaked in ("KEYBYTES", "DIARYTEXT", "TOOLTEXT", "IGNOREDTEXT"):
         assert leaked not in listed.output
+
+
+# -- stats that count only what a token sees ------------------------------------------------
+
+
+def _two_projects(memory: MemoryEngine) -> dict[str, str]:
+    """Records in project:a and project:b, one forgotten in each, and an update in b."""
+    ids = {
+        "a": memory.store(
+            "alpha note", domain="work", tags=["shared", "a-tag"], scope="project:a"
+        ).record_id,
+        "b": memory.store(
+            "SECRET-B-CONTENT",
+            domain="secret-b-domain",
+            tags=["shared", "secret-b-tag"],
+            scope="project:b",
+        ).record_id,
+    }
+    for scope in ("project:a", "project:b"):
+        memory.forget(memory.store(f"gone from {scope}", scope=scope).record_id)
+    memory.update(ids["b"], importance=0.9)
+    return ids
+
+
+def test_scoped_stats_count_only_those_scopes_and_their_labels(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none", scope="global") as memory:
+        _two_projects(memory)
+        mine = memory.stats(["project:a"])
+        assert (mine.records, mine.scopes) == (1, {"project:a": 1})
+        assert mine.domains == {"work": 1}
+        assert mine.subdomains == {"general": 1}
+        assert mine.tags == {"a-tag": 1, "shared": 1}
+        assert set(mine.registries["tag"]) == {"a-tag", "shared"}
+        assert set(mine.registries["domain"]) == {"work"}
+        assert mine.archived_by_reason == {"forgotten": 1}
+        whole = memory.stats()
+        assert whole.records == 2 and whole.tags["secret-b-tag"] == 1
+        assert whole.archived_by_reason == {"forgotten": 2, "replaced": 1}
+        assert memory.stats(["*"]).tags == whole.tags
+        assert memory.stats([]).records == 0
