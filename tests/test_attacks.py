@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
+from prime_memory_folding.cli import cli
 from prime_memory_folding.errors import InvalidInput
 from prime_memory_folding.importers import read_markdown
 from prime_memory_folding.scopes import normalise_scope
@@ -225,3 +227,51 @@ def test_scoped_stats_count_only_those_scopes_and_their_labels(backend_store: st
         assert whole.archived_by_reason == {"forgotten": 2, "replaced": 1}
         assert memory.stats(["*"]).tags == whole.tags
         assert memory.stats([]).records == 0
+
+
+# -- the store's location, on the local command line ---------------------------------------
+
+SECRET = "S3cretPw"
+
+
+def _with_query(url: str, item: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{item}"
+
+
+@pytest.mark.parametrize("form", ["userinfo", "parameter", "encoded name", "sslpassword"])
+def test_the_command_line_masks_a_password_in_every_form(
+    pg_url: str, form: str, tmp_path: Path
+) -> None:
+    if form == "userinfo":
+        url = pg_url.replace("postgres@", f"postgres:{SECRET}@", 1)
+        assert SECRET in url
+    elif form == "parameter":
+        url = _with_query(pg_url, f"password={SECRET}")
+    elif form == "encoded name":
+        url = _with_query(pg_url, f"pass%77ord={SECRET}")
+    else:
+        url = _with_query(pg_url, f"sslpassword={SECRET}")
+    runner = CliRunner()
+    said = []
+    for args in (
+        ["store", "a note"],
+        ["stats"],
+        ["whoami"],
+        ["scopes"],
+        ["doctor"],
+        ["query", "--text", "note"],
+    ):
+        result = runner.invoke(cli, ["--store", url, *args])
+        said.append(result.output + (result.stderr if result.stderr_bytes else ""))
+    assert "***" in "".join(said)
+    assert SECRET not in "".join(said)
+
+
+def test_a_malformed_url_is_refused_without_quoting_its_password() -> None:
+    for url in (
+        "postgresql://postgres@127.0.0.1:5432/db?password=S3%zzcret",
+        "postgresql://postgres:S3%zzcret@127.0.0.1:5432/db",
+    ):
+        result = CliRunner().invoke(cli, ["--store", url, "stats"])
+        assert result.exit_code != 0
+        assert "S3%zzcret" not in result.output + result.stderr and "***" in result.stderr

@@ -279,16 +279,26 @@ def shown_store(store: str) -> str:
 
 
 def without_password(url: str) -> str:
-    """A PostgreSQL URL with its password left out (libpq then reads ~/.pgpass or PGPASSWORD)."""
-    from urllib.parse import urlsplit, urlunsplit
+    """A PostgreSQL URL with its passwords left out (libpq then reads ~/.pgpass or PGPASSWORD).
+
+    Both forms go: ``user:pw@host`` and the ``password`` (and ``sslpassword``) parameters.
+    """
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    from ..storage.pg_connect import SECRET_PARAMETERS
 
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{host}" if user else host
+    query = "&".join(
+        item
+        for item in parts.query.split("&")
+        if unquote(item.partition("=")[0]).strip().lower() not in SECRET_PARAMETERS
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def store_file(ctx: click.Context, what: str) -> Path:

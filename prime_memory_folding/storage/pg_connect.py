@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import StoreError
 
@@ -26,8 +26,10 @@ __all__ = [
     "qmark_to_format",
     "reason_of",
     "redact",
+    "secrets_of",
     "store_error",
     "wait_limit",
+    "without_secrets",
     "writes",
 ]
 
@@ -42,16 +44,54 @@ class Runner(Protocol):
     def run_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> Rows: ...
 
 
+#: Query parameters of a libpq URL that hold a secret (``sslpassword`` unlocks a client key).
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL with every password masked as ``***``, for messages and logs.
+
+    Both places a libpq URL can hold one are masked: the user information
+    (``user:pw@host``) and the query (``?password=pw``, ``?sslpassword=pw``;
+    libpq decodes a percent-encoded parameter name, so this does too).
+    ``passfile`` and ``service`` name files, not secrets, and stay.
+    """
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ""
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    query = "&".join(
+        f"{item.partition('=')[0]}=***" if _secret_parameter(item) else item
+        for item in parts.query.split("&")
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def secrets_of(url: str) -> list[str]:
+    """The passwords a URL holds, as written and percent-decoded, longest first."""
+    parts = urlsplit(url)
+    found: set[str] = set()
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    if ":" in userinfo:
+        found.add(userinfo.split(":", 1)[1])
+    for item in parts.query.split("&"):
+        if _secret_parameter(item):
+            found.add(item.partition("=")[2])
+    found |= {unquote(secret) for secret in found}
+    return sorted((secret for secret in found if secret), key=len, reverse=True)
+
+
+def without_secrets(text: str, url: str) -> str:
+    """``text`` with every password of ``url`` masked (libpq quotes a malformed URL's parts)."""
+    for secret in secrets_of(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _secret_parameter(item: str) -> bool:
+    return unquote(item.partition("=")[0]).strip().lower() in SECRET_PARAMETERS
 
 
 def qmark_to_format(sql: str) -> str:
