@@ -9,6 +9,7 @@ reads stop early and vector queries scan in batches, as they do in a large store
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,15 @@ def _same(a: list[Any], b: list[Any]) -> None:
 
 
 def test_both_backends_answer_alike(windows: RankingSettings, pg_url: str, tmp_path: Path) -> None:
+    examples_run = itertools.count()
+
     @examples(pg_url, sqlite=0, postgres=12)
     @given(writes, st.lists(gates, min_size=1, max_size=3), st.integers(1, 12), st.data())
     def check(
         steps: list[tuple[Any, ...]], asked: list[dict[str, Any]], limit: int, data: st.DataObject
     ) -> None:
         sqlite_clock, pg_clock = FakeClock(), FakeClock()
-        lite_path = tmp_path / f"lite-{id(steps)}.db"
+        lite_path = tmp_path / f"lite-{next(examples_run)}.db"  # a new file every example
         with (
             MemoryEngine(lite_path, clock=sqlite_clock, scope="project:a") as lite,
             MemoryEngine(emptied(pg_url), clock=pg_clock, scope="project:a", ranking=windows) as pg,
