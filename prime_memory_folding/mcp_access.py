@@ -166,7 +166,8 @@ class StoreTokens:
         return row
 
     async def required(self) -> bool:
-        return bool(await self._call(lambda e: e.live_tokens()))
+        # Revoked tokens count: a store that ever had one is a team's store.
+        return bool(await self._call(lambda e: e.storage.tokens()))
 
 
 def request_grant() -> access.Grant | None:

@@ -11,6 +11,16 @@ import argparse
 __all__ = ["parser"]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """The arguments ``prime-memory-mcp`` takes."""
     found = argparse.ArgumentParser(
@@ -43,23 +53,46 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument(
         "--token",
-        help="a shared bearer token HTTP requests may carry (default: $PRIME_MEMORY_TOKEN); "
-        "with one set, or while the store holds a live per-user token (prime-memory token "
-        "add), every request must carry one; one of the two is required to bind anything "
-        "but loopback",
+        help="a shared bearer token HTTP requests may carry, at least 16 characters "
+        "(default: $PRIME_MEMORY_TOKEN); with one set, or with any per-user token in the "
+        "store (prime-memory token add), every request must carry one; one of the two is "
+        "required to bind anything but loopback",
+    )
+    found.add_argument(
+        "--require-token",
+        action="store_true",
+        help="refuse to start an HTTP server that would serve without authentication "
+        "(loopback, no --token, no token in the store)",
+    )
+    found.add_argument(
+        "--sessions-per-token",
+        type=_positive,
+        default=32,
+        metavar="N",
+        help="open MCP sessions one token (or one client without a token) may hold over "
+        "HTTP (default: 32)",
+    )
+    found.add_argument(
+        "--session-idle",
+        type=_positive,
+        default=300,
+        metavar="SECONDS",
+        help="close an HTTP session after this long without a request (default: 300)",
     )
     found.add_argument(
         "--allowed-host",
         action="append",
         default=[],
         metavar="HOST[:PORT]",
-        help="an extra Host header value to accept over HTTP, e.g. memory.lan:8765 (repeatable)",
+        help="an extra Host header value to accept over HTTP, exactly as clients send it, "
+        "e.g. memory.lan:8765 (repeatable); its http:// and https:// origins are accepted too",
     )
     found.add_argument(
         "--allowed-origin",
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="an extra browser Origin to accept over HTTP (repeatable)",
+        help="an extra browser Origin to accept over HTTP, exactly: scheme, host and port, "
+        "e.g. https://app.example (repeatable)",
     )
     return found

@@ -691,34 +691,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         opened.append(MemoryEngine(args.store, scope=resolution))
         return opened[-1]
 
-    source: EngineSource = open_engine
-    if http and mcp_transport.http_bind_problem(args.host, token):
-        # Beyond loopback without the shared token: only the store's own tokens may open it.
-        try:
-            source = open_engine()
-            live = bool(source.live_tokens())
-        except PrimeMemoryError as exc:
-            print(f"prime-memory-mcp: {exc}", file=sys.stderr)
-            return 2
-        problem = mcp_transport.http_bind_problem(args.host, token, store_tokens=live)
-        if problem:
-            print(f"prime-memory-mcp: {problem}", file=sys.stderr)
-            source.close()
-            return 2
-    server = build_server(source, resolution)
+    server = build_server(open_engine, resolution)
     try:
-        if args.transport == "stdio":
+        if not http:
             mcp_transport.run_stdio(server)
         else:
-            mcp_transport.run_http(
-                server,
-                host=args.host,
-                port=args.port,
-                token=token,
-                allowed_hosts=args.allowed_host,
-                allowed_origins=args.allowed_origin,
-                tokens=server.token_check,
-            )
+            from . import mcp_http
+
+            return mcp_http.serve(server, args, token, server.token_check)
     except KeyboardInterrupt:
         pass
     finally:

@@ -25,32 +25,29 @@ invalid message.
 While serving, file descriptors 0 and 1 point at the null device and at
 stderr, so a stray ``print`` from any library cannot corrupt the wire.
 
-HTTP: streamable HTTP through uvicorn, with the SDK's Host/Origin checks kept
-on, and a bearer token that every request must carry when one is set. Binding
-anything but loopback without a token is refused.
+HTTP: the access gate every request passes first (:class:`AccessMiddleware`);
+:mod:`~prime_memory_folding.mcp_http` assembles the server around it and
+decides, at start-up, whether requests need a token.
 
 Two kinds of bearer token open the HTTP server: the one shared token of
 ``--token`` / ``PRIME_MEMORY_TOKEN``, which acts with the server's own scopes,
-and the per-user tokens kept in the store (``prime-memory token add``). While
-the store holds a live token, every request must carry a valid one of either
-kind; each is looked up in the store on every request, so a revoked token
-stops working at once on every server sharing the store. A request with a
-per-user token acts as that user (:data:`REQUEST`). A request may name its
-project in the ``X-Prime-Memory-Project`` header.
+and the per-user tokens kept in the store (``prime-memory token add``). Each
+is looked up in the store on every request, so a revoked token stops working
+at once on every server sharing the store. A request with a per-user token
+acts as that user (:data:`REQUEST`). A request may name its project in the
+``X-Prime-Memory-Project`` header.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import os
-import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import anyio
@@ -67,8 +64,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from .announce import run_announced
 from .errors import InvalidInput
+from .mcp_sessions import Caller, with_caller
 from .scopes import named_project
 from .storage.base import TokenRow
 
@@ -85,14 +82,10 @@ __all__ = [
     "RequestIdentity",
     "TokenCheck",
     "classify_line",
-    "http_bind_problem",
     "read_line",
-    "run_http",
     "run_stdio",
     "stdio_streams",
 ]
-
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 #: The longest stdio line served, in bytes before the newline. A store call with
 #: content at ``MAX_CONTENT_CHARS``, every character escaped, takes under 1.3 MB;
@@ -289,31 +282,7 @@ def run_stdio(server: MCPServer) -> None:
         claimed.restore()
 
 
-# -- HTTP ---------------------------------------------------------------------------
-
-
-def _is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def http_bind_problem(host: str, token: str | None, store_tokens: bool = False) -> str | None:
-    """Why the server must not start on ``host``, or None when it may.
-
-    ``store_tokens``: the store holds a live per-user token, which then every
-    request must carry (or the shared ``token``).
-    """
-    if not _is_loopback(host) and not token and not store_tokens:
-        return (
-            f"refusing to serve HTTP on {host} without a bearer token: anyone who can reach it "
-            "could read and change the memory store. Set --token or PRIME_MEMORY_TOKEN, "
-            "add a user's token with prime-memory token add NAME, or bind 127.0.0.1"
-        )
-    return None
+# -- HTTP: the access gate ----------------------------------------------------------
 
 
 _UNAUTHORIZED = (
@@ -339,27 +308,6 @@ async def _refuse(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class BearerTokenMiddleware:
-    """Answers 401 to any HTTP request without ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._token = token.encode()
-
-    def _authorized(self, header: bytes) -> bool:
-        given = _bearer(header)
-        # The token is compared in constant time.
-        return given is not None and hmac.compare_digest(given, self._token)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            header = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not self._authorized(header):
-                await _refuse(send, 401, _UNAUTHORIZED)
-                return
-        await self.app(scope, receive, send)
-
-
 #: The header in which a client names its project: a scope name, a git remote URL or a path.
 PROJECT_HEADER = "X-Prime-Memory-Project"
 
@@ -372,10 +320,13 @@ class RequestIdentity:
         token: the store's live token the request carried; None for the
             shared token or an open loopback server (the server's own scopes).
         project: the scope named by the project header, normalised, or None.
+        caller: who the request counts against, for sessions and engine calls:
+            ``token:<hash>``, ``shared``, or ``anonymous:<client address>``.
     """
 
     token: TokenRow | None
     project: str | None
+    caller: str = field(default="", compare=False)
 
 
 #: The identity of the HTTP request being served, set by :class:`AccessMiddleware`
@@ -385,24 +336,40 @@ REQUEST: ContextVar[RequestIdentity | None] = ContextVar("prime_memory_request",
 
 
 class TokenCheck(Protocol):
-    """What :class:`AccessMiddleware` asks the store, on every request."""
+    """What :class:`AccessMiddleware` asks the store."""
 
     def verify(self, secret: str) -> Awaitable[TokenRow | None]:
         """The live token whose secret this is, or None."""
         ...
 
     def required(self) -> Awaitable[bool]:
-        """Whether the store holds a live token, so that every request needs one."""
+        """Whether the store holds any token, revoked ones too, so that requests need one."""
         ...
+
+
+def _caller(row: TokenRow | None, shared: bool, scope: Scope) -> Caller:
+    if row is not None:
+        return Caller(f"token:{row.token_hash}", f"token {row.name!r}")
+    if shared:
+        return Caller("shared", "the shared token")
+    client = scope.get("client")
+    address = str(client[0]) if client else "unknown"
+    return Caller(f"anonymous:{address}", f"the client at {address} (no token)")
 
 
 class AccessMiddleware:
     """The bearer-token gate with per-user tokens from the store, and the project header.
 
     A request passes with the shared token (when one is set) or with a live
-    token from the store; with neither, it passes only while no shared token
-    is set and the store holds no live token. Anything else gets 401 and a
-    JSON body. A malformed project header gets 400.
+    token from the store. Without either it passes only on a server that
+    started open (``always`` False: loopback, no shared token, no token in the
+    store), and only until a token appears in the store: from the first
+    request that finds one, the gate stays shut to requests without a token
+    for the rest of the server's life. Anything refused gets 401 and a JSON
+    body; a malformed project header gets 400.
+
+    A request that passes carries its identity (:data:`REQUEST`) and its
+    caller (:func:`~.mcp_sessions.caller_of`), which owns the sessions it opens.
     """
 
     def __init__(
@@ -416,17 +383,17 @@ class AccessMiddleware:
         self.app = app
         self._tokens = tokens
         self._shared = shared.encode() if shared else None
-        # Beyond loopback a token is needed even once every one is revoked.
-        self._always = always
+        # Decided at start-up; an open server only ever closes.
+        self._always = always or self._shared is not None
 
-    async def _identify(self, given: bytes | None) -> tuple[bool, TokenRow | None]:
-        """(whether the request may pass, the store token it carried)."""
+    async def _identify(self, given: bytes | None) -> tuple[bool, TokenRow | None, bool]:
+        """(whether the request may pass, the store token it carried, whether it was shared)."""
         if (
             given is not None
             and self._shared is not None
             and hmac.compare_digest(given, self._shared)
         ):
-            return True, None
+            return True, None, True
         if given is not None:
             try:
                 secret = given.decode("ascii")
@@ -434,17 +401,17 @@ class AccessMiddleware:
                 secret = ""
             row = await self._tokens.verify(secret) if secret else None
             if row is not None:
-                return True, row
-        if self._shared is not None or self._always:
-            return False, None
-        return not await self._tokens.required(), None
+                return True, row, False
+        if not self._always and await self._tokens.required():
+            self._always = True
+        return not self._always, None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or ())
-        allowed, row = await self._identify(_bearer(headers.get(b"authorization", b"")))
+        allowed, row, shared = await self._identify(_bearer(headers.get(b"authorization", b"")))
         if not allowed:
             await _refuse(send, 401, _UNAUTHORIZED)
             return
@@ -463,100 +430,9 @@ class AccessMiddleware:
                 ).encode()
                 await _refuse(send, 400, body)
                 return
-        token = REQUEST.set(RequestIdentity(row, project))
+        caller = _caller(row, shared, scope)
+        token = REQUEST.set(RequestIdentity(row, project, caller.key))
         try:
-            await self.app(scope, receive, send)
+            await self.app(with_caller(scope, caller), receive, send)
         finally:
             REQUEST.reset(token)
-
-
-def http_app(
-    server: MCPServer,
-    *,
-    host: str,
-    port: int,
-    token: str | None,
-    allowed_hosts: Sequence[str] = (),
-    allowed_origins: Sequence[str] = (),
-    tokens: TokenCheck | None = None,
-) -> ASGIApp:
-    """The streamable-HTTP ASGI app, with Host/Origin checks and the token gate.
-
-    With ``tokens``, the store's per-user tokens open it too (and, while any is
-    live, one of them or the shared ``token`` is required).
-    """
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    if not _is_loopback(host) and host not in ("0.0.0.0", "::"):
-        name = f"[{host}]" if ":" in host else host
-        hosts.append(f"{name}:{port}")
-        origins.append(f"http://{name}:{port}")
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[*hosts, *allowed_hosts],
-        allowed_origins=[*origins, *allowed_origins],
-    )
-    app: ASGIApp = server.streamable_http_app(transport_security=security, host=host)
-    if tokens is not None:
-        app = AccessMiddleware(app, tokens, token, always=not _is_loopback(host))
-    elif token:
-        app = BearerTokenMiddleware(app, token)
-    return app
-
-
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # asyncio turns Nagle off on accepted connections only when the protocol is
-    # IPPROTO_TCP, not 0. With Nagle on, a response body written after its
-    # headers waits for the client's delayed ACK: about 40 ms on every call.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
-def run_http(
-    server: MCPServer,
-    *,
-    host: str,
-    port: int,
-    token: str | None,
-    allowed_hosts: Sequence[str] = (),
-    allowed_origins: Sequence[str] = (),
-    tokens: TokenCheck | None = None,
-) -> None:
-    """Serve streamable HTTP on ``host:port`` until interrupted.
-
-    Raises:
-        ValueError: ``host`` is not loopback and no token was given.
-    """
-    import uvicorn
-
-    problem = http_bind_problem(host, token, store_tokens=tokens is not None)
-    if problem:
-        raise ValueError(problem)
-    sock = _listening_socket(host, port)
-    bound_port = sock.getsockname()[1]
-    app = http_app(
-        server,
-        host=host,
-        port=bound_port,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        tokens=tokens,
-    )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    name = f"[{host}]" if ":" in host else host
-    address = f"http://{name}:{bound_port}/mcp"
-    run_announced(
-        config,
-        [sock],
-        lambda: print(
-            f"prime-memory-mcp: serving streamable HTTP on {address}", file=sys.stderr, flush=True
-        ),
-    )

@@ -9,9 +9,30 @@ large that one client stalled the others. Servers run as real processes on
 
 from __future__ import annotations
 
+import http.client
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
 import pytest
 
+from prime_memory_folding import MemoryEngine, tokens
 from prime_memory_folding.http_guard import HostRules, allowed_hosts, is_loopback
+from prime_memory_folding.mcp_http import OPEN_NOTICE, http_app
+from prime_memory_folding.mcp_server import build_server
+from prime_memory_folding.mcp_sessions import OwnedSessions, SessionActivity, SessionLimits
+from prime_memory_folding.storage import open_storage
+from tests import pg_helpers
+from tests.conftest import FakeClock
+from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
+
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+CLOCK = 1_700_000_000.0
 
 # -- Host and Origin, exactly ------------------------------------------------------------------
 
@@ -70,3 +91,373 @@ def test_a_server_bound_beyond_loopback_answers_to_its_own_address_only() -> Non
     assert allowed_hosts("192.0.2.10", 80) == ("192.0.2.10:80",)
     assert set(allowed_hosts("0.0.0.0", 80)) == {"127.0.0.1:80", "localhost:80", "[::1]:80"}
     assert not is_loopback("0.0.0.0") and not is_loopback("memory.lan")
+
+
+# -- real servers --------------------------------------------------------------------------------
+
+PROXY_HOST = "memory.example.com"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PRIME_MEMORY_TOKEN"}
+
+
+def _store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A new store on the backend the test is parametrized with."""
+    if request.param == "postgres":
+        url: str = pg_helpers.new_schema(request.getfixturevalue("pg_database"))
+        return url
+    return str(tmp_path_factory.mktemp("attacks") / "memory.db")
+
+
+def _add_token(store: str, name: str, scopes: str = "*", read_only: bool = False) -> str:
+    storage = open_storage(store)
+    try:
+        return tokens.add(storage, name, scopes, read_only=read_only, now=CLOCK)
+    finally:
+        storage.close()
+
+
+def _revoke(store: str, name: str) -> None:
+    storage = open_storage(store)
+    try:
+        tokens.revoke(storage, name, now=CLOCK + 1)
+    finally:
+        storage.close()
+
+
+def exchange(
+    server: HttpServer, method: str = "POST", body: str | None = INITIALIZE, **headers: str
+) -> tuple[int, dict[str, str], str]:
+    """One HTTP request to the server's /mcp: (status, lower-cased headers, body)."""
+    sent = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        **{name.replace("_", "-"): value for name, value in headers.items()},
+    }
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    try:
+        conn.request(method, "/mcp", body=body, headers=sent)
+        response = conn.getresponse()
+        found = {name.lower(): value for name, value in response.getheaders()}
+        return response.status, found, response.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def open_session(server: HttpServer, secret: str | None) -> str:
+    """A new MCP session (initialize, then initialized) as ``secret``'s holder; its id."""
+    auth = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+    status, headers, body = exchange(server, **auth)
+    assert status == 200, body
+    session = headers["mcp-session-id"]
+    status, _, body = exchange(
+        server,
+        body=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        **auth,
+        **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+    )
+    assert status == 202, body
+    return session
+
+
+def stats_in(server: HttpServer, session: str, secret: str | None) -> int:
+    """The status of a prime_memory_stats call in ``session`` as ``secret``'s holder."""
+    auth = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "prime_memory_stats", "arguments": {}}}  # fmt: skip
+    status, _, _ = exchange(
+        server,
+        body=json.dumps(call),
+        **auth,
+        **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+    )
+    return status
+
+
+def end_session(server: HttpServer, session: str, secret: str | None) -> int:
+    auth = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+    status, _, _ = exchange(
+        server, "DELETE", None, **auth, **{"Mcp-Session-Id": session,
+                                           "MCP-Protocol-Version": "2025-11-25"}
+    )  # fmt: skip
+    return status
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _store(request, tmp_path_factory)
+
+
+def test_revoking_the_only_token_keeps_the_door_shut(fresh_store: str) -> None:
+    _add_token(fresh_store, "admin")
+    server = HttpServer(fresh_store, "--allowed-host", PROXY_HOST, env=_env())
+    try:
+        assert exchange(server, Host=PROXY_HOST)[0] == 401
+        _revoke(fresh_store, "admin")
+        # No live token is left; a request through the proxy is still refused.
+        status, _, body = exchange(server, Host=PROXY_HOST)
+        assert status == 401 and json.loads(body)["error"] == "unauthorized"
+    finally:
+        server.stop()
+    # A server started on the store since: it held a token once, so it needs one.
+    server = HttpServer(fresh_store, "--allowed-host", PROXY_HOST, env=_env())
+    try:
+        assert exchange(server, Host=PROXY_HOST)[0] == 401
+        assert exchange(server)[0] == 401
+    finally:
+        server.stop()
+
+
+def test_a_server_that_starts_open_says_so_and_closes_when_a_token_appears(
+    fresh_store: str,
+) -> None:
+    server = HttpServer(fresh_store, env=_env())
+    try:
+        assert OPEN_NOTICE.encode() + b"\n" in server.said
+        session = open_session(server, None)
+        assert stats_in(server, session, None) == 200
+        secret = _add_token(fresh_store, "alice")
+        _revoke(fresh_store, "alice")
+        # Once a token was in the store, anonymous requests stay refused.
+        assert stats_in(server, session, None) == 401
+        assert exchange(server)[0] == 401
+    finally:
+        server.stop()
+    assert secret
+
+
+def test_require_token_refuses_to_start_open(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*SERVER, "--store", str(tmp_path / "m.db"), "--transport", "streamable-http",
+         "--port", "0", "--require-token"],
+        capture_output=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.decode().splitlines()
+    assert "refusing to serve without authentication (--require-token)" in line
+    assert "prime-memory token add" in line
+
+
+def test_require_token_starts_a_server_that_needs_one(tmp_path: Path) -> None:
+    store = str(tmp_path / "m.db")
+    secret = _add_token(store, "admin")
+    server = HttpServer(store, "--require-token", env=_env())
+    try:
+        assert OPEN_NOTICE.encode() not in server.said
+        assert exchange(server)[0] == 401
+        assert exchange(server, Authorization=f"Bearer {secret}")[0] == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("token", ["x", "fifteen-chars!!"])
+def test_a_short_shared_token_is_refused(tmp_path: Path, token: str) -> None:
+    for argv, env in (
+        (["--token", token], _env()),
+        ([], {**_env(), "PRIME_MEMORY_TOKEN": token}),
+    ):
+        done = subprocess.run(
+            [*SERVER, "--store", str(tmp_path / "m.db"), "--transport", "streamable-http",
+             "--port", "0", *argv],
+            capture_output=True, timeout=TIMEOUT, env=env,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert f"at least 16 characters, got {len(token)}" in done.stderr.decode()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def team(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """A store with three users' tokens, and a server on it with the default limits."""
+    store = _store(request, tmp_path_factory)
+    secrets = {
+        "admin": _add_token(store, "admin"),
+        "bob": _add_token(store, "bob", "project:b"),
+        "reader": _add_token(store, "reader", read_only=True),
+    }
+    server = HttpServer(store, "--allowed-host", PROXY_HOST, env=_env())
+    yield {"server": server, "secrets": secrets}
+    server.stop()
+
+
+def test_one_token_cannot_lock_the_others_out_with_sessions(team: dict[str, Any]) -> None:
+    server, secrets = team["server"], team["secrets"]
+    cap = SessionLimits().per_caller
+    held = [open_session(server, secrets["reader"]) for _ in range(cap)]
+    status, headers, body = exchange(server, Authorization=f"Bearer {secrets['reader']}")
+    assert status == 429, body
+    message = json.loads(body)["error"]["message"]
+    assert f"token 'reader' already holds {cap} open MCP sessions" in message
+    assert "mcp-session-id" not in headers
+    # Everyone else still gets in, and the reader's sessions still work.
+    other = open_session(server, secrets["admin"])
+    assert stats_in(server, held[0], secrets["reader"]) == 200
+    # Ending one makes room for one more.
+    assert end_session(server, held.pop(), secrets["reader"]) == 200
+    held.append(open_session(server, secrets["reader"]))
+    for session in held:
+        assert end_session(server, session, secrets["reader"]) == 200
+    assert end_session(server, other, secrets["admin"]) == 200
+
+
+def test_a_session_answers_only_the_token_that_opened_it(team: dict[str, Any]) -> None:
+    server, secrets = team["server"], team["secrets"]
+    admins = open_session(server, secrets["admin"])
+    bob = {"Authorization": f"Bearer {secrets['bob']}", "Mcp-Session-Id": admins,
+           "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    assert exchange(server, "DELETE", None, **bob)[0] == 404
+    assert exchange(server, "GET", None, **bob)[0] == 404
+    assert stats_in(server, admins, secrets["bob"]) == 404
+    assert stats_in(server, admins, None) == 401
+    # The session is the admin's still, and works.
+    assert stats_in(server, admins, secrets["admin"]) == 200
+    assert end_session(server, admins, secrets["admin"]) == 200
+    assert stats_in(server, admins, secrets["admin"]) == 404
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [
+        ("Host", "127.0.0.1:{port}.evil.example", 421),
+        ("Host", "localhost:{other}", 421),
+        ("Host", f"{PROXY_HOST}.evil.example", 421),
+        ("Origin", "http://localhost:{other}", 403),
+        ("Origin", "http://127.0.0.1:{port}.evil.example", 403),
+        ("Origin", "null", 403),
+        ("Host", PROXY_HOST, 200),
+        ("Origin", f"https://{PROXY_HOST}", 200),
+        ("Origin", "http://localhost:{port}", 200),
+    ],
+)
+def test_host_and_origin_must_match_exactly(
+    team: dict[str, Any], header: str, value: str, status: int
+) -> None:
+    server, secrets = team["server"], team["secrets"]
+    shown = value.format(port=server.port, other=server.port + 1)
+    found, headers, body = exchange(
+        server, Authorization=f"Bearer {secrets['admin']}", **{header: shown}
+    )
+    assert found == status, body
+    if status == 200:
+        end_session(server, headers["mcp-session-id"], secrets["admin"])
+
+
+# -- idle sessions close, by the clock ---------------------------------------------------------
+
+
+def test_session_activity_counts_idle_time_from_the_last_request(clock: FakeClock) -> None:
+    activity = SessionActivity(idle_s=300, clock=clock)
+    activity.opened("a")
+    clock.advance(1_000)
+    assert activity.idle() == []  # its opening request is still in flight
+    activity.ended("a")
+    activity.opened("b")
+    activity.ended("b")
+    activity.began("b")  # a GET stream held open
+    clock.advance(299)
+    assert activity.idle() == []
+    clock.advance(1)
+    assert activity.idle() == ["a"]
+    activity.began("a")
+    assert activity.idle() == []
+    activity.ended("a")
+    clock.advance(300)
+    assert activity.idle() == ["a"]  # b's stream is still open
+    activity.closed("a")
+    assert activity.idle() == []
+
+
+class AsgiClient:
+    """Requests to an ASGI app in this process, as one client address."""
+
+    def __init__(self, app: Any, address: str = "127.0.0.1") -> None:
+        self.app = app
+        self.address = address
+
+    async def __call__(
+        self, method: str = "POST", body: str | None = INITIALIZE, **headers: str
+    ) -> tuple[int, dict[str, str], bytes]:
+        sent = {
+            "host": "127.0.0.1:8765",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            **{name.replace("_", "-").lower(): value for name, value in headers.items()},
+        }
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": method, "scheme": "http", "path": "/mcp", "raw_path": b"/mcp",
+            "query_string": b"", "root_path": "", "client": (self.address, 50_000),
+            "server": ("127.0.0.1", 8765),
+            "headers": [(k.encode(), v.encode()) for k, v in sent.items()],
+        }  # fmt: skip
+        answered = anyio.Event()
+        delivered = False
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": (body or "").encode()}
+            await answered.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    answered.set()
+
+        await self.app(scope, receive, send)
+        found = {k.decode().lower(): v.decode() for k, v in start.get("headers", [])}
+        return start["status"], found, b"".join(chunks)
+
+
+def test_an_idle_session_closes_after_the_timeout(tmp_path: Path, clock: FakeClock) -> None:
+    engine = MemoryEngine(tmp_path / "m.db", embedder="none")
+    server = build_server(engine)
+    limits = SessionLimits(per_caller=2, idle_s=300)
+    app = http_app(server, host="127.0.0.1", port=8765, token=None, limits=limits, clock=clock)
+    sessions = server.session_manager
+    assert isinstance(sessions, OwnedSessions)
+    request = AsgiClient(app)
+
+    async def scenario() -> None:
+        async with sessions.run():
+            status, headers, _ = await request()
+            assert status == 200
+            first = headers["mcp-session-id"]
+            clock.advance(100)
+            status, headers, _ = await request()
+            second = headers["mcp-session-id"]
+            assert (await request())[0] == 429  # two is this client's cap
+            clock.advance(100)
+            # A request in the first moves its idle clock on.
+            ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            in_first = {"Mcp-Session-Id": first, "MCP-Protocol-Version": "2025-11-25"}
+            assert (await request(body=ping, **in_first))[0] == 200
+            clock.advance(199)
+            assert await sessions.reap() == []
+            clock.advance(1)
+            assert await sessions.reap() == [second]
+            clock.advance(99)
+            assert await sessions.reap() == []
+            clock.advance(1)
+            assert await sessions.reap() == [first]
+            assert (await request(body=ping, **in_first))[0] == 404
+            assert sessions.held_by("anonymous:127.0.0.1") == 0
+            # A client at another address has its own allowance.
+            elsewhere = AsgiClient(app, address="127.0.0.2")
+            for _ in range(2):
+                assert (await request())[0] == 200
+                assert (await elsewhere())[0] == 200
+
+    try:
+        anyio.run(scenario)
+    finally:
+        engine.close()

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from prime_memory_folding.mcp_transport import http_bind_problem
+from prime_memory_folding.mcp_http import http_bind_problem
 from tests.inspector_process import ignore_sigint
 
 TIMEOUT = 60
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789"
 INITIALIZE = json.dumps(
     {
         "jsonrpc": "2.0",
@@ -69,9 +69,12 @@ class HttpServer:
         lines: queue.Queue[bytes] = queue.Queue()
         self.reader = threading.Thread(target=self._drain, args=(lines,), daemon=True)
         self.reader.start()
+        #: What the server printed on stderr up to the line that says where it serves.
+        self.said = b""
         while True:
             line = lines.get(timeout=TIMEOUT)
             assert line, "server exited before it was ready"
+            self.said += line
             if b"serving streamable HTTP on" in line:
                 self.url = line.decode().rsplit(" ", 1)[1].strip()
                 break

@@ -17,17 +17,13 @@ import anyio
 import pytest
 
 from prime_memory_folding import MemoryEngine, tokens
-from prime_memory_folding.mcp_transport import (
-    REQUEST,
-    AccessMiddleware,
-    RequestIdentity,
-    http_bind_problem,
-)
+from prime_memory_folding.mcp_http import http_bind_problem
+from prime_memory_folding.mcp_transport import REQUEST, AccessMiddleware, RequestIdentity
 from prime_memory_folding.storage import Storage, TokenRow, open_storage
 from tests import pg_helpers
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
 
-SHARED = "shared-s3cret"
+SHARED = "shared-s3cret-0123456789"
 CLOCK = 1_700_000_000.0
 
 
