@@ -84,8 +84,8 @@ SYSTEMS = (*ENGINE_SYSTEMS, "BM25")
 #: The settings ``--loo`` chooses from, as changes to the defaults (which are among them).
 #: (The rules that read sessions cannot change a ranking here: notes have none.)
 LOO_GRID: tuple[dict[str, float], ...] = tuple(
-    {"cosine_weight": c, "lend_weight": lend, "query_idf": idf}
-    for c, lend, idf in itertools.product((0.4, 0.5, 0.6, 0.7), (0, 0.2), (0, 0.5))
+    {"cosine_weight": c, "long_query_shift": shift, "lend_weight": lend, "query_idf": idf}
+    for c, shift, lend, idf in itertools.product((0.5, 0.6, 0.7), (0, 0.2), (0, 0.2), (0, 0.5))
 )
 _WORD = re.compile(r"\w+")
 

@@ -307,6 +307,7 @@ PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = 
     ),
     ("lexical feedback", {"lend_weight": (0.0, 0.2, 0.4)}, {"lend_weight": 0.0}),
     ("context candidates", {"context_pool": (0, 20, 50, 100)}, {"context_pool": 0}),
+    ("long queries", {"long_query_shift": (0.0, 0.2)}, {"long_query_shift": 0.0}),
     # The fusion weights were first chosen with every later part off.
     ("fusion, tuned again", FUSION_GRID, {}),
 )
@@ -315,6 +316,7 @@ PARTS: tuple[tuple[str, dict[str, tuple[float, ...]], dict[str, float]], ...] = 
 #: another cosine weight), each as the settings it changes.
 ABLATION: tuple[tuple[str, dict[str, float]], ...] = (
     ("defaults", {}),
+    ("long-query shift off (long_query_shift 0)", {"long_query_shift": 0.0}),
     ("query weights off (query_idf 0)", {"query_idf": 0.0}),
     ("lexical feedback off (lend_weight 0)", {"lend_weight": 0.0}),
     ("asking rule off (ask_penalty 0)", {"ask_penalty": 0.0}),

@@ -23,6 +23,12 @@ class RankingSettings:
     Fusion:
         cosine_weight: weight of cosine similarity against max-normalised BM25
             (``fused = (1 - w) * bm25 / max + w * max(cosine, 0)``).
+        long_query_shift: how much of that weight moves to BM25 for a long
+            query: none up to ``long_query_words`` distinct content words, all
+            of it at twice as many, in proportion between. A long query gives
+            BM25 many words to match, while a static model's mean over many
+            words blurs. 0 turns it off.
+        long_query_words: where a query starts to count as long.
 
     Sessions (only memories stored with the same ``session``, in stored order):
         context_weight: share of the best neighbour's fused score a memory
@@ -68,6 +74,8 @@ class RankingSettings:
     """
 
     cosine_weight: float = 0.7
+    long_query_shift: float = 0.2
+    long_query_words: int = 8
     context_weight: float = 0.5
     context_reach: int = 2
     context_pool: int = 20
@@ -100,18 +108,36 @@ class RankingSettings:
                 raise InvalidInput(f"ranking setting {spec.name} must be a whole number")
             if value < 0 or value != value:
                 raise InvalidInput(f"ranking setting {spec.name} must be 0 or more, not {value}")
-        for name in ("cosine_weight", "ask_penalty", "lend_weight", "lend_common"):
+        for name in (
+            "cosine_weight",
+            "long_query_shift",
+            "ask_penalty",
+            "lend_weight",
+            "lend_common",
+        ):
             if getattr(self, name) > 1:
                 raise InvalidInput(f"ranking setting {name} must be between 0 and 1")
         for name in ("exact_store", "lexical_budget", "window_max"):
             if getattr(self, name) < 1:
                 raise InvalidInput(f"ranking setting {name} must be at least 1")
 
+    def for_query(self, words: int) -> RankingSettings:
+        """These settings as a query of ``words`` distinct content words ranks with
+        them: the cosine weight less its long-query shift."""
+        start = self.long_query_words
+        if not self.long_query_shift or words <= start:
+            return self
+        share = min(1.0, (words - start) / max(start, 1))
+        cosine = max(self.cosine_weight - share * self.long_query_shift, 0.0)
+        return replace(self, cosine_weight=cosine)
+
     def parts_off(self) -> RankingSettings:
         """These settings with every part beyond the fusion switched off: no
-        session context, time prior, query weights, question rule or feedback."""
+        long-query shift, session context, time prior, query weights, question
+        rule or feedback."""
         return replace(
             self,
+            long_query_shift=0.0,
             context_weight=0.0,
             context_pool=0,
             time_weight=0.0,

@@ -213,7 +213,7 @@ class Reader:
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
-            settings = self.ranking
+            settings = self.ranking.for_query(len(parsed.terms))
             named = time_window(text, self.query_time(filters)) if settings.time_weight else None
             window = None if named is None else (named.start, named.end)
             unit = None
