@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import numpy.typing as npt
 
-from . import asking, feedback, pushdown, recall, writes
+from . import asking, feedback, pushdown, recall, words, writes
 from . import scopes as scope_rules
 from .context import SessionCache
 from .errors import InvalidInput
@@ -32,7 +32,7 @@ from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .records import Filters, Hit, Stats, check_unit_interval
+from .records import Filters, Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
 from .storage import Pushdown, SqlStorage, StoredRow, archive
 from .when import parse_when, time_window
@@ -40,10 +40,38 @@ from .when import parse_when, time_window
 if TYPE_CHECKING:
     from .parts import EngineParts
 
-__all__ = ["MAX_LIMIT", "Reader"]
+__all__ = ["MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_QUERY_WORDS", "Reader", "check_query_text"]
 
 #: The most hits one query may ask for.
 MAX_LIMIT = 10_000
+#: The longest query text, in characters, and the most distinct words it may
+#: hold (:func:`.words.word_set`: in scripts written without spaces, each pair of
+#: characters is a word). A text query's time grows with its words: a question
+#: or a few key terms rank best anyway (docs/security.md has the measurements).
+MAX_QUERY_CHARS = 2_000
+MAX_QUERY_WORDS = 100
+
+
+def check_query_text(text: object) -> str:
+    """``text`` when it is a query text within the limits.
+
+    Raises:
+        InvalidInput: not a string, blank, holding a NUL, or over
+            :data:`MAX_QUERY_CHARS` characters or :data:`MAX_QUERY_WORDS` words.
+    """
+    if isinstance(text, str) and len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"text has {len(text):,} characters, over the limit of {MAX_QUERY_CHARS:,}; "
+            "ask a question or give a few key terms, not a document"
+        )
+    checked = recall.check_text(text)
+    count = len(words.word_set(checked))
+    if count > MAX_QUERY_WORDS:
+        raise InvalidInput(
+            f"text has {count} different words, over the limit of {MAX_QUERY_WORDS}; "
+            "ask a question or give a few key terms, not a document"
+        )
+    return checked
 
 
 class Reader:
@@ -88,14 +116,20 @@ class Reader:
         ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
         """
         f = filters
+        tags, any_tags, exclude_tags = (
+            limit_tags(name, value)
+            for name, value in (
+                ("tags", f.tags),
+                ("any_tags", f.any_tags),
+                ("exclude_tags", f.exclude_tags),
+            )
+        )
         strength = check_unit_interval("min_strength", f.min_strength)
         visible = self.visible(f.scopes)
         now = self.query_time(f)
         start = None if f.since is None else parse_when(f.since, now, "since")
         end = None if f.until is None else parse_when(f.until, now, "until")
-        labels = self._parts.registry.gates(
-            f.domain, f.subdomain, f.tags, f.any_tags, f.exclude_tags
-        )
+        labels = self._parts.registry.gates(f.domain, f.subdomain, tags, any_tags, exclude_tags)
         if labels is None or visible == ():
             return None
         if visible is not None:
@@ -160,7 +194,7 @@ class Reader:
         query_vector = None if vector is None else writes.as_vector(vector)
         # -- recall: text queries rank hybrid (see recall.py) --
         if text is not None:
-            return self._text_query(recall.check_text(text), query_vector, filters, limit)
+            return self._text_query(check_query_text(text), query_vector, filters, limit)
         # -- end recall --
         with self._parts.lock:
             self._live.refresh()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -15,6 +16,7 @@ from .errors import InvalidInput
 __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_SESSION_CHARS",
+    "MAX_TAGS",
     "Filters",
     "Hit",
     "Record",
@@ -27,6 +29,7 @@ __all__ = [
     "check_session",
     "check_unit_interval",
     "check_vector",
+    "limit_tags",
 ]
 
 #: The longest content one record may hold. Memories are notes, not documents:
@@ -35,6 +38,10 @@ __all__ = [
 MAX_CONTENT_CHARS = 100_000
 #: The longest session name: an id a client makes up for a conversation, not a text.
 MAX_SESSION_CHARS = 200
+#: The most tags one argument may name (a record's tags; a query's tags, any_tags
+#: or exclude_tags; tags to add or remove), and one record may hold. Labels, not
+#: keywords: a tag gate's cost grows with the tags it names (docs/security.md).
+MAX_TAGS = 32
 
 
 class Vector(Sequence[float]):
@@ -202,6 +209,35 @@ def check_content(content: object) -> str:
     if "\x00" in content:
         raise InvalidInput("content contains a NUL character; remove it")
     return content
+
+
+def limit_tags(name: str, tags: Any) -> Any:
+    """``tags`` to pass on, once it is known to hold at most :data:`MAX_TAGS` tags.
+
+    Counts what was given, before normalising. A list, tuple or set comes back
+    as it is; another iterable as a tuple (read no further than one past the
+    limit); anything else (None, a bare string) as it is, for the caller's
+    own checks to judge.
+
+    Raises:
+        InvalidInput: more than :data:`MAX_TAGS` tags, naming the argument.
+    """
+    if tags is None or isinstance(tags, (str, bytes)):
+        return tags
+    if isinstance(tags, (list, tuple, set, frozenset)):
+        shown = f"{len(tags):,}"
+    else:
+        try:
+            tags = tuple(itertools.islice(iter(tags), MAX_TAGS + 1))
+        except TypeError:
+            return tags
+        shown = f"more than {MAX_TAGS}"
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(
+            f"{name} has {shown} tags, over the limit of {MAX_TAGS}; name fewer: tags are "
+            "labels such as 'architecture' or 'bug', not keywords"
+        )
+    return tags
 
 
 def check_session(session: object) -> str | None:

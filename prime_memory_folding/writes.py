@@ -23,6 +23,7 @@ from .errors import DimensionMismatch, InvalidInput, NotFound
 from .labels import LabelRegistry
 from .primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
 from .records import (
+    MAX_TAGS,
     Record,
     StoreResult,
     Vector,
@@ -31,6 +32,7 @@ from .records import (
     check_session,
     check_unit_interval,
     check_vector,
+    limit_tags,
 )
 from .scopes import GLOBAL, normalise_scope
 from .storage import SqlStorage, Storage, StoredRow, archive, fold_marks
@@ -145,7 +147,7 @@ def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
         content=check_content(raw["content"]),
         domain=normalise_label(raw.get("domain", "memory"), Kind.DOMAIN),
         subdomain=normalise_label(raw.get("subdomain", "general"), Kind.SUBDOMAIN),
-        tags=normalise_tags(raw.get("tags", ())),
+        tags=normalise_tags(limit_tags("tags", raw.get("tags", ()))),
         importance=check_unit_interval("importance", raw.get("importance", 0.5)),
         vector=None if vector is None else as_vector(vector),
         metadata=metadata,
@@ -364,7 +366,7 @@ def encode(
     scope_name = normalise_scope(scope)
     domain_label = normalise_label(domain, Kind.DOMAIN)
     subdomain_label = normalise_label(subdomain, Kind.SUBDOMAIN)
-    tag_labels = normalise_tags(tags)
+    tag_labels = normalise_tags(limit_tags("tags", tags))
     if instance_key is not None and (not isinstance(instance_key, str) or not instance_key):
         raise InvalidInput("instance_key must be a non-empty string when given")
     with engine.lock:
@@ -491,7 +493,7 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
             f"cannot update {sorted(unknown)}; updatable fields are {sorted(UPDATABLE)}{hint}"
         )
     content = check_content(changes["content"]) if "content" in changes else None
-    tags = normalise_tags(changes["tags"]) if "tags" in changes else None
+    tags = normalise_tags(limit_tags("tags", changes["tags"])) if "tags" in changes else None
     importance = (
         check_unit_interval("importance", changes["importance"])
         if "importance" in changes
@@ -649,8 +651,8 @@ def retag(
 
     Returns the records whose tags changed; the others are left as they are.
     """
-    added = normalise_tags(add)
-    dropped = set(normalise_tags(remove))
+    added = normalise_tags(limit_tags("add", add))
+    dropped = set(normalise_tags(limit_tags("remove", remove)))
     if not added and not dropped:
         raise InvalidInput("name at least one tag to add or remove")
     both = dropped.intersection(added)
@@ -670,6 +672,11 @@ def retag(
                 tags = normalise_tags([*(t for t in rec.tags if t not in dropped), *added])
                 if tags == rec.tags:
                     continue
+                if len(tags) > MAX_TAGS:
+                    raise InvalidInput(
+                        f"record {rid} would hold {len(tags)} tags, over the limit of "
+                        f"{MAX_TAGS}; nothing was changed. Remove some of its tags first"
+                    )
                 item = StoreItem(
                     rec.content, rec.domain, rec.subdomain, tags, rec.importance, None, {},
                     current.instance_key, rec.scope,

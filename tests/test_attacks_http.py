@@ -22,12 +22,16 @@ import anyio
 import pytest
 
 from prime_memory_folding import MemoryEngine, tokens
+from prime_memory_folding.errors import InvalidInput
 from prime_memory_folding.http_guard import HostRules, allowed_hosts, is_loopback
 from prime_memory_folding.mcp_http import OPEN_NOTICE, http_app
 from prime_memory_folding.mcp_server import build_server
 from prime_memory_folding.mcp_sessions import OwnedSessions, SessionActivity, SessionLimits
+from prime_memory_folding.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
+from prime_memory_folding.records import MAX_TAGS
 from prime_memory_folding.storage import open_storage
 from tests import pg_helpers
+from tests.backends import dump
 from tests.conftest import FakeClock
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
 
@@ -461,3 +465,116 @@ def test_an_idle_session_closes_after_the_timeout(tmp_path: Path, clock: FakeClo
         anyio.run(scenario)
     finally:
         engine.close()
+
+
+# -- bounded requests ------------------------------------------------------------------------
+
+
+def _tool_text(result: dict[str, Any]) -> str:
+    return " ".join(part.get("text", "") for part in result.get("content", []))
+
+
+def call_tool(
+    server: HttpServer, secret: str, tool: str, **arguments: Any
+) -> tuple[int, dict[str, Any]]:
+    """One tools/call on the stateless protocol (no session): (status, the JSON-RPC result)."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "attacker", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    status, _, body = exchange(
+        server,
+        body=json.dumps(request),
+        Authorization=f"Bearer {secret}",
+        **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool},
+    )
+    if status != 200:
+        return status, {"body": body}
+    frames = [line[5:] for line in body.splitlines() if line.startswith("data:")] or [body]
+    answer: dict[str, Any] = json.loads(frames[-1])
+    return status, answer.get("result", answer)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"text": "word " * 600_000}, "text has 3,000,000 characters, over the limit of 2,000"),
+        ({"text": " ".join(f"w{i}" for i in range(101))}, "text has 101 different words"),
+        ({"tags": [f"t{i}" for i in range(10_000)]}, "tags has 10,000 tags, over the limit of 32"),
+        ({"any_tags": [f"t{i}" for i in range(33)]}, "any_tags has 33 tags"),
+        ({"exclude_tags": [f"t{i}" for i in range(33)]}, "exclude_tags has 33 tags"),
+        ({"limit": 101}, "limit"),
+    ],
+)
+def test_an_oversized_query_is_refused_with_the_argument_and_its_limit(
+    team: dict[str, Any], arguments: dict[str, Any], named: str
+) -> None:
+    server, secrets = team["server"], team["secrets"]
+    status, result = call_tool(server, secrets["reader"], "prime_memory_query", **arguments)
+    assert status == 200 and result.get("isError"), result
+    assert named in _tool_text(result)
+
+
+def test_an_oversized_store_is_refused_and_changes_nothing(team: dict[str, Any]) -> None:
+    server, secrets = team["server"], team["secrets"]
+    for arguments, named in (
+        ({"content": "x" * 100_001}, "content has 100001 characters, over the limit of 100000"),
+        ({"content": "a note", "tags": [f"t{i}" for i in range(33)]}, "tags has 33 tags"),
+    ):
+        status, result = call_tool(server, secrets["admin"], "prime_memory_store", **arguments)
+        assert status == 200 and result.get("isError"), result
+        assert named in _tool_text(result)
+    status, result = call_tool(server, secrets["admin"], "prime_memory_stats")
+    assert status == 200 and result["structuredContent"]["records"] == 0, result
+
+
+def test_queries_at_the_limits_are_served(team: dict[str, Any]) -> None:
+    server, secrets = team["server"], team["secrets"]
+    text = " ".join(f"w{i}" for i in range(MAX_QUERY_WORDS - 1))
+    text += " " + "x" * (MAX_QUERY_CHARS - len(text) - 1)  # the hundredth word
+    assert len(text) == MAX_QUERY_CHARS
+    tags = [f"t{i}" for i in range(MAX_TAGS)]
+    status, result = call_tool(
+        server, secrets["reader"], "prime_memory_query", text=text, any_tags=tags, limit=100
+    )
+    assert status == 200 and not result.get("isError"), result
+
+
+def test_the_engine_refuses_what_mcp_refuses(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none") as memory:
+        record = memory.store("a note", tags=["a"])
+        before = dump(backend_store)
+        many = [f"t{i}" for i in range(MAX_TAGS + 1)]
+        cjk = "".join(chr(0x4E00 + i) for i in range(102))  # 101 pairs of characters
+        refused: list[tuple[Any, str]] = [
+            (lambda: memory.query("x" * (MAX_QUERY_CHARS + 1)), "text has 2,001 characters"),
+            (lambda: memory.query(cjk), "text has 101 different words"),
+            (lambda: memory.query(tags=many), "tags has 33 tags"),
+            (lambda: memory.query(any_tags=iter(many)), "any_tags has more than 32 tags"),
+            (lambda: memory.match_ids(exclude_tags=many), "exclude_tags has 33 tags"),
+            (lambda: memory.store("another note", tags=many), "tags has 33 tags"),
+            (lambda: memory.store_many([{"content": "b"}, {"content": "c", "tags": many}]),
+             "tags has 33 tags"),
+            (lambda: memory.update(record.record_id, tags=many), "tags has 33 tags"),
+            (lambda: memory.retag([record.record_id], add=many), "add has 33 tags"),
+            (lambda: memory.retag([record.record_id], add=many[1:]),
+             f"record {record.record_id} would hold 33 tags"),
+            (lambda: memory.encode("memory", tags=many), "tags has 33 tags"),
+        ]  # fmt: skip
+        for call, named in refused:
+            with pytest.raises(InvalidInput) as caught:
+                call()
+            assert named in str(caught.value)
+        assert dump(backend_store) == before
+        assert memory.query(" ".join(["w"] * 5000)[:MAX_QUERY_CHARS]) == []
+        assert memory.query(tags=many[:MAX_TAGS]) == []
