@@ -25,7 +25,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from . import scopes as scope_rules
 from . import tokens as access
-from .errors import InvalidInput, PrimeMemoryError
+from .address import parse_record_id
+from .errors import InvalidInput, NotFound, PrimeMemoryError
+from .mcp_privacy import STORE_NAME, Location, client_error, unknown_record
 from .mcp_transport import REQUEST
 from .scopes import ScopeResolution
 from .storage import pushdown_of
@@ -42,6 +44,7 @@ __all__ = [
     "StoreTokens",
     "allowed",
     "request_grant",
+    "tokens_scopes",
 ]
 
 logger = logging.getLogger("prime_memory_folding.mcp_server")
@@ -51,16 +54,27 @@ EngineSource = Union["MemoryEngine", Callable[[], "MemoryEngine"]]
 
 
 class EngineHolder:
-    """Opens the engine once, on first use or in the background, from any thread."""
+    """Opens the engine once, on first use or in the background, from any thread.
+
+    The engine's messages then name the store :data:`~.mcp_privacy.STORE_NAME`,
+    and :attr:`location` knows what else names it, to mask (docs/security.md).
+    """
 
     def __init__(self, source: EngineSource) -> None:
         self._lock = threading.Lock()
         self._engine: MemoryEngine | None = None
+        #: What names the store's location, once it is open.
+        self.location: Location | None = None
         if callable(source) and not hasattr(source, "store"):
             self._open: Callable[[], MemoryEngine] | None = source
         else:
             self._open = None
-            self._engine = source  # type: ignore[assignment]
+            self._adopt(source)  # type: ignore[arg-type]
+
+    def _adopt(self, engine: MemoryEngine) -> None:
+        self.location = Location.of(engine)
+        engine.display_path = STORE_NAME
+        self._engine = engine
 
     def ready(self) -> MemoryEngine | None:
         """The engine if it is open already, without waiting."""
@@ -73,10 +87,16 @@ class EngineHolder:
             if self._engine is None:
                 assert self._open is not None
                 try:
-                    self._engine = self._open()
+                    self._adopt(self._open())
                 except PrimeMemoryError as exc:
                     # Not cached: the next call tries again, e.g. once a lock is released.
-                    raise ToolError(f"could not open the memory store: {exc}") from exc
+                    # The reason names the store, so it goes to the server's log only.
+                    logger.warning("could not open the memory store: %s", exc)
+                    raise ToolError(
+                        f"could not open the memory store ({type(exc).__name__}; the server's "
+                        "log says why); retry, and tell the server's operator if it keeps failing"
+                    ) from exc
+            assert self._engine is not None
             return self._engine
 
     def warm_up(self) -> None:
@@ -87,9 +107,8 @@ class EngineHolder:
         def run() -> None:
             try:
                 self.get()
-            except ToolError as exc:
-                # A known store problem: its message names the path and the fix.
-                logger.warning("%s", exc)
+            except ToolError:
+                pass  # a known store problem, logged with its path and fix by get()
             except Exception:
                 logger.warning("opening the memory store in the background failed", exc_info=True)
 
@@ -186,6 +205,11 @@ def allowed(check: Callable[[], None]) -> None:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def tokens_scopes(grant: access.Grant) -> bool:
+    """Whether the grant's token is limited to some scopes (it holds no ``*``)."""
+    return scope_rules.ALL not in grant.token.scopes
+
+
 class Access:
     """How a tool reaches the engine, and as whom.
 
@@ -222,7 +246,7 @@ class Access:
             finally:
                 self._slow_calls -= 1 if slow else 0
         except PrimeMemoryError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise client_error(exc, self._holder.location) from exc
 
     async def resolution_of(self, ctx: Context | None) -> ScopeResolution | None:
         """This request's scopes: its token's and project header's over HTTP, else the server's."""
@@ -257,7 +281,7 @@ class Access:
             return wanted
         held: list[str] = []
         if wanted is None or any(name.strip() == scope_rules.ALL for name in wanted):
-            held = list(await self.call(lambda e: e.stats().scopes))
+            held = list(await self.call(lambda e: e.scope_counts()))
         try:
             return access.readable(grant.token, wanted, held)
         except InvalidInput as exc:
@@ -273,10 +297,27 @@ class Access:
         return where
 
     def guard_record(self, engine: MemoryEngine, record_id: str, write: bool) -> None:
-        """Refuse to touch a record whose scope the request's token does not allow."""
+        """Refuse to touch a record whose scope the request's token does not allow.
+
+        A record outside the token's scopes answers exactly as one that does
+        not exist (:func:`~.mcp_privacy.unknown_record`), after the same one
+        look-up, so that no guess at another scope's ids can be confirmed.
+        A read-only token's write is refused before any look-up.
+
+        Raises:
+            InvalidInput: a write through a read-only token.
+            InvalidRecordId: a malformed id.
+            NotFound: no record has the id, or the token may not see it.
+        """
         grant = request_grant()
         if grant is None:
             return
         if write and grant.token.read_only:
             grant.check_write(grant.resolution.current)
-        grant.check_scope(engine.get(record_id).scope)
+        rid = parse_record_id(record_id)
+        try:
+            scope = engine.get(rid).scope
+        except NotFound:
+            scope = None
+        if scope is None or not access.allows(grant.token, scope):
+            raise unknown_record(rid)

@@ -128,15 +128,16 @@ class FoldOutput(BaseModel):
 
 
 class StatsOutput(BaseModel):
-    """A summary of the store."""
+    """A summary of the store, or of the scopes a token may see; never where the store is."""
 
-    path: str
     records: int
     domains: dict[str, int] = Field(description="Records per domain.")
     subdomains: dict[str, int] = Field(description="Records per subdomain.")
     tags: dict[str, int] = Field(description="Records per tag.")
     registries: dict[str, dict[str, int]] = Field(description="Kind -> label -> prime.")
-    store_bytes: int
+    store_bytes: int | None = Field(
+        None, description="The store's size; not shown to a token limited to some scopes."
+    )
     embedding_space: str | None = Field(
         description="The vector space the store is bound to, if any."
     )
@@ -249,20 +250,20 @@ def record_output(record: Record) -> RecordOutput:
     )
 
 
-def stats_output(stats: Any, resolution: ScopeResolution) -> StatsOutput:
+def stats_output(stats: Any, resolution: ScopeResolution, *, scoped: bool = False) -> StatsOutput:
+    """``stats`` as a client sees them: not the store's path; not its size when ``scoped``."""
     return StatsOutput(
         scopes=dict(stats.scopes),
         current_scope=resolution.current,
         visible_scopes=list(resolution.visible),
         scope_reason=resolution.reason,
         user_scope=resolution.user,
-        path=str(stats.path),
         records=stats.records,
         domains=dict(stats.domains),
         subdomains=dict(stats.subdomains),
         tags=dict(stats.tags),
         registries={kind: dict(table) for kind, table in stats.registries.items()},
-        store_bytes=stats.store_bytes,
+        store_bytes=None if scoped else stats.store_bytes,
         embedding_space=stats.embedding_space,
         schema_version=stats.schema_version,
         archived=stats.archived,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
 from mcp_types import Tool as ToolDefinition
@@ -53,6 +53,7 @@ from .mcp_access import (
     StoreTokens,
     allowed,
     request_grant,
+    tokens_scopes,
 )
 from .mcp_args import parser
 from .mcp_models import (
@@ -250,7 +251,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     # How each tool reaches the engine, and the scopes its request writes to and reads.
     reach = Access(holder, scope_holder)
     call, resolution_of = reach.call, reach.resolution_of
-    current_scope, visible_scopes = reach.current_scope, reach.visible_scopes
+    visible_scopes = reach.visible_scopes
     writable, guard_record = reach.writable, reach.guard_record
 
     server.token_check = StoreTokens(call)
@@ -267,7 +268,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         ctx: Context | None = None,
     ) -> EncodeOutput:
         """Show the 128-bit prime address a memory with these labels would get; stores nothing."""
-        where = scope or await current_scope(ctx)
+        where = await writable(ctx, scope)  # a token may encode only where it may store
         encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key, where))
         return EncodeOutput(
             address=str(encoded.address),
@@ -484,16 +485,16 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     async def stats_of(ctx: Context | None) -> StatsOutput:
         resolution = await resolution_of(ctx) or await call(lambda e: e.whoami())
-        out = stats_output(await call(lambda e: e.stats()), resolution)
         grant = request_grant()
+        if grant is None or not tokens_scopes(grant):
+            out = stats_output(await call(lambda e: e.stats()), resolution)
+        else:
+            # A token limited to some scopes counts what they hold, and only that:
+            # their records, the labels used in them, their archive; not the store's size.
+            held = await call(lambda e: e.scope_counts())
+            mine = access.readable(grant.token, None, held)
+            out = stats_output(await call(lambda e: e.stats(mine)), resolution, scoped=True)
         if grant is not None:
-            # A token sees the record counts of its own scopes only.
-            out.scopes = {
-                name: count
-                for name, count in out.scopes.items()
-                if access.allows(grant.token, name)
-            }
-            out.records = sum(out.scopes.values())
             out.visible_scopes = await visible_scopes(ctx) or []
         return out
 
@@ -643,7 +644,10 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             guard_record(engine, record_id, write=False)
             return engine.get(record_id)
 
-        return record_output(await call(fetch)).model_dump_json()
+        try:
+            return record_output(await call(fetch)).model_dump_json()
+        except ToolError as exc:
+            raise ResourceError(str(exc)) from exc
 
     @server.prompt(
         name="recall",

@@ -433,6 +433,14 @@ class Reader:
                 scope_counts=scope_counts,
             )
 
+    def scope_counts(self) -> dict[str, int]:
+        """Live records per scope, without :meth:`stats`' other counts."""
+        with self._parts.lock:
+            self._live.refresh()
+            if self._pushdown is not None:
+                return dict(sorted(self._pushdown.scope_counts().items()))
+            return self._index.scope_counts()
+
     def _scoped_stats(self, names: tuple[str, ...]) -> Stats:
         """:meth:`stats` of the scopes ``names`` only, counted in the store's tables."""
         counts: dict[Kind, dict[str, int]] = {kind: {} for kind in Kind}

@@ -8,23 +8,38 @@ links out of their folder, and scope names that only look like others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
-from prime_memory_folding import MemoryEngine
+from prime_memory_folding import MemoryEngine, tokens
 from prime_memory_folding.cli import cli
-from prime_memory_folding.errors import InvalidInput
+from prime_memory_folding.errors import EmbeddingError, InvalidInput, NotFound, StoreError
 from prime_memory_folding.importers import read_markdown
+from prime_memory_folding.mcp_privacy import Location, client_error
+from prime_memory_folding.mcp_server import build_server
+from prime_memory_folding.mcp_transport import REQUEST, RequestIdentity
 from prime_memory_folding.scopes import normalise_scope
+from prime_memory_folding.storage import TokenRow
+from tests import pg_helpers
+from tests.backends import emptied, examples, is_postgres
+from tests.test_mcp_http import INITIALIZE, HttpServer
+from tests.test_mcp_tokens import Client as HttpClient
 
 # -- look-alike scope names ---------------------------------------------------------------
 
@@ -275,3 +290,356 @@ def test_a_malformed_url_is_refused_without_quoting_its_password() -> None:
         result = CliRunner().invoke(cli, ["--store", url, "stats"])
         assert result.exit_code != 0
         assert "S3%zzcret" not in result.output + result.stderr and "***" in result.stderr
+
+
+# -- MCP, as token holders -------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextlib.asynccontextmanager
+async def as_token(
+    server: Any, row: TokenRow | None, project: str | None = None
+) -> AsyncIterator[Client]:
+    """An in-memory MCP session whose requests act as ``row`` (None: stdio, no token)."""
+    held = REQUEST.set(None if row is None else RequestIdentity(row, project))
+    try:
+        async with Client(server, mode="legacy") as client:
+            yield client
+    finally:
+        REQUEST.reset(held)
+
+
+def _token(memory: MemoryEngine, name: str, scopes: list[str], read_only: bool = False) -> TokenRow:
+    row = memory.verify_token(tokens.add(memory.storage, name, scopes, read_only=read_only))
+    assert row is not None
+    return row
+
+
+def _said(result: Any) -> str:
+    """Everything a tool result tells its client, as one text."""
+    texts = [part.text for part in result.content if isinstance(part, TextContent)]
+    return "\n".join([*texts, json.dumps(result.structured_content)])
+
+
+def _error(result: Any, tool: str) -> str:
+    """A tool error's message, without the SDK's "Error executing tool NAME: "."""
+    assert result.is_error, result
+    return _said(result).removeprefix(f"Error executing tool {tool}: ").removesuffix("\nnull")
+
+
+def _counting_fetches(memory: MemoryEngine) -> list[int]:
+    """A counter of the store's record look-ups, kept in its one item."""
+    storage = memory.storage
+    fetch = storage.fetch
+    calls = [0]
+
+    def counted(ids: Any) -> Any:
+        calls[0] += 1
+        return fetch(ids)
+
+    storage.fetch = counted  # type: ignore[method-assign]
+    return calls
+
+
+def _missing_like(record_id: str, memory: MemoryEngine) -> str:
+    """An id of the same shape that names no record."""
+    for digit in "0123456789abcdef":
+        candidate = record_id[:-1] + digit
+        if candidate != record_id and candidate not in memory.storage.fetch([candidate]):
+            return candidate
+    raise AssertionError("no free id")
+
+
+@pytest.mark.anyio
+async def test_another_scopes_record_answers_exactly_as_a_missing_one(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none", scope="global") as memory:
+        ids = _two_projects(memory)
+        alice = _token(memory, "alice", ["project:a"])
+        missing = _missing_like(ids["b"], memory)
+        fetches = _counting_fetches(memory)
+        async with as_token(build_server(memory), alice) as client:
+            for tool, arguments in (
+                ("prime_memory_update", {"content": "guessed"}),
+                ("prime_memory_update", {"importance": 0.1}),
+                ("prime_memory_forget", {}),
+            ):
+                answers = []
+                for rid in (ids["b"], missing):
+                    before = fetches[0]
+                    result = await client.call_tool(tool, {"record_id": rid, **arguments})
+                    answers.append((_error(result, tool).replace(rid, "<id>"), fetches[0] - before))
+                assert answers[0] == answers[1] == ("NotFound: no record <id> in the store", 1)
+            read = []
+            for rid in (ids["b"], missing):
+                with pytest.raises(MCPError) as raised:
+                    await client.read_resource(f"memory://record/{rid}")
+                read.append(str(raised.value).replace(rid, "<id>"))
+            assert read[0] == read[1] and "NotFound: no record <id> in the store" in read[0]
+            # encode names no id in a scope the token may not store into.
+            encoded = await client.call_tool(
+                "prime_memory_encode",
+                {
+                    "domain": "secret-b-domain",
+                    "tags": ["shared", "secret-b-tag"],
+                    "scope": "project:b",
+                },
+            )
+            stored = await client.call_tool(
+                "prime_memory_store", {"content": "x", "scope": "project:b"}
+            )
+            assert _error(encoded, "prime_memory_encode") == _error(stored, "prime_memory_store")
+            assert ids["b"] not in _said(encoded)
+        b = memory.get(ids["b"])
+        assert (b.content, b.importance) == ("SECRET-B-CONTENT", 0.9)
+
+
+@pytest.mark.anyio
+async def test_a_scoped_tokens_stats_count_only_its_scopes(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none", scope="global") as memory:
+        _two_projects(memory)
+        alice = _token(memory, "alice", ["project:a"])
+        admin = _token(memory, "admin", ["*"])
+        server = build_server(memory)
+        async with as_token(server, alice) as client:
+            stats = (await client.call_tool("prime_memory_stats", {})).structured_content
+            resource = await client.read_resource("memory://stats")
+        assert stats is not None
+        shown = json.dumps(stats) + str(resource)
+        for hidden in ("secret-b", "project:b", "SECRET-B", "replaced"):
+            assert hidden not in shown
+        assert (stats["records"], stats["scopes"]) == (1, {"project:a": 1})
+        assert stats["tags"] == {"a-tag": 1, "shared": 1}
+        assert stats["domains"] == {"work": 1}
+        assert set(stats["registries"]["tag"]) == {"a-tag", "shared"}
+        assert stats["archived_by_reason"] == {"forgotten": 1}
+        assert stats["store_bytes"] is None and "path" not in stats
+        for row in (admin, None):  # an unscoped token, and stdio: the whole store
+            async with as_token(server, row) as client:
+                whole = (await client.call_tool("prime_memory_stats", {})).structured_content
+            assert whole is not None
+            assert whole["records"] == 2 and whole["tags"]["secret-b-tag"] == 1
+            assert whole["archived_by_reason"] == {"forgotten": 2, "replaced": 1}
+            assert whole["store_bytes"] > 0 and "path" not in whole
+
+
+# -- the store's location, over MCP ------------------------------------------------------------
+
+
+def _location_parts(store: str) -> list[str]:
+    """What names the store: the whole of it, and on PostgreSQL each part of its URL."""
+    if not is_postgres(store):
+        return [store, str(Path(store).parent)]
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(store)
+    schema = re.search(r"search_path%3D(\w+)", store)
+    assert schema is not None
+    return [store, given["host"], f":{given['port']}", given["user"], given["dbname"], SECRET,
+            schema.group(1)]  # fmt: skip
+
+
+def test_a_store_error_tells_the_client_what_to_do_and_not_where_the_store_is(
+    pg_url: str,
+) -> None:
+    url = _with_query(pg_url, f"password={SECRET}")
+    with MemoryEngine(url, embedder="none", scope="global") as memory:
+        location = Location.of(memory)
+        shown = memory.path
+        parts = _location_parts(url)
+        for error in (
+            StoreError(f'lost the connection to PostgreSQL at {shown} (connection to server at '
+                       f'"127.0.0.1", port 5432 failed: FATAL: database "{parts[4]}" does not '
+                       "exist); nothing of this call was written"),
+            StoreError(f"store {shown}: a write collided with another (user {parts[3]})"),
+            StoreError(f"store {shown} is closed; open it again"),
+            StoreError(f"store {shown}: something nobody foresaw at 10.1.2.3"),
+            EmbeddingError(f"store {shown} holds vectors of the embedding space 'x'"),
+            NotFound(f"no record 0123 in {url} ({parts[4]} on {parts[1]}:5432)"),
+        ):  # fmt: skip
+            said = str(client_error(error, location))
+            assert said.startswith(type(error).__name__ + ": ")
+            for part in [*parts, "10.1.2.3", "5432", shown]:
+                assert part not in said, (part, said)
+        assert "the store" in str(client_error(NotFound(f"no record 0123 in {shown}"), location))
+
+
+def _rpc(client: HttpClient, method: str, params: dict[str, Any] | None = None) -> str:
+    """One JSON-RPC request's whole answer, as the client receives it."""
+    client.next_id += 1
+    body = {"jsonrpc": "2.0", "id": client.next_id, "method": method, "params": params or {}}
+    status, headers, text = client.post(json.dumps(body))
+    return f"{status} {json.dumps(headers)} {text}"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_no_answer_a_client_can_get_names_the_store(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if backend == "sqlite":
+        store = str(tmp_path / "secret-folder" / "memory.db")
+        Path(store).parent.mkdir()
+    else:
+        store = _with_query(
+            pg_helpers.new_schema(request.getfixturevalue("pg_database")), f"password={SECRET}"
+        )
+    with MemoryEngine(store, embedder="none", scope="global") as memory:
+        ids = _two_projects(memory)
+        secrets = {
+            "admin": tokens.add(memory.storage, "admin", "*"),
+            "alice": tokens.add(memory.storage, "alice", ["project:a"]),
+            "reader": tokens.add(memory.storage, "reader", "*", read_only=True),
+        }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_MEMORY_", "PG"))}
+    server = HttpServer(store, env=env)
+    # The server's log is its operator's: it may say where the store is, never a password.
+    assert SECRET not in server.said.decode(errors="replace")
+    answers: list[str] = []
+    try:
+        for name, secret in secrets.items():
+            client = HttpClient(server, secret)
+            answers.append(" ".join(map(str, client.post(INITIALIZE))))
+            client.open()
+            for method, params in (
+                ("tools/list", None),
+                ("resources/list", None),
+                ("resources/templates/list", None),
+                ("prompts/list", None),
+                ("prompts/get", {"name": "recall", "arguments": {"topic": "deploys"}}),
+                ("prompts/get", {"name": "nope"}),
+                ("tools/call", {"name": "prime_memory_nope", "arguments": {}}),
+                ("resources/read", {"uri": "memory://stats"}),
+                ("resources/read", {"uri": "memory://scope"}),
+                *(
+                    ("resources/read", {"uri": f"memory://record/{rid}"})
+                    for rid in (ids["a"], ids["b"], "0" * 32, "not-an-id")
+                ),
+            ):
+                answers.append(_rpc(client, method, params))
+            for tool, arguments in (
+                ("prime_memory_stats", {}),
+                ("prime_memory_encode", {"domain": "decision"}),
+                ("prime_memory_encode", {"domain": "decision", "scope": "planet:x"}),
+                ("prime_memory_store", {"content": "from " + name}),
+                ("prime_memory_store", {"content": " "}),
+                ("prime_memory_store", {"content": "x", "scope": "project:\u0430"}),
+                ("prime_memory_store", {"content": "x", "vector": [1.0, 2.0]}),
+                ("prime_memory_query", {"text": "note", "scopes": ["*"]}),
+                ("prime_memory_query", {"since": "not a time"}),
+                ("prime_memory_query", {"vector": [1.0, 0.0, 0.5]}),
+                ("prime_memory_update", {"record_id": ids["a"], "importance": 0.4}),
+                ("prime_memory_update", {"record_id": ids["b"], "importance": 0.4}),
+                ("prime_memory_update", {"record_id": "0" * 32, "tags": ["t"]}),
+                ("prime_memory_update", {"record_id": "zz", "tags": ["t"]}),
+                ("prime_memory_update", {"record_id": ids["a"], "scope": "project:b"}),
+                ("prime_memory_forget", {"record_id": "0" * 32}),
+                ("prime_memory_forget", {"tags": ["shared"], "scopes": ["*"], "confirm_count": 99}),
+                ("prime_memory_fold", {"dry_run": True}),
+            ):
+                answers.append(" ".join(map(str, client.call(tool, **arguments))))
+    finally:
+        server.stop()
+    heard = "\n".join(answers)
+    assert "NotFound" in heard and "InvalidInput" in heard and "read-only" in heard
+    for part in _location_parts(store):
+        assert part not in heard, part
+
+
+# -- a property: nothing outside a token's scopes, through any tool -------------------------
+
+PROPERTY_SCOPES = ["project:a", "project:b", "team:x", "global", "user:u1", "user:u2"]
+PROPERTY_PATTERNS = ["project:a", "project:b", "project:*", "team:*", "global", "*"]
+DOMAINS = ["d-alpha", "d-beta", "d-gamma"]
+TAGS = ["t-one", "t-two", "t-three", "t-four"]
+
+records_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(PROPERTY_SCOPES),
+        st.sampled_from(DOMAINS),
+        st.lists(st.sampled_from(TAGS), max_size=2, unique=True),
+    ),
+    min_size=1,
+    max_size=6,
+)
+tokens_strategy = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(PROPERTY_PATTERNS), min_size=1, max_size=2, unique=True),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+def test_no_tool_or_resource_gives_away_a_record_outside_the_token(backend_store: str) -> None:
+    @examples(backend_store, sqlite=25, postgres=3)
+    @given(records=records_strategy, holders=tokens_strategy)
+    def check(records: list[tuple[str, str, list[str]]], holders: list[Any]) -> None:
+        store = emptied(backend_store)
+        with MemoryEngine(store, embedder="none", scope="global") as memory:
+            kept = [
+                memory.store(f"note zq{i}mark", domain=domain, tags=tags, scope=scope)
+                for i, (scope, domain, tags) in enumerate(records)
+            ]
+            rows = [
+                _token(memory, f"u{n + 1}", patterns, read_only=read_only)
+                for n, (patterns, read_only) in enumerate(holders)
+            ]
+            server = build_server(memory)
+            for row in rows:
+                anyio.run(_probe, server, memory, row, kept)
+
+    check()
+
+
+async def _probe(server: Any, memory: MemoryEngine, row: TokenRow, kept: list[Any]) -> None:
+    """Every read and every id a token might try; what it hears must hold nothing hidden."""
+    seen = [rec for rec in kept if tokens.allows(row, rec.scope)]
+    hidden = [rec for rec in kept if not tokens.allows(row, rec.scope)]
+    labels = {label for rec in seen for label in (rec.domain, *rec.tags)}
+    async with as_token(server, row) as client:
+        heard = []
+        stats = await client.call_tool("prime_memory_stats", {})
+        heard.append(_said(stats))
+        for uri in ("memory://stats", "memory://scope"):
+            heard.append(str(await client.read_resource(uri)))
+        for arguments in (
+            {"scopes": ["*"], "limit": 100},
+            {"text": "note mark", "scopes": ["*"], "limit": 100},
+            *({"tags": [tag], "scopes": ["*"]} for tag in TAGS),
+            *({"domain": domain, "scopes": ["*"]} for domain in DOMAINS),
+        ):
+            heard.append(_said(await client.call_tool("prime_memory_query", arguments)))
+        text = "\n".join(heard)
+        for rec in hidden:
+            assert rec.record_id not in text and f"zq{kept.index(rec)}mark" not in text
+            if rec.scope not in {"global", tokens.default_scope(row), *(r.scope for r in seen)}:
+                assert f'"{rec.scope}"' not in text, rec.scope  # e.g. another user's scope
+        for label in {*DOMAINS, *TAGS} - labels:
+            assert label not in text, label
+        out = stats.structured_content
+        assert out is not None and out["records"] == len(seen)
+        assert out["scopes"] == dict(Counter(rec.scope for rec in seen))
+        # Each hidden id answers as a missing one does, whatever the tool.
+        for rec in hidden:
+            missing = _missing_like(rec.record_id, memory)
+            for tool, arguments in (
+                ("prime_memory_update", {"importance": 0.3}),
+                ("prime_memory_forget", {}),
+            ):
+                answers = []
+                for rid in (rec.record_id, missing):
+                    given = {"record_ids": [rid]} if arguments is None else {"record_id": rid}
+                    result = await client.call_tool(tool, {**given, **(arguments or {})})
+                    answers.append(_said(result).replace(rid, "<id>"))
+                assert answers[0] == answers[1], (tool, answers)
+            read = []
+            for rid in (rec.record_id, missing):
+                try:
+                    read.append(str(await client.read_resource(f"memory://record/{rid}")))
+                except MCPError as exc:
+                    read.append(str(exc).replace(rid, "<id>"))
+            assert read[0] == read[1] and "zq" not in read[0]
