@@ -390,6 +390,23 @@ class MemoryEngine(Views, MaintenanceVerbs):
             self._recall([hit.record.record_id for hit in hits])
         return hits
 
+    def recalled(self, record_ids: Iterable[str]) -> None:
+        """Count records as recalled, as ``query(reinforce=True)`` counts its hits.
+
+        For a caller that learns later which memories were used (the MCP
+        server's ``prime_memory_reinforce``). They are reinforced in a write
+        shared with other recalls (:meth:`flush_recalls`); an id that names no
+        live record by then is passed over.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+        """
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        ids = [parse_record_id(rid) for rid in record_ids]
+        if ids:
+            self._recall(ids)
+
     def _recall(self, record_ids: Iterable[str]) -> None:
         with self._lock:
             for rid in record_ids:

@@ -24,6 +24,7 @@ __all__ = [
     "QueryHit",
     "QueryOutput",
     "RecordOutput",
+    "ReinforceOutput",
     "ScopeOutput",
     "StatsOutput",
     "StoreOutput",
@@ -156,6 +157,13 @@ class StatsOutput(BaseModel):
     user_scope: str = Field(description="This user's scope, for personal preferences.")
     visible_scopes: list[str] = Field(description="What a query sees unless it names scopes.")
     scope_reason: str = Field(description="How the server found the current scope.")
+
+
+class ReinforceOutput(BaseModel):
+    """Which memories were counted as used."""
+
+    reinforced: list[str] = Field(description="Their ids.")
+    unknown: list[str] = Field(description="Ids that name no memory this request may change.")
 
 
 class ForgetOutput(BaseModel):

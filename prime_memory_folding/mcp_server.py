@@ -1,4 +1,4 @@
-"""The MCP server: a thin adapter from seven tools to :class:`MemoryEngine` calls.
+"""The MCP server: a thin adapter from eight tools to :class:`MemoryEngine` calls.
 
 Run it on stdio (what IDEs and agent hosts launch)::
 
@@ -43,6 +43,7 @@ from pydantic import Field, ValidationError
 
 from . import scopes as scope_rules
 from . import tokens as access
+from .address import parse_record_id
 from .budget import count_tokens, fit
 from .errors import PrimeMemoryError
 from .mcp_access import (
@@ -63,6 +64,7 @@ from .mcp_models import (
     QueryHit,
     QueryOutput,
     RecordOutput,
+    ReinforceOutput,
     ScopeOutput,
     StatsOutput,
     StoreOutput,
@@ -104,7 +106,8 @@ depend on earlier work, call prime_memory_query with the domain and tags that fi
 you learn a durable fact, decision or preference, save it with prime_memory_store. Use
 the same domain and tag names every time: stats lists the ones already in use. The server
 knows which project it serves: memories go to that project and queries see it, your user
-scope and global, without any scope argument."""
+scope and global, without any scope argument. Queries change nothing: pass the ids of the
+memories you used to prime_memory_reinforce, so that they stay strong."""
 
 #: The token budget of a query's answer unless the agent asks for another.
 DEFAULT_QUERY_TOKENS = 1_500
@@ -208,6 +211,10 @@ Scopes = Annotated[
         description="Leave this out for the current project, user scope and global; ['*'] for all."
     ),
 ]
+#: The same as Scope and Scopes, for tools that say it second (the list says each thing once).
+SameScope = Annotated[str | None, Field(description="As in prime_memory_store.", max_length=512)]
+SameScopes = Annotated[list[str] | None, Field(description="As in prime_memory_query.")]
+SameVector = Annotated[list[float] | None, Field(description="As in prime_memory_store.")]
 
 
 def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> _MemoryServer:
@@ -260,11 +267,11 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     async def prime_memory_encode(
         domain: Label,
         subdomain: Label = "general",
-        tags: Tags = None,
+        tags: list[str] | None = None,
         instance_key: Annotated[
             str | None, Field(description="A stable key that names one instance, e.g. a file path.")
         ] = None,
-        scope: Scope = None,
+        scope: SameScope = None,
         ctx: Context | None = None,
     ) -> EncodeOutput:
         """Show the 128-bit prime address a memory with these labels would get; stores nothing."""
@@ -342,7 +349,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         ] = None,
         exclude_tags: Annotated[list[str] | None, Field(description="None of these tags.")] = None,
         min_strength: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0,
-        vector: Vector = None,
+        vector: SameVector = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
         include_vectors: Annotated[
             bool, Field(description="Return each hit's vector too.")
@@ -382,8 +389,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 scopes=seen,
                 since=since,
                 until=until,
-                reinforce=True,  # what an agent recalls stays strong
-            )
+            )  # writes nothing: what an agent used, prime_memory_reinforce counts
         )
 
         def shown(hit: Hit) -> QueryHit:
@@ -504,7 +510,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         domain: Label | None = None,
         subdomain: Label | None = None,
         tags: Annotated[list[str] | None, Field(description="Every one of these tags.")] = None,
-        scopes: Scopes = None,
+        scopes: SameScopes = None,
         confirm_count: Annotated[
             int | None,
             Field(
@@ -592,6 +598,30 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         result: UpdateOutput = await call(correct)
         return result
 
+    @tool(_annotations("Reinforce memories", read_only=False, destructive=False, idempotent=False))
+    async def prime_memory_reinforce(
+        record_ids: Annotated[list[str], Field(min_length=1, max_length=100)],
+    ) -> ReinforceOutput:
+        """Count query hits you used as recalled, so they stay strong; queries change nothing."""
+        grant = request_grant()
+        if grant is not None and grant.token.read_only:
+            allowed(lambda: grant.check_write(grant.resolution.current))
+
+        def reinforce(engine: MemoryEngine) -> ReinforceOutput:
+            ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+            found = engine.storage.fetch(ids)
+            kept = [
+                rid
+                for rid in ids
+                if rid in found
+                and (grant is None or access.allows(grant.token, found[rid].record.scope))
+            ]
+            engine.recalled(kept)
+            return ReinforceOutput(reinforced=kept, unknown=[r for r in ids if r not in kept])
+
+        result: ReinforceOutput = await call(reinforce)
+        return result
+
     server.tool_names = frozenset(
         [
             "prime_memory_encode",
@@ -601,6 +631,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             "prime_memory_stats",
             "prime_memory_forget",
             "prime_memory_update",
+            "prime_memory_reinforce",
         ]
     )
 
@@ -658,7 +689,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         return (
             f"Before answering, call prime_memory_stats to see which domains and tags exist, then "
             f"prime_memory_query for what is known about: {topic}. Answer from those memories, say "
-            f"which ones you used, and store any new durable fact with prime_memory_store."
+            f"which ones you used and pass their ids to prime_memory_reinforce, and store any new "
+            f"durable fact with prime_memory_store."
         )
 
     return server

@@ -37,7 +37,7 @@ from prime_memory_folding.mcp_transport import REQUEST, RequestIdentity
 from prime_memory_folding.scopes import normalise_scope
 from prime_memory_folding.storage import TokenRow
 from tests import pg_helpers
-from tests.backends import emptied, examples, is_postgres
+from tests.backends import dump, emptied, examples, is_postgres
 from tests.test_mcp_http import INITIALIZE, HttpServer
 from tests.test_mcp_tokens import Client as HttpClient
 
@@ -426,6 +426,53 @@ async def test_a_scoped_tokens_stats_count_only_its_scopes(backend_store: str) -
             assert whole["store_bytes"] > 0 and "path" not in whole
 
 
+# -- reads that only read ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_reads_write_nothing_and_only_an_explicit_use_reinforces(backend_store: str) -> None:
+    with MemoryEngine(backend_store, embedder="none", scope="global") as memory:
+        ids = _two_projects(memory)
+        reader = _token(memory, "reader", ["*"], read_only=True)
+        alice = _token(memory, "alice", ["project:a"])
+        admin = _token(memory, "admin", ["*"])
+        server = build_server(memory)
+        listed = {tool.name: tool for tool in (await _tools(server))}
+        read_only = {name for name, tool in listed.items() if tool.annotations.read_only_hint}
+        assert read_only == {"prime_memory_encode", "prime_memory_query", "prime_memory_stats"}
+        memory.flush_recalls()
+        before = dump(backend_store)
+        for row in (reader, alice, admin, None):
+            async with as_token(server, row) as client:
+                for arguments in ({"scopes": ["*"]}, {"text": "note", "scopes": ["*"]}):
+                    await client.call_tool("prime_memory_query", arguments)
+                await client.call_tool("prime_memory_stats", {})
+                await client.call_tool("prime_memory_encode", {"domain": "new-domain"})
+                await client.read_resource("memory://stats")
+                await client.read_resource("memory://scope")
+                await client.read_resource(f"memory://record/{ids['a']}")
+            if row is reader:  # a read-only token writes nothing, not even a reinforcement
+                refused = await client_call(server, row, "prime_memory_reinforce", [ids["a"]])
+                assert "read-only" in _error(refused, "prime_memory_reinforce")
+        memory.flush_recalls()
+        assert dump(backend_store) == before
+        out = await client_call(server, alice, "prime_memory_reinforce", [ids["a"], ids["b"]])
+        assert out.structured_content == {"reinforced": [ids["a"]], "unknown": [ids["b"]]}
+        memory.flush_recalls()
+        assert memory.get(ids["a"]).access_count == 1
+        assert memory.get(ids["b"]).access_count == 0
+
+
+async def _tools(server: Any) -> list[Any]:
+    async with as_token(server, None) as client:
+        return list((await client.list_tools()).tools)
+
+
+async def client_call(server: Any, row: TokenRow | None, tool: str, ids: list[str]) -> Any:
+    async with as_token(server, row) as client:
+        return await client.call_tool(tool, {"record_ids": ids})
+
+
 # -- the store's location, over MCP ------------------------------------------------------------
 
 
@@ -537,6 +584,8 @@ def test_no_answer_a_client_can_get_names_the_store(
                 ("prime_memory_update", {"record_id": ids["a"], "scope": "project:b"}),
                 ("prime_memory_forget", {"record_id": "0" * 32}),
                 ("prime_memory_forget", {"tags": ["shared"], "scopes": ["*"], "confirm_count": 99}),
+                ("prime_memory_reinforce", {"record_ids": [ids["a"], ids["b"], "0" * 32]}),
+                ("prime_memory_reinforce", {"record_ids": ["zz"]}),
                 ("prime_memory_fold", {"dry_run": True}),
             ):
                 answers.append(" ".join(map(str, client.call(tool, **arguments))))
@@ -629,6 +678,7 @@ async def _probe(server: Any, memory: MemoryEngine, row: TokenRow, kept: list[An
             for tool, arguments in (
                 ("prime_memory_update", {"importance": 0.3}),
                 ("prime_memory_forget", {}),
+                ("prime_memory_reinforce", None),
             ):
                 answers = []
                 for rid in (rec.record_id, missing):
@@ -643,3 +693,6 @@ async def _probe(server: Any, memory: MemoryEngine, row: TokenRow, kept: list[An
                 except MCPError as exc:
                     read.append(str(exc).replace(rid, "<id>"))
             assert read[0] == read[1] and "zq" not in read[0]
+    memory.flush_recalls()
+    for rec in hidden:
+        assert memory.get(rec.record_id) == rec  # nothing hidden was changed

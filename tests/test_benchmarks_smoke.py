@@ -873,11 +873,12 @@ def test_tools_list_benchmark_measures_the_real_servers_answer(tmp_path: Path) -
     out = tmp_path / "tools_list.json"
     result = run("tools_list.py", "--json", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "check: OK - all 7 tools listed, each with an input schema" in result.stdout
+    assert "check: OK - all 8 tools listed, each with an input schema" in result.stdout
     report = json.loads(out.read_text())
     assert set(report["tools"]) == {
         "prime_memory_encode", "prime_memory_store", "prime_memory_query", "prime_memory_fold",
         "prime_memory_stats", "prime_memory_forget", "prime_memory_update",
+        "prime_memory_reinforce",
     }  # fmt: skip
     total = report["total"]
     assert report["target_tokens"] == 2_000

@@ -79,6 +79,7 @@ async def test_every_tool_resource_and_prompt_works_on_the_stateless_protocol(
             "prime_memory_stats",
             "prime_memory_forget",
             "prime_memory_update",
+            "prime_memory_reinforce",
         }
         encoded = await structured(client, "prime_memory_encode", domain="decision", tags=["db"])
         assert len(encoded["record_id"]) == 32

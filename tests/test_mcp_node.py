@@ -92,6 +92,7 @@ def test_inspector_lists_the_tools(tmp_path: Path) -> None:
         "prime_memory_stats",
         "prime_memory_forget",
         "prime_memory_update",
+        "prime_memory_reinforce",
     }
     # Compact: an input schema each, no output schema (calls still return structuredContent).
     assert all("inputSchema" in tool and "outputSchema" not in tool for tool in tools.values())

@@ -17,7 +17,12 @@ from pydantic import BaseModel, Field
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.address import pack
-from prime_memory_folding.mcp_models import ForgetOutput, UpdateOutput, compact_schema
+from prime_memory_folding.mcp_models import (
+    ForgetOutput,
+    ReinforceOutput,
+    UpdateOutput,
+    compact_schema,
+)
 from prime_memory_folding.mcp_server import (
     EncodeOutput,
     FoldOutput,
@@ -39,6 +44,7 @@ TOOLS = [
     "prime_memory_stats",
     "prime_memory_forget",
     "prime_memory_update",
+    "prime_memory_reinforce",
 ]
 
 
@@ -82,6 +88,7 @@ async def test_lists_the_five_tools(client: Client) -> None:
         ("prime_memory_query", True, False),
         ("prime_memory_fold", False, True),
         ("prime_memory_stats", True, False),
+        ("prime_memory_reinforce", False, False),
     ],
 )
 async def test_tool_annotations_are_honest(
@@ -106,6 +113,7 @@ async def test_tool_annotations_are_honest(
         ("prime_memory_stats", {}, StatsOutput),
         ("prime_memory_forget", {"domain": "nothing-here"}, ForgetOutput),
         ("prime_memory_update", {"record_id": "", "tags": ["t"]}, UpdateOutput),
+        ("prime_memory_reinforce", {"record_ids": [""]}, ReinforceOutput),
     ],
 )
 async def test_every_tool_returns_its_model_and_has_a_short_description(
@@ -114,6 +122,9 @@ async def test_every_tool_returns_its_model_and_has_a_short_description(
     if tool == "prime_memory_update":
         stored = await call(client, "prime_memory_store", content="to correct")
         arguments = {**arguments, "record_id": stored["record"]["record_id"]}
+    if tool == "prime_memory_reinforce":
+        stored = await call(client, "prime_memory_store", content="to use")
+        arguments = {"record_ids": [stored["record"]["record_id"]]}
     out = await call(client, tool, **arguments)
     assert model.model_validate(out).model_dump(mode="json") == out
     listed = {t.name: t for t in (await client.list_tools()).tools}

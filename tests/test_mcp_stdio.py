@@ -34,6 +34,7 @@ TOOLS = {
     "prime_memory_stats",
     "prime_memory_forget",
     "prime_memory_update",
+    "prime_memory_reinforce",
 }
 
 
