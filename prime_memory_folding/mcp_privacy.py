@@ -75,7 +75,11 @@ _STORE_TROUBLE = (
         "have been saved; look before repeating it",
     ),
     (
-        ("lost the connection", "no connection to", "cannot connect", "does not answer"),
+        ("lost the connection",),
+        "lost the connection to the store; nothing of this call was written; retry once it answers",
+    ),
+    (
+        ("no connection to", "cannot connect", "does not answer"),
         "the store does not answer; nothing of this call was written; retry once it answers",
     ),
     (

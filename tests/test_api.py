@@ -42,7 +42,7 @@ def test_importing_the_package_does_not_load_numpy() -> None:
 ADAPTERS = (
     *("cli", "web", "announce"),
     *("mcp_server", "mcp_access", "mcp_args", "mcp_models", "mcp_transport"),
-    *("mcp_http", "mcp_sessions"),
+    *("mcp_http", "mcp_sessions", "mcp_privacy"),
 )
 ADAPTER_LIBRARIES = (
     *("mcp", "pydantic", "click", "typer", "rich"),

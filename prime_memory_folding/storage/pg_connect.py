@@ -164,9 +164,10 @@ def connection_lost(exc: BaseException) -> bool:
     return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
 
 
-def reason_of(exc: BaseException) -> str:
-    """An error's message on one line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+def reason_of(exc: BaseException, url: str = "") -> str:
+    """An error's message on one line, without the passwords of ``url`` (libpq may quote them)."""
+    said = " ".join(str(exc).split()) or type(exc).__name__
+    return without_secrets(said, url) if url else said
 
 
 def store_error(

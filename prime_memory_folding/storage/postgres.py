@@ -64,7 +64,6 @@ from .pg_connect import (
     redact,
     store_error,
     wait_limit,
-    without_secrets,
     writes,
 )
 from .pg_rows import (
@@ -147,8 +146,7 @@ class PostgresStorage(token_table.TokenTable):
             options = connect_options(url, timeout)
         except psycopg.Error as exc:
             raise StoreError(
-                f"the PostgreSQL URL {self.path} is malformed "
-                f"({without_secrets(reason_of(exc), url)})"
+                f"the PostgreSQL URL {self.path} is malformed ({reason_of(exc, url)})"
             ) from None
         self._timeout = timeout
         self._max_size = max_size
@@ -159,9 +157,8 @@ class PostgresStorage(token_table.TokenTable):
             psycopg.connect(url, **options).close()
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.path} "
-                f"({without_secrets(reason_of(exc), url)}); check that the server runs, the "
-                "URL (user, host, port, database) and that the database exists"
+                f"cannot connect to PostgreSQL at {self.path} ({reason_of(exc, url)}); check that "
+                "the server runs, the URL (user, host, port, database) and that the database exists"
             ) from None
         self._pool = ConnectionPool(
             url,
@@ -184,9 +181,8 @@ class PostgresStorage(token_table.TokenTable):
         except Exception as exc:  # psycopg_pool.PoolTimeout and connection errors
             self._pool.close()
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.path} "
-                f"({without_secrets(reason_of(exc), url)}); check that the server runs, the "
-                "URL (user, host, port, database) and that the database exists"
+                f"cannot connect to PostgreSQL at {self.path} ({reason_of(exc, url)}); check that "
+                "the server runs, the URL (user, host, port, database) and that the database exists"
             ) from None
         try:
             self._migrate()
