@@ -233,12 +233,21 @@ class Access:
         # through it) instead of blocking on the lock. On a PostgreSQL store
         # every call waits on the network, and on a database that is down for
         # up to the connection timeout, so every call runs in a worker thread.
+        # So does every call over HTTP: a long query of one token then holds
+        # the engine's lock but not the loop, and another token's call, which
+        # reaches the lock while it runs, goes next (mcp_http.CallTurns keeps
+        # each token to one call under way, so it cannot queue more).
         try:
             ready = self._holder.ready()
             engine = (
                 ready if ready is not None else await anyio.to_thread.run_sync(self._holder.get)
             )
-            if not slow and not self._slow_calls and pushdown_of(engine.storage) is None:
+            if (
+                not slow
+                and not self._slow_calls
+                and REQUEST.get() is None
+                and pushdown_of(engine.storage) is None
+            ):
                 return fn(engine)
             self._slow_calls += 1 if slow else 0
             try:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["parser"]
+__all__ = ["CALLS_PER_TOKEN", "parser"]
+
+#: Requests one caller may have under way at once over HTTP, by default.
+CALLS_PER_TOKEN = 1
 
 
 def _positive(text: str) -> int:
@@ -78,6 +81,15 @@ def parser() -> argparse.ArgumentParser:
         default=300,
         metavar="SECONDS",
         help="close an HTTP session after this long without a request (default: 300)",
+    )
+    found.add_argument(
+        "--calls-per-token",
+        type=_positive,
+        default=CALLS_PER_TOKEN,
+        metavar="N",
+        help="requests one token (or one client without a token) may have under way at once "
+        f"over HTTP; its others wait their turn, and other tokens' do not (default: "
+        f"{CALLS_PER_TOKEN})",
     )
     found.add_argument(
         "--allowed-host",

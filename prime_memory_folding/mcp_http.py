@@ -12,11 +12,17 @@ the store; ``--require-token`` makes it refuse to start open instead.
 **Every request then passes, in order** (outermost first):
 
 1. the access gate (:class:`~.mcp_transport.AccessMiddleware`): the token,
-   the project header, and who the request acts as and counts against;
+   checked on a store connection of its own (:class:`StoreTokenCheck`), so
+   that no request waits for another's engine call to learn who it is; the
+   project header; and who the request acts as and counts against;
 2. the Host and Origin checks of :mod:`.http_guard`, exact (host and port);
-3. the session manager of :mod:`.mcp_sessions`: a session belongs to the
+3. turns (:class:`CallTurns`): one caller has at most a few requests under
+   way at once, and the rest of its requests wait for those, while every
+   other caller's go ahead, so one token's many connections cannot hold the
+   engine for everyone else;
+4. the session manager of :mod:`.mcp_sessions`: a session belongs to the
    caller that opened it, one caller holds a bounded number, and idle ones close;
-4. the SDK's transport, which caps the body at 4 MiB.
+5. the SDK's transport, which caps the body at 4 MiB.
 """
 
 from __future__ import annotations
@@ -25,26 +31,37 @@ import argparse
 import json
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
+
+from . import tokens as access
 from .announce import run_announced
 from .errors import PrimeMemoryError
 from .http_guard import HostRules, allowed_hosts, is_loopback
-from .mcp_sessions import OwnedSessions, SessionLimits
+from .mcp_args import CALLS_PER_TOKEN
+from .mcp_sessions import OwnedSessions, SessionLimits, caller_of
 from .mcp_transport import AccessMiddleware, TokenCheck
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from .storage import Storage
+    from .storage.base import TokenRow
 
 __all__ = [
     "MIN_TOKEN_CHARS",
     "OPEN_NOTICE",
+    "CallTurns",
     "HostGuard",
     "Start",
+    "StoreTokenCheck",
     "check_start",
     "host_rules",
     "http_app",
@@ -197,6 +214,143 @@ async def _refuse(send: Send, status: int, error: str, description: str) -> None
     await send({"type": "http.response.body", "body": body})
 
 
+class CallTurns:
+    """Lets each caller have at most ``per_caller`` requests under way; the rest wait in turn.
+
+    A request that arrives while its caller has as many under way waits for
+    one of them to end, in the order they came; requests of other callers do
+    not wait for it. The engine serves one call at a time (its lock), so a
+    caller's share of it is about what it has under way: one token's 32
+    connections get ``per_caller`` of them, not 32.
+
+    Only JSON-RPC requests take turns: a client's answer to the server's own
+    request (a tool waiting for it holds a turn) and a notification (say, one
+    that cancels a request under way) pass at once. A body is read to tell,
+    when it is at most :attr:`PEEK_BYTES` long; a longer one takes a turn. A
+    ``GET`` (a stream held open) and a ``DELETE`` (the end of a session) pass too.
+    """
+
+    #: The longest body read to tell a request from an answer or a notification.
+    PEEK_BYTES = 64 * 1024
+
+    def __init__(self, app: ASGIApp, per_caller: int = CALLS_PER_TOKEN) -> None:
+        if per_caller < 1:
+            raise ValueError("per_caller must be at least 1")
+        self.app = app
+        self.per_caller = per_caller
+        # Each caller's limiter and how many of its requests hold or wait for it.
+        self._turns: dict[str, tuple[anyio.CapacityLimiter, int]] = {}
+
+    def waiting_or_running(self, caller: str) -> int:
+        """How many of ``caller``'s requests are under way or waiting their turn."""
+        found = self._turns.get(caller)
+        return 0 if found is None else found[1]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope) if scope["type"] == "http" else None
+        if caller is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        read, receive = await _peek(receive, self.PEEK_BYTES)
+        if read is not None and not _holds_a_request(read):
+            await self.app(scope, receive, send)
+            return
+        limiter, users = self._turns.get(caller.key, (None, 0))
+        if limiter is None:
+            limiter = anyio.CapacityLimiter(self.per_caller)
+        self._turns[caller.key] = (limiter, users + 1)
+        try:
+            async with limiter:
+                await self.app(scope, receive, send)
+        finally:
+            limiter, users = self._turns[caller.key]
+            if users <= 1:
+                del self._turns[caller.key]
+            else:
+                self._turns[caller.key] = (limiter, users - 1)
+
+
+async def _peek(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """(the request's body if it is at most ``limit`` bytes, else None; a ``receive``
+    that hands the app everything read here first)."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > limit:
+            break
+    complete = (
+        messages[-1]["type"] == "http.request"
+        and not messages[-1].get("more_body", False)
+        and size <= limit
+    )
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return (body if complete else None), replay
+
+
+def _holds_a_request(body: bytes) -> bool:
+    """Whether a JSON-RPC body holds a request (a method and an id); True if unreadable."""
+    try:
+        found = json.loads(body)
+    except (ValueError, RecursionError):
+        return True
+    items = found if isinstance(found, list) else [found]
+    return any(not isinstance(m, dict) or ("method" in m and "id" in m) for m in items) or not items
+
+
+class StoreTokenCheck:
+    """The access gate's questions about tokens, asked of the store on a connection of its own.
+
+    Each runs in a worker thread, and not behind the engine's lock: a
+    request's token is checked while other requests' engine calls (a long
+    query, a fold) are under way. Opened on first use.
+
+    Raises:
+        PrimeMemoryError: the store cannot be opened or read (from either question).
+    """
+
+    def __init__(self, store: str | None) -> None:
+        self._store = store
+        self._storage: Storage | None = None
+        self._lock = threading.Lock()
+
+    def _opened(self) -> Storage:
+        if self._storage is None:
+            from .engine import default_store
+            from .storage import open_storage
+
+            self._storage = open_storage(self._store or default_store())
+        return self._storage
+
+    def _verify(self, secret: str) -> TokenRow | None:
+        with self._lock:
+            return access.verify(self._opened(), secret)
+
+    def _held(self) -> bool:
+        with self._lock:
+            return bool(self._opened().tokens())
+
+    async def verify(self, secret: str) -> TokenRow | None:
+        return await anyio.to_thread.run_sync(self._verify, secret)
+
+    async def required(self) -> bool:
+        return await anyio.to_thread.run_sync(self._held)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._storage is not None:
+                self._storage.close()
+                self._storage = None
+
+
 def host_rules(
     host: str, port: int, extra_hosts: Sequence[str] = (), extra_origins: Sequence[str] = ()
 ) -> HostRules:
@@ -233,6 +387,7 @@ def http_app(
     allowed_origins: Sequence[str] = (),
     tokens: TokenCheck | None = None,
     limits: SessionLimits | None = None,
+    calls_per_token: int = CALLS_PER_TOKEN,
     clock: Callable[[], float] = time.monotonic,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app with every check of the module's docstring.
@@ -260,6 +415,7 @@ def http_app(
         routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions))],
         lifespan=lambda _: sessions.run(),
     )
+    app = CallTurns(app, calls_per_token)
     app = HostGuard(app, host_rules(host, port, allowed_hosts, allowed_origins))
     return AccessMiddleware(app, tokens or _NoTokens(), token, always=required)
 
@@ -288,6 +444,7 @@ def run_http(
     allowed_origins: Sequence[str] = (),
     tokens: TokenCheck | None = None,
     limits: SessionLimits | None = None,
+    calls_per_token: int = CALLS_PER_TOKEN,
 ) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted.
 
@@ -308,6 +465,7 @@ def run_http(
         allowed_origins=allowed_origins,
         tokens=tokens,
         limits=limits,
+        calls_per_token=calls_per_token,
     )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     name = f"[{host}]" if ":" in host else host
@@ -346,9 +504,7 @@ def check_start(
     return start_rule(host, token, held, live, require_token=require_token)
 
 
-def serve(
-    server: MCPServer, args: argparse.Namespace, token: str | None, tokens: TokenCheck | None
-) -> int:
+def serve(server: MCPServer, args: argparse.Namespace, token: str | None) -> int:
     """Run ``prime-memory-mcp --transport streamable-http`` with its parsed ``args``.
 
     Returns 2, having said why on stderr, when :func:`check_start` refuses to start.
@@ -357,15 +513,20 @@ def serve(
     if start.problem is not None:
         print(f"prime-memory-mcp: {start.problem}", file=sys.stderr)
         return 2
-    run_http(
-        server,
-        host=args.host,
-        port=args.port,
-        token=token,
-        required=start.required,
-        allowed_hosts=args.allowed_host,
-        allowed_origins=args.allowed_origin,
-        tokens=tokens,
-        limits=SessionLimits(per_caller=args.sessions_per_token, idle_s=args.session_idle),
-    )
+    tokens = StoreTokenCheck(args.store)
+    try:
+        run_http(
+            server,
+            host=args.host,
+            port=args.port,
+            token=token,
+            required=start.required,
+            allowed_hosts=args.allowed_host,
+            allowed_origins=args.allowed_origin,
+            tokens=tokens,
+            limits=SessionLimits(per_caller=args.sessions_per_token, idle_s=args.session_idle),
+            calls_per_token=args.calls_per_token,
+        )
+    finally:
+        tokens.close()
     return 0

@@ -734,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             from . import mcp_http
 
-            return mcp_http.serve(server, args, token, server.token_check)
+            return mcp_http.serve(server, args, token)
     except KeyboardInterrupt:
         pass
     finally:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable
@@ -64,7 +65,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from .errors import InvalidInput
+from .errors import InvalidInput, PrimeMemoryError
 from .mcp_sessions import Caller, with_caller
 from .scopes import named_project
 from .storage.base import TokenRow
@@ -95,6 +96,8 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 _DISCARD_CHUNK = 1024 * 1024
 #: What JSON counts as whitespace (RFC 8259); ``bytes.strip()`` would also take \v and \f.
 _JSON_WHITESPACE = b" \t\r\n"
+
+logger = logging.getLogger("prime_memory_folding.mcp_server")
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
@@ -290,6 +293,12 @@ _UNAUTHORIZED = (
 )
 
 
+_UNAVAILABLE = (
+    b'{"error":"temporarily_unavailable","error_description":"the server could not reach its '
+    b'store to check the token; try again"}'
+)
+
+
 def _bearer(header: bytes) -> bytes | None:
     """The token of an ``Authorization: Bearer <token>`` header, else None."""
     scheme, _, given = header.partition(b" ")
@@ -411,7 +420,12 @@ class AccessMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or ())
-        allowed, row, shared = await self._identify(_bearer(headers.get(b"authorization", b"")))
+        try:
+            allowed, row, shared = await self._identify(_bearer(headers.get(b"authorization", b"")))
+        except PrimeMemoryError as exc:
+            logger.warning("could not check a request's token: %s", exc)
+            await _refuse(send, 503, _UNAVAILABLE)
+            return
         if not allowed:
             await _refuse(send, 401, _UNAUTHORIZED)
             return

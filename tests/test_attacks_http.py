@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,16 @@ import pytest
 from prime_memory_folding import MemoryEngine, tokens
 from prime_memory_folding.errors import InvalidInput
 from prime_memory_folding.http_guard import HostRules, allowed_hosts, is_loopback
-from prime_memory_folding.mcp_http import OPEN_NOTICE, http_app
+from prime_memory_folding.mcp_http import OPEN_NOTICE, CallTurns, StoreTokenCheck, http_app
 from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.mcp_sessions import OwnedSessions, SessionActivity, SessionLimits
+from prime_memory_folding.mcp_sessions import (
+    Caller,
+    OwnedSessions,
+    SessionActivity,
+    SessionLimits,
+    caller_of,
+    with_caller,
+)
 from prime_memory_folding.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from prime_memory_folding.records import MAX_TAGS
 from prime_memory_folding.storage import open_storage
@@ -36,6 +44,7 @@ from tests.conftest import FakeClock
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
 
 SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 CLOCK = 1_700_000_000.0
 
 # -- Host and Origin, exactly ------------------------------------------------------------------
@@ -578,3 +587,116 @@ def test_the_engine_refuses_what_mcp_refuses(backend_store: str) -> None:
         assert dump(backend_store) == before
         assert memory.query(" ".join(["w"] * 5000)[:MAX_QUERY_CHARS]) == []
         assert memory.query(tags=many[:MAX_TAGS]) == []
+
+
+# -- one caller cannot hold the engine for everyone ----------------------------------------
+
+
+def _post(caller: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    scope = with_caller(
+        {"type": "http", "method": "POST", "headers": []}, Caller(caller, f"token {caller!r}")
+    )
+    sent = [json.dumps(body).encode()]
+
+    async def receive() -> dict[str, Any]:
+        if sent:
+            return {"type": "http.request", "body": sent.pop(), "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return scope, receive
+
+
+def test_a_caller_waits_for_its_own_requests_and_no_one_else_does() -> None:
+    entered: list[str] = []
+    release: dict[str, anyio.Event] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        body = json.loads((await receive())["body"])
+        name = f"{caller_of(scope).key}:{body.get('id', body.get('method'))}"  # type: ignore[union-attr]
+        entered.append(name)
+        release[name] = anyio.Event()
+        await release[name].wait()
+
+    turns = CallTurns(app, per_caller=1)
+
+    async def nothing(message: Any) -> None:
+        pass
+
+    def request(caller: str, n: int) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {}}
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tasks:
+            for n in range(1, 4):  # the attacker's three requests, then the victim's one
+                tasks.start_soon(turns, *_post("attacker", request("attacker", n)), nothing)
+                await anyio.wait_all_tasks_blocked()
+            tasks.start_soon(turns, *_post("victim", request("victim", 1)), nothing)
+            await anyio.wait_all_tasks_blocked()
+            assert entered == ["attacker:1", "victim:1"]
+            assert turns.waiting_or_running("attacker") == 3
+            # An answer to the server and a notification from the waiting caller pass at once.
+            answer = {"jsonrpc": "2.0", "id": 9, "result": {"roots": []}}
+            tasks.start_soon(turns, *_post("attacker", answer), nothing)
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}
+            tasks.start_soon(turns, *_post("attacker", cancel), nothing)
+            await anyio.wait_all_tasks_blocked()
+            assert entered[2:] == ["attacker:9", "attacker:notifications/cancelled"]
+            for name in ("attacker:9", "attacker:notifications/cancelled", "victim:1"):
+                release[name].set()
+            release["attacker:1"].set()
+            await anyio.wait_all_tasks_blocked()
+            assert entered[-1] == "attacker:2"  # the next in line, in order
+            release["attacker:2"].set()
+            await anyio.wait_all_tasks_blocked()
+            release["attacker:3"].set()
+        assert turns.waiting_or_running("attacker") == 0
+
+    anyio.run(scenario)
+
+
+def test_tokens_are_checked_without_waiting_for_the_engine(tmp_path: Path) -> None:
+    store = str(tmp_path / "m.db")
+    secret = _add_token(store, "alice")
+    check = StoreTokenCheck(store)
+    with MemoryEngine(store, embedder="none") as engine:
+        # As a long query does, another thread holds the engine.
+        holding, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with engine._lock:
+                holding.set()
+                done.wait(TIMEOUT)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        holding.wait(TIMEOUT)
+        try:
+
+            async def ask() -> tuple[Any, bool]:
+                with anyio.fail_after(TIMEOUT / 2):
+                    return await check.verify(secret), await check.required()
+
+            row, required = anyio.run(ask)
+            assert row is not None and row.name == "alice" and required
+        finally:
+            done.set()
+            holder.join()
+            check.close()
+
+
+@pytest.mark.slow
+def test_a_flood_of_maximal_queries_leaves_another_users_calls_near_the_floor(
+    tmp_path: Path,
+) -> None:
+    # The victim waits for the attacker's query under way (the floor), not its queue.
+    out = tmp_path / "fairness.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "fairness.py"), "--records", "1000",
+         "--attackers", "8", "--calls", "40", "--time-limit", "240", "--quiet",
+         "--json", str(out)],
+        capture_output=True, timeout=300, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    report = json.loads(out.read_text())
+    assert report["attacker_queries"] > 0
+    assert report["loaded"]["p95_ms"] < 3 * report["floor_p95_ms"], report
