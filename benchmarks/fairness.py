@@ -205,13 +205,14 @@ def run(
         proc, port = start_server(target, env)
         try:
             deadline = time.perf_counter() + time_limit
-            client = HttpClient(port, secrets["victim"])
-            log("warming up")
-            timed_calls(client, tool, arguments, 20, deadline)
+            log("warming up, and timing maximal queries alone")
             probe = HttpClient(port, secrets["attacker"])
             timed_calls(probe, "prime_memory_query", maximal, 3, deadline)
             alone, errors = timed_calls(probe, "prime_memory_query", maximal, 10, deadline)
             end(probe)
+            # The victim's connection opens now: the server closes one idle for 5 s.
+            client = HttpClient(port, secrets["victim"])
+            timed_calls(client, tool, arguments, 20, deadline)
             log(f"victim alone: {calls} calls")
             unloaded, more = timed_calls(client, tool, arguments, calls, deadline)
             errors += more
