@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import http.client
 import os
-import queue
 import re
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from _shared import generate, scratch_database, store_in_batches
-from http_load import TIMEOUT, HttpClient
+from http_load import HttpClient, serve_http
 
 TARGET = 3.0
 WORD = re.compile(r"\w+")
@@ -94,29 +93,7 @@ def prepared_store(
 
 def start_server(store: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
     """The server on 127.0.0.1 and an OS-chosen port: (its process, the port)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", store,
-         "--transport", "streamable-http", "--host", "127.0.0.1", "--port", "0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )  # fmt: skip
-    lines: queue.Queue[bytes] = queue.Queue()
-
-    def drain() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put(b"")
-
-    threading.Thread(target=drain, daemon=True).start()
-    seen: list[bytes] = []
-    while True:
-        line = lines.get(timeout=TIMEOUT)
-        if not line:
-            said = b"".join(seen[-10:]).decode(errors="replace").strip()
-            raise RuntimeError(f"the server exited before it was ready: {said or 'no output'}")
-        seen.append(line)
-        if b"serving streamable HTTP on" in line:
-            return proc, int(line.decode().rsplit(":", 1)[1].split("/")[0])
+    return serve_http(store, env, ["--host", "127.0.0.1", "--port", "0"])
 
 
 def timed_calls(

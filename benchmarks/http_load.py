@@ -93,11 +93,19 @@ class HttpClient:
 
 
 def start_server(
-    store: Path, token: str, env: dict[str, str]
+    store: Path | str, token: str, env: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], int]:
+    return serve_http(store, env, ["--port", "0", f"--token={token}"])
+
+
+def serve_http(
+    store: Path | str, env: dict[str, str], options: Sequence[str]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The MCP server over streamable HTTP with ``options``, once it serves:
+    (its process, the port it printed)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store),
-         "--transport", "streamable-http", "--port", "0", f"--token={token}"],
+         "--transport", "streamable-http", *options],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     lines: queue.Queue[bytes] = queue.Queue()
