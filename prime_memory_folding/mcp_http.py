@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ import anyio
 import anyio.to_thread
 
 from . import tokens as access
-from .announce import run_announced
+from .announce import listening_socket, run_announced
 from .errors import PrimeMemoryError
 from .http_guard import HostRules, allowed_hosts, is_loopback
 from .mcp_args import CALLS_PER_TOKEN
@@ -420,19 +419,6 @@ def http_app(
     return AccessMiddleware(app, tokens or _NoTokens(), token, always=required)
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # asyncio turns Nagle off on accepted connections only when the protocol is
-    # IPPROTO_TCP, not 0. With Nagle on, a response body written after its
-    # headers waits for the client's delayed ACK: about 40 ms on every call.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 def run_http(
     server: MCPServer,
     *,
@@ -453,7 +439,7 @@ def run_http(
     """
     import uvicorn
 
-    sock = _listening_socket(host, port)
+    sock = listening_socket(host, port)
     bound_port = sock.getsockname()[1]
     app = http_app(
         server,

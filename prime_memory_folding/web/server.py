@@ -8,7 +8,7 @@ import webbrowser
 from collections.abc import Callable
 from typing import TextIO
 
-from ..announce import run_announced
+from ..announce import listening_socket, run_announced
 from ..engine import MemoryEngine
 from .app import create_app
 from .security import Secrets, allowed_hosts, is_loopback
@@ -33,16 +33,6 @@ def bind_problem(host: str, token: str | None) -> str | None:
     if len(token) < MIN_TOKEN_CHARS:
         return f"--token must be at least {MIN_TOKEN_CHARS} characters"
     return None
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (0 picks a free port) and listening."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(64)
-    return sock
 
 
 def _hosts(host: str, port: int) -> list[str]:
