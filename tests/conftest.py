@@ -40,6 +40,13 @@ class FakeClock:
         self.now += seconds
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, as the server does (the SDK's transports and the
+    engine's worker threads); anyio would otherwise add trio wherever it is importable."""
+    return "asyncio"
+
+
 @pytest.fixture(autouse=True)
 def memory_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")

@@ -298,11 +298,6 @@ def test_a_malformed_url_is_refused_without_quoting_its_password() -> None:
 # -- MCP, as token holders -------------------------------------------------------------------
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextlib.asynccontextmanager
 async def as_token(
     server: Any, row: TokenRow | None, project: str | None = None

@@ -60,11 +60,6 @@ def test_the_summary_counts_the_archive_by_reason(engine: MemoryEngine, clock: F
     assert engine.stats().archived_by_reason == {"folded": 2}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_the_stats_tool_reports_the_archive(engine: MemoryEngine, clock: FakeClock) -> None:
     _foldable(engine, clock)

@@ -25,12 +25,6 @@ from tests.test_mcp_http import HttpServer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The server runs on asyncio (the SDK's transports and the engine's threads)."""
-    return "asyncio"
-
-
 MODERN = "2026-07-28"
 
 

@@ -49,11 +49,6 @@ TOOLS = [
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def client(engine: MemoryEngine) -> AsyncIterator[Client]:
     async with Client(build_server(engine), mode="legacy") as connected:
         yield connected

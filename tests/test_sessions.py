@@ -389,11 +389,6 @@ def test_the_generation_moves_on_with_every_load_upsert_and_removal() -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def client(engine: MemoryEngine) -> AsyncIterator[Client]:
     async with Client(build_server(engine), mode="legacy") as connected:
         yield connected

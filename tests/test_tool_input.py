@@ -67,11 +67,6 @@ HOSTILE_STRINGS = [
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def memory(engine: MemoryEngine) -> MemoryEngine:
     engine.store("seed memory", domain="work", tags=["alpha"], vector=[1.0, 0.0, 0.0, 0.0])
     return engine
