@@ -252,6 +252,17 @@ def test_require_token_refuses_to_start_open(tmp_path: Path) -> None:
     assert "prime-memory token add" in line
 
 
+def test_prime_memory_serve_takes_require_token_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "prime_memory_folding.cli", "--store", str(tmp_path / "m.db"),
+         "serve", "--transport", "http", "--port", "0", "--require-token"],
+        capture_output=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.decode().splitlines()
+    assert "refusing to serve without authentication (--require-token)" in line
+
+
 def test_require_token_starts_a_server_that_needs_one(tmp_path: Path) -> None:
     store = str(tmp_path / "m.db")
     secret = _add_token(store, "admin")

@@ -63,6 +63,11 @@ def _load_server_module() -> Any:
 @click.option(
     "--token", help="Bearer token HTTP requests must carry (default: $PRIME_MEMORY_TOKEN)."
 )
+@click.option(
+    "--require-token",
+    is_flag=True,
+    help="Refuse to start an HTTP server that would serve without a token.",
+)
 @scope_option("The server's current scope (default: resolved where it runs; see whoami).")
 @project_option
 @store_option
@@ -73,7 +78,14 @@ def _load_server_module() -> Any:
     "prime-memory --store ./team.db serve",
     "prime-memory serve --project ~/code/api",
 )
-def serve(ctx: click.Context, transport: str, host: str, port: int, token: str | None) -> None:
+def serve(
+    ctx: click.Context,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    require_token: bool,
+) -> None:
     """Run the MCP server on this store, so IDEs and agents can use it as tools.
 
     The server resolves its current scope once, at start-up, as
@@ -89,6 +101,8 @@ def serve(ctx: click.Context, transport: str, host: str, port: int, token: str |
         argv += [f"--host={host}", f"--port={port}"]
         if token is not None:
             argv.append(f"--token={token}")
+        if require_token:
+            argv.append("--require-token")
     ctx.exit(int(module.main(argv) or 0))
 
 
