@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_memory_folding.mcp_http import _listening_socket
+from prime_memory_folding.announce import listening_socket
 from tests.test_mcp_http import TIMEOUT, TOKEN, HttpServer
 
 HTTP_LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "http_load.py"
@@ -67,7 +67,7 @@ def test_served_connections_send_without_waiting_for_an_ack() -> None:
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
                 accepted.set_result(transport)
 
-        listener = _listening_socket("127.0.0.1", 0)
+        listener = listening_socket("127.0.0.1", 0)
         async with await loop.create_server(Accept, sock=listener):
             _, writer = await asyncio.open_connection(*listener.getsockname())
             transport = await asyncio.wait_for(accepted, TIMEOUT)
