@@ -23,7 +23,7 @@ from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
 from .live_index import LiveIndex
 from .query import RankedRow
-from .ranking import RankingSettings
+from .ranking import DEFAULT_RANKING, RankingSettings
 from .reads import MAX_LIMIT, Reader
 from .recall import TextEmbedding
 from .records import (
@@ -154,7 +154,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         )
         self._index = self._live.index  # the same object for the engine's life
         self._reader = Reader(
-            self._parts, self._live, self._scope, self._pushdown, ranking or RankingSettings()
+            self._parts, self._live, self._scope, self._pushdown, ranking or DEFAULT_RANKING
         )
         self._load()
         # -- recall: refuse a store embedded by another model --

@@ -395,11 +395,8 @@ class Reader:
         with self._parts.lock:
             self._live.refresh()
             self._parts.registry.reload()
-            archived = (
-                archive.count_by_reason(self._parts.storage)
-                if isinstance(self._parts.storage, SqlStorage)
-                else {}
-            )
+            storage = self._parts.storage
+            archived = archive.count_by_reason(cast(SqlStorage, storage)) if self._sql else {}
             if self._pushdown is not None:
                 held = self._pushdown.label_counts()
                 domains, subdomains, tags = (
@@ -449,7 +446,8 @@ class Reader:
         storage = self._parts.storage
         with self._parts.lock:
             self._parts.registry.reload()
-            if names and isinstance(storage, SqlStorage):
+            if names and self._sql:
+                storage = cast(SqlStorage, storage)
                 marks = ", ".join("?" for _ in names)
                 with storage.read_snapshot():
                     groups = storage.db.execute(
