@@ -34,14 +34,12 @@ from .storage import pushdown_of
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
-    from .storage.base import TokenRow
 
 __all__ = [
     "Access",
     "EngineHolder",
     "EngineSource",
     "ScopeHolder",
-    "StoreTokens",
     "allowed",
     "request_grant",
     "tokens_scopes",
@@ -172,21 +170,6 @@ async def _client_roots(ctx: Context, timeout: float) -> list[str]:
         if parts.scheme == "file" and parts.path:
             folders.append(unquote(parts.path))
     return folders
-
-
-class StoreTokens:
-    """The HTTP gate's questions about tokens, answered by the engine's store."""
-
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self._call = call
-
-    async def verify(self, secret: str) -> TokenRow | None:
-        row: TokenRow | None = await self._call(lambda e: e.verify_token(secret))
-        return row
-
-    async def required(self) -> bool:
-        # Revoked tokens count: a store that ever had one is a team's store.
-        return bool(await self._call(lambda e: e.storage.tokens()))
 
 
 def request_grant() -> access.Grant | None:

@@ -46,6 +46,7 @@ from .http_guard import HostRules, allowed_hosts, is_loopback
 from .mcp_args import CALLS_PER_TOKEN
 from .mcp_sessions import OwnedSessions, SessionLimits, caller_of
 from .mcp_transport import AccessMiddleware, TokenCheck
+from .tokens import MIN_TOKEN_CHARS
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from .storage.base import TokenRow
 
 __all__ = [
-    "MIN_TOKEN_CHARS",
     "OPEN_NOTICE",
     "CallTurns",
     "HostGuard",
@@ -72,8 +72,6 @@ __all__ = [
     "token_problem",
 ]
 
-#: The shortest shared token accepted, as the inspector's.
-MIN_TOKEN_CHARS = 16
 #: What a server that starts without authentication says on stderr.
 OPEN_NOTICE = (
     "prime-memory-mcp: serving without authentication: loopback only, no tokens in the "

@@ -51,7 +51,6 @@ from .mcp_access import (
     EngineHolder,
     EngineSource,
     ScopeHolder,
-    StoreTokens,
     allowed,
     request_grant,
     tokens_scopes,
@@ -126,8 +125,6 @@ class _MemoryServer(MCPServer):
     """
 
     tool_names: frozenset[str] = frozenset()
-    #: What the HTTP gate asks the store about per-user tokens (set by build_server).
-    token_check: StoreTokens | None = None
 
     async def list_tools(self) -> list[ToolDefinition]:
         """The tools as advertised: compact input schemas, and no output schemas.
@@ -260,8 +257,6 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     call, resolution_of = reach.call, reach.resolution_of
     visible_scopes = reach.visible_scopes
     writable, guard_record = reach.writable, reach.guard_record
-
-    server.token_check = StoreTokens(call)
 
     @tool(_annotations("Encode an address", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_encode(

@@ -35,6 +35,7 @@ from .storage.base import Storage, TokenRow, TokenStore
 __all__ = [
     "CREATED_BY",
     "DEFAULT_SCOPES",
+    "MIN_TOKEN_CHARS",
     "PREFIX",
     "Grant",
     "add",
@@ -50,6 +51,9 @@ __all__ = [
     "verify",
 ]
 
+#: The shortest shared secret a server accepts (``--token``), the MCP server's and
+#: the inspector's alike; secrets the store makes are far longer.
+MIN_TOKEN_CHARS = 16
 #: What every secret starts with, so that one is recognisable in a config file or a leak scan.
 PREFIX = "pmf_"
 #: The scope patterns of a token made without any.

@@ -10,13 +10,12 @@ from typing import TextIO
 
 from ..announce import listening_socket, run_announced
 from ..engine import MemoryEngine
+from ..tokens import MIN_TOKEN_CHARS
 from .app import create_app
 from .security import Secrets, allowed_hosts, is_loopback
 
 __all__ = ["bind_problem", "listening_socket", "serve"]
 
-#: The shortest ``--token`` accepted when the inspector is reachable from other machines.
-MIN_TOKEN_CHARS = 16
 _WILDCARDS = ("0.0.0.0", "::")
 
 
