@@ -56,7 +56,6 @@ __all__ = [
     "read_snapshot_of",
     "restore_entries",
     "set_strengths",
-    "snapshot_rows",
     "vacuum",
 ]
 
@@ -160,33 +159,6 @@ def mapped_file(storage: SqlStorage) -> Iterator[None]:
         yield
     finally:
         storage.db.execute(f"PRAGMA mmap_size = {int(mapped[0])}")
-
-
-def snapshot_rows(storage: SqlStorage) -> list[SnapshotRow]:
-    """Every live record, as folding needs it, one object per record."""
-    rows: list[SnapshotRow] = []
-    for r in storage.db.execute(_snapshot_sql(storage)):
-        blob = r[12]
-        tags = _parse_tags(r[3])
-        rows.append(
-            SnapshotRow(
-                record_id=r[0],
-                domain=r[1],
-                subdomain=r[2],
-                tags=tags,
-                content=r[4],
-                importance=r[5],
-                strength=r[6],
-                created_at=r[7],
-                accessed_at=r[8],
-                access_count=r[9],
-                strength_at=r[10],
-                tier=r[11] if isinstance(r[11], str) else None,
-                vector=None if blob is None else np.frombuffer(blob, dtype="<f4"),
-                scope=r[13],
-            )
-        )
-    return rows
 
 
 @dataclass(frozen=True, eq=False)
