@@ -497,7 +497,3 @@ def human_bytes(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"
-
-
-def env_store_home() -> str | None:
-    return os.environ.get("PRIME_MEMORY_HOME") or None
