@@ -224,9 +224,6 @@ class StructuralIndex:
     def row_of(self, record_id: str) -> int | None:
         return self._row_of.get(record_id)
 
-    def all_ids(self) -> list[str]:
-        return list(self._row_of)
-
     def tag_product(self, row: int) -> int:
         return self._tag_product[row]
 
@@ -643,35 +640,6 @@ class StructuralIndex:
     def scope_counts(self) -> dict[str, int]:
         """Live records per scope."""
         return {scope: len(rows) for scope, rows in sorted(self._scope_rows.items()) if rows}
-
-    def rebuild(self, entries: Sequence[IndexEntry]) -> None:
-        """Replace everything with ``entries`` (also compacts dead rows).
-
-        The same result as upserting each entry in turn, without the per-row
-        cost of numpy item assignment.
-        """
-        with_vector = [row for row, e in enumerate(entries) if e.vector is not None]
-        self.load(
-            IndexColumns(
-                record_ids=[e.record_id for e in entries],
-                domain_primes=[e.domain_prime for e in entries],
-                subdomain_primes=[e.subdomain_prime for e in entries],
-                tag_primes=[e.tag_primes for e in entries],
-                tag_products=[e.tag_product for e in entries],
-                importance=[e.importance for e in entries],
-                strength=[e.strength for e in entries],
-                updated_at=[e.updated_at for e in entries],
-                reinforced_at=[e.reinforced_at for e in entries],
-                half_life=[e.half_life for e in entries],
-                vector_rows=with_vector,
-                vectors=np.stack([entries[row].vector for row in with_vector])  # type: ignore[misc]
-                if with_vector
-                else None,
-                scopes=[e.scope for e in entries],
-                sessions=[e.session for e in entries],
-                created_at=[e.created_at for e in entries],
-            )
-        )
 
     def _index_postings(
         self,

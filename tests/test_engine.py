@@ -16,6 +16,7 @@ from prime_memory_folding import (
     MemoryEngine,
     NotFound,
 )
+from prime_memory_folding.index import TagQuery
 
 from .backends import dump, emptied, examples, is_postgres
 from .conftest import FakeClock
@@ -369,7 +370,9 @@ writes = st.lists(
 def _index_state(memory: MemoryEngine) -> dict[str, tuple[Any, ...]]:
     index = memory._index
     state = {}
-    for rid in index.all_ids():
+    live = index.select_ids(TagQuery())  # no gate: every live record
+    assert len(live) == len(index)
+    for rid in live:
         row = index.row_of(rid)
         assert row is not None
         vector = index._vectors[row].tolist() if index._has_vector[row] else None

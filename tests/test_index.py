@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding.index import IndexEntry, StructuralIndex, TagQuery
+from prime_memory_folding.index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
 
 #: Small primes, and large ones whose products reach 2**64 and more: a product
 #: of 2**64 or more cannot sit in the index's uint64 column and is tested as a
@@ -44,9 +44,32 @@ def _entries(specs: list[tuple[int, set[int], float, bool]]) -> list[IndexEntry]
     return out
 
 
+def _columns(entries: list[IndexEntry]) -> IndexColumns:
+    """``entries`` as the whole-store columns that opening a store loads."""
+    with_vector = [row for row, e in enumerate(entries) if e.vector is not None]
+    vectors = [e.vector for e in entries if e.vector is not None]
+    return IndexColumns(
+        record_ids=[e.record_id for e in entries],
+        domain_primes=[e.domain_prime for e in entries],
+        subdomain_primes=[e.subdomain_prime for e in entries],
+        tag_primes=[e.tag_primes for e in entries],
+        tag_products=[e.tag_product for e in entries],
+        importance=[e.importance for e in entries],
+        strength=[e.strength for e in entries],
+        updated_at=[e.updated_at for e in entries],
+        reinforced_at=[e.reinforced_at for e in entries],
+        half_life=[e.half_life for e in entries],
+        vector_rows=with_vector,
+        vectors=np.stack(vectors) if vectors else None,
+        scopes=[e.scope for e in entries],
+        sessions=[e.session for e in entries],
+        created_at=[e.created_at for e in entries],
+    )
+
+
 @settings(max_examples=50, deadline=None)
 @given(entries, st.sets(st.sampled_from(PRIMES), max_size=2), st.sampled_from([None, 2, 3]))
-def test_bulk_rebuild_equals_upserting_one_by_one(
+def test_loading_columns_equals_upserting_one_by_one(
     candidate_paths: int,
     specs: list[tuple[int, set[int], float, bool]],
     tags: set[int],
@@ -54,7 +77,7 @@ def test_bulk_rebuild_equals_upserting_one_by_one(
 ) -> None:
     items = _entries(specs)
     bulk, single = StructuralIndex(), StructuralIndex()
-    bulk.rebuild(items)
+    bulk.load(_columns(items))
     for item in items:
         single.upsert(item)
     gates = TagQuery(domain_prime=domain, all_of=tuple(sorted(tags)), min_strength=0.3)
@@ -131,7 +154,7 @@ def _fields(entry: IndexEntry) -> dict[str, object]:
 
 def test_a_large_posting_follows_writes() -> None:
     index = StructuralIndex()
-    index.rebuild(_entries([(2, {3, 5}, 1.0, False)] * 1 + [(2, {3}, 1.0, False)] * 3000))
+    index.load(_columns(_entries([(2, {3, 5}, 1.0, False)] * 1 + [(2, {3}, 1.0, False)] * 3000)))
     gates = TagQuery(domain_prime=2, all_of=(3, 5))
     assert index.record_ids(index.select(gates)) == [f"{0:032x}"]
     index.remove(f"{0:032x}")
@@ -150,7 +173,7 @@ def test_tag_products_past_64_bits_are_tested_exactly(candidate_paths: int) -> N
         (2, {big, 4_294_967_291}, 1.0, False),
     ]
     index = StructuralIndex()
-    index.rebuild(_entries(specs))
+    index.load(_columns(_entries(specs)))
     assert sum(e.tag_product >= 2**64 for e in _entries(specs)) == 3
 
     def ids(**gates: tuple[int, ...]) -> set[int]:
@@ -178,8 +201,8 @@ def test_removing_many_at_once_equals_removing_one_by_one(
     # Enough ids to take the batched path, some of them unknown or repeated.
     gone = data.draw(st.lists(st.sampled_from([*ids, "unknown"]), min_size=64, max_size=len(ids)))
     many, single = StructuralIndex(), StructuralIndex()
-    many.rebuild(items)
-    single.rebuild(items)
+    many.load(_columns(items))
+    single.load(_columns(items))
     many.remove_many(gone)
     for rid in gone:
         single.remove(rid)
@@ -205,7 +228,7 @@ def _sessions(index: StructuralIndex) -> dict[str, tuple[int, float]]:
 def test_compacting_keeps_each_record_s_session_and_first_store_time() -> None:
     items = _entries([(2, {3}, 1.0, i % 2 == 0) for i in range(3000)])
     index = StructuralIndex()
-    index.rebuild(items)
+    index.load(_columns(items))
     before = index.generation
     index.remove_many([item.record_id for item in items[:2000]])
     assert index.row_of(items[2000].record_id) == 0  # compacted: the survivors renumbered

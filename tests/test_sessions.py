@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from mcp import Client
 
 from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.index import (
+    IndexColumns,
     IndexEntry,
     StructuralIndex,
     TagQuery,
@@ -372,7 +374,22 @@ def test_the_generation_moves_on_with_every_load_upsert_and_removal() -> None:
     seen.append(index.generation)
     index.upsert(entry("a" * 32, 8))
     seen.append(index.generation)
-    index.rebuild([entry("b" * 32, 5), entry("c" * 32, 0)])
+    index.load(
+        IndexColumns(
+            record_ids=["b" * 32, "c" * 32],
+            domain_primes=[2, 2],
+            subdomain_primes=[3, 3],
+            tag_primes=[(), ()],
+            tag_products=[1, 1],
+            importance=[0.5, 0.5],
+            strength=[1.0, 1.0],
+            updated_at=[0.0, 0.0],
+            reinforced_at=[0.0, 0.0],
+            half_life=[math.inf, math.inf],
+            sessions=[5, 0],
+            created_at=[9.0, 9.0],
+        )
+    )
     seen.append(index.generation)
     assert index.session_codes(index.alive_rows()).tolist() == [5, 0]
     assert index.created_at(index.alive_rows()).tolist() == [9.0, 9.0]
