@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from prime_memory_folding import MemoryEngine, RankingSettings
+from prime_memory_folding.index import TagQuery
 from prime_memory_folding.records import Filters
 from tests import pg_helpers
 from tests.conftest import FakeClock, skip_unless_ci
@@ -60,6 +61,16 @@ def _ids(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [hit.record.record_id for hit in hits]
 
 
+def _nearest_by_pgvector(pg: MemoryEngine) -> bool:
+    """Whether a vector query's nearest records come from pgvector (else numpy scores them).
+
+    The store has pgvector's column once it holds a vector of ``DIM``.
+    """
+    unit = np.zeros(DIM, dtype=np.float32)
+    unit[0] = 1.0
+    return pg.storage.nearest(TagQuery(), unit, 1) is not None  # type: ignore[attr-defined]
+
+
 def test_nearest_by_hnsw_then_exact_equals_sqlite(vector_store: str, tmp_path: Path) -> None:
     """Past one window, vector queries go through HNSW and still rank as SQLite does."""
     items = _items(300, seed=7)
@@ -69,9 +80,9 @@ def test_nearest_by_hnsw_then_exact_equals_sqlite(vector_store: str, tmp_path: P
         MemoryEngine(vector_store, clock=clock, ranking=RankingSettings(window_max=40)) as pg,
         MemoryEngine(tmp_path / "m.db", clock=clock) as lite,
     ):
-        assert pg.storage.uses_pgvector  # type: ignore[attr-defined]
         pg.store_many(items)
         lite.store_many(items)
+        assert _nearest_by_pgvector(pg)
         for q in queries:
             for tags in ([], ["odd"]):
                 want = _ids(lite.query(vector=q.tolist(), tags=tags, limit=10))
@@ -111,8 +122,8 @@ def test_rows_written_without_embedding_are_filled(vector_store: str) -> None:
 def test_off_switch_scores_with_numpy(vector_store: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_MEMORY_PGVECTOR", "off")
     with MemoryEngine(vector_store) as pg:
-        assert not pg.storage.uses_pgvector  # type: ignore[attr-defined]
         pg.store_many(_items(20, seed=1))
+        assert not _nearest_by_pgvector(pg)
         assert len(pg.query(vector=[1.0] * DIM, limit=5)) == 5
 
 
@@ -125,6 +136,6 @@ def test_system_server_without_the_extension_falls_back(pg_url: str) -> None:
             has = conn.execute(
                 "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
             ).fetchone()
-        assert pg.storage.uses_pgvector == (has is not None)  # type: ignore[attr-defined]
         pg.store_many(_items(20, seed=2))
+        assert _nearest_by_pgvector(pg) == (has is not None)
         assert len(pg.query(vector=[0.5] * DIM, limit=3)) == 3

@@ -453,11 +453,6 @@ class PostgresStorage(token_table.TokenTable):
         vectors.load()
         return vectors
 
-    @property
-    def uses_pgvector(self) -> bool:
-        """Whether nearest-neighbour searches go through pgvector's HNSW index."""
-        return self._vectors is not None
-
     def _embeddings(self, rows: Sequence[StoredRow]) -> list[str | None] | None:
         """The ``embedding`` values for rows about to be written; None without pgvector.
 
