@@ -243,9 +243,10 @@ def test_stats_count_the_archive_from_its_reason_index(store_path: Path) -> None
     with MemoryEngine(store_path, embedder="none") as memory:
         memory.store("to be folded away")
         plans: list[str] = []
-        memory.storage.db.set_trace_callback(plans.append)
-        memory.stats()
-        memory.storage.db.set_trace_callback(None)
+        with memory.storage.reading():  # the connection the engine's reads then use
+            memory.storage.db.set_trace_callback(plans.append)
+            memory.stats()
+            memory.storage.db.set_trace_callback(None)
         [count] = [sql for sql in plans if "FROM archive" in sql]
         plan = memory.storage.db.execute("EXPLAIN QUERY PLAN " + count).fetchall()
         assert [row[3] for row in plan if "archive" in row[3]] == [

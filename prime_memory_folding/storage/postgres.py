@@ -474,6 +474,11 @@ class PostgresStorage(token_table.TokenTable):
         row = self.run("SELECT max(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0) if row else 0
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Reads beside other threads': each statement already borrows a pooled
+        connection of its own, so nothing changes."""
+        return contextlib.nullcontext()
+
     def data_version(self) -> int:
         """Changes whenever any server writes a record.
 

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -187,8 +188,14 @@ class SQLiteStorage(token_table.TokenTable):
                 ) from None
             if Path(self.path).is_dir():
                 raise StoreError(f"store path {self.path} is a directory; give a file path")
+        # Reads that run beside other threads' (:meth:`reading`) take a connection
+        # of their own from these: at most as many as read at once.
+        self._local = threading.local()
+        self._readers_free: list[sqlite3.Connection] = []
+        self._readers_open: list[sqlite3.Connection] = []
+        self._readers_mutex = threading.Lock()
         try:
-            self.db = sqlite3.connect(
+            self._main = sqlite3.connect(
                 self.path,
                 isolation_level=None,
                 check_same_thread=False,
@@ -197,7 +204,7 @@ class SQLiteStorage(token_table.TokenTable):
         except sqlite3.Error as exc:
             raise _translate(exc, self.path, self.busy_timeout_ms) from None
         try:
-            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            self._main.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             if not self._memory:
                 mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
@@ -208,17 +215,73 @@ class SQLiteStorage(token_table.TokenTable):
             self.db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.Error as exc:
-            self.db.close()
+            self._main.close()
             raise _translate(exc, self.path, self.busy_timeout_ms) from None
         except StoreError:
-            self.db.close()
+            self._main.close()
             raise
 
     # -- lifecycle ---------------------------------------------------------
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection: its reading one inside :meth:`reading`, else the store's."""
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        return self._main if reader is None else reader
+
     def close(self) -> None:
-        """Close the connection."""
-        self.db.close()
+        """Close the connections."""
+        with self._readers_mutex:
+            readers, self._readers_open, self._readers_free = self._readers_open, [], []
+        for reader in readers:
+            reader.close()
+        self._main.close()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """This thread's reads, until the end, on a read-only connection of their own.
+
+        So they run beside other threads' reads, in SQLite's own threads of work
+        (it lets go of Python's lock while it searches), instead of one after
+        the other on one connection. Each statement sees what was committed when
+        it started, as on the store's connection outside a transaction. Nested,
+        and for a store in memory, which no second connection can open, the
+        reads stay on the connection they were on.
+        """
+        if self._memory or getattr(self._local, "reader", None) is not None:
+            yield
+            return
+        with self._readers_mutex:
+            reader = self._readers_free.pop() if self._readers_free else None
+        if reader is None:
+            reader = self._open_reader()
+        self._local.reader = reader
+        try:
+            yield
+        finally:
+            self._local.reader = None
+            if reader.in_transaction:  # a read snapshot left open by an error
+                reader.rollback()
+            with self._readers_mutex:
+                if reader in self._readers_open:
+                    self._readers_free.append(reader)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        uri = Path(self.path).expanduser().resolve().as_uri() + "?mode=ro"
+        try:
+            reader = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout_ms / 1000,
+            )
+            reader.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path, self.busy_timeout_ms) from None
+        with self._readers_mutex:
+            self._readers_open.append(reader)
+        return reader
 
     def _migrate(self) -> None:
         self.db.execute(
@@ -316,8 +379,11 @@ class SQLiteStorage(token_table.TokenTable):
             yield rows
 
     def data_version(self) -> int:
-        """Changes whenever another connection commits to this store."""
-        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        """Changes whenever another connection commits to this store.
+
+        Always the store's own connection's count, also inside :meth:`reading`.
+        """
+        return int(self._main.execute("PRAGMA data_version").fetchone()[0])
 
     def size_bytes(self) -> int:
         """Bytes on disk: the database file and its write-ahead log."""
