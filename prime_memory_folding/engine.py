@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from .folding import FoldPolicy
 from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
 from .live_index import LiveIndex
+from .locking import ReadWriteLock
 from .query import RankedRow
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .reads import MAX_LIMIT, Reader
@@ -126,7 +126,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
         self._stores_since_fold = 0
         self._fold_size_mark = 0
         # -- end folding state --
-        self._lock = threading.RLock()
+        self._lock = ReadWriteLock()
         if storage is None:
             storage = open_storage(default_store() if path is None else path)
         self._storage: Storage | None = storage
@@ -503,7 +503,7 @@ class MemoryEngine(Views, MaintenanceVerbs):
             NotFound: no record has it.
         """
         rid = parse_record_id(record_id)
-        with self._lock:
+        with self._reader.reading():
             found = self.storage.fetch([rid]).get(rid)
         if found is None:
             raise NotFound(f"no record {rid} in {self.display_path}")
@@ -655,7 +655,7 @@ class _Parts:
         return self._engine.storage
 
     @property
-    def lock(self) -> threading.RLock:
+    def lock(self) -> ReadWriteLock:
         return self._engine._lock
 
     @property

@@ -177,6 +177,10 @@ class LiveIndex:
             created_at=rec.created_at,
         )
 
+    def stale(self) -> bool:
+        """Whether another connection committed since the last look (one cheap question)."""
+        return self._loaded and self._storage().data_version() != self._data_version
+
     def refresh(self) -> None:
         """Catch up with what other connections committed since the last look."""
         storage = self._storage()

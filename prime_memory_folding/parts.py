@@ -12,13 +12,13 @@ of them imports the facade that calls it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .folding import FoldPolicy
     from .index import StructuralIndex, TagQuery
     from .labels import LabelRegistry
+    from .locking import ReadWriteLock
     from .recall import TextEmbedding
     from .records import Filters
     from .storage import Storage, StoredRow
@@ -40,8 +40,9 @@ class EngineParts(Protocol):
         ...
 
     @property
-    def lock(self) -> AbstractContextManager[Any]:
-        """The engine's lock: hold it for anything that reads and then writes."""
+    def lock(self) -> ReadWriteLock:
+        """The engine's lock: ``with lock:`` for anything that writes, or reads and then
+        writes; ``with lock.shared():`` for a read, beside other reads."""
         ...
 
     @property

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
@@ -108,6 +109,27 @@ class Reader:
         #: Whether the storage takes SQL (a runtime protocol check is slow: once here).
         self._sql = isinstance(parts.storage, SqlStorage)
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the engine's lock for a read, beside other reads, on the read's own
+        connection (:meth:`~.storage.base.Storage.reading`).
+
+        What other connections committed is caught up with first, under the lock
+        held for writing, only when there is something to catch up with; the check
+        is one cheap question to the store. A writer that reads keeps its own
+        connection, which sees what its transaction wrote.
+        """
+        lock = self._parts.lock
+        if self._live.stale():
+            with lock:
+                self._live.refresh()
+        with lock.shared():
+            if lock.writing():
+                yield
+            else:
+                with self._parts.storage.reading():
+                    yield
+
     def gates(self, filters: Filters) -> TagQuery | None:
         """Labels turned into primes; None when an unknown label means nothing can match.
 
@@ -162,8 +184,9 @@ class Reader:
         elif isinstance(scope_names, (list, tuple)) and all(type(s) is str for s in scope_names):
             # Checked names are kept per distinct list, as label gates are.
             key = tuple(scope_names)
-            if key in self._scope_names:
-                wanted = self._scope_names[key]
+            known = self._scope_names.get(key, ())  # (): not kept, or nothing visible
+            if known != ():
+                wanted = known
             else:
                 wanted = scope_rules.normalise_scopes(key)
                 if len(self._scope_names) >= 256:
@@ -196,8 +219,7 @@ class Reader:
         if text is not None:
             return self._text_query(check_query_text(text), query_vector, filters, limit)
         # -- end recall --
-        with self._parts.lock:
-            self._live.refresh()
+        with self.reading():
             if (
                 query_vector is not None
                 and self._parts.storage.get_meta("embedding_space") is not None
@@ -238,8 +260,7 @@ class Reader:
         vector side; in a custom space without one, ranking is lexical only.
         """
         parsed = recall.parse_query(text)
-        with self._parts.lock:
-            self._live.refresh()
+        with self.reading():
             storage = self._parts.storage
             space = recall.store_space(storage)
             if query_vector is not None and space is not None:
@@ -369,8 +390,7 @@ class Reader:
 
     def match_ids(self, filters: Filters) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited."""
-        with self._parts.lock:
-            self._live.refresh()
+        with self.reading():
             gates = self.gates(filters)
             if gates is None:
                 return []
@@ -392,8 +412,7 @@ class Reader:
             names = scope_rules.normalise_scopes(scopes)
             if names is not None:
                 return self._scoped_stats(names)
-        with self._parts.lock:
-            self._live.refresh()
+        with self.reading():
             self._parts.registry.reload()
             storage = self._parts.storage
             archived = archive.count_by_reason(cast(SqlStorage, storage)) if self._sql else {}
@@ -432,8 +451,7 @@ class Reader:
 
     def scope_counts(self) -> dict[str, int]:
         """Live records per scope, without :meth:`stats`' other counts."""
-        with self._parts.lock:
-            self._live.refresh()
+        with self.reading():
             if self._pushdown is not None:
                 return dict(sorted(self._pushdown.scope_counts().items()))
             return self._index.scope_counts()
@@ -444,7 +462,7 @@ class Reader:
         scope_counts: dict[str, int] = {}
         archived: dict[str, int] = {}
         storage = self._parts.storage
-        with self._parts.lock:
+        with self.reading():
             self._parts.registry.reload()
             if names and self._sql:
                 storage = cast(SqlStorage, storage)

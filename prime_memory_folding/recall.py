@@ -394,17 +394,19 @@ class WordShares:
         if newest is None:
             return None
         newest = int(newest)
+        # One memo for this call: reads running at once may start a new one.
+        shares = self._shares
         added = newest - self._started_at
-        if not 0 <= added < SAMPLE_RECORDS // 4 or len(self._shares) >= WORD_SHARES_KEPT:
-            self._shares = {}
+        if not 0 <= added < SAMPLE_RECORDS // 4 or len(shares) >= WORD_SHARES_KEPT:
+            shares = self._shares = {}
             self._started_at = newest
-        missing = [term for term in dict.fromkeys(terms) if term not in self._shares]
+        missing = [term for term in dict.fromkeys(terms) if term not in shares]
         if missing:
             sampled = _sample_shares(db, missing, newest - SAMPLE_RECORDS)
             if sampled is None:
                 return None
-            self._shares.update(zip(missing, sampled))
-        return [self._shares[term] for term in terms]
+            shares.update(zip(missing, sampled))
+        return [shares[term] for term in terms]
 
     def of_store(self, storage: Storage, total: int) -> SharesOf:
         """Words' shares of a SQLite store of ``total`` records, for a query's vector
