@@ -30,7 +30,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import anyio
 import anyio.from_thread
@@ -370,22 +370,6 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         Gate by domain and tags; rank by text or vector.
         """
         seen = await visible_scopes(ctx, scopes)
-        ranked = await call(
-            lambda e: e.query(
-                text=text,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags or (),
-                any_tags=any_tags or (),
-                exclude_tags=exclude_tags or (),
-                min_strength=min_strength,
-                vector=vector,
-                limit=limit,
-                scopes=seen,
-                since=since,
-                until=until,
-            )  # writes nothing: what an agent used, prime_memory_reinforce counts
-        )
 
         def shown(hit: Hit) -> QueryHit:
             return QueryHit(
@@ -406,27 +390,55 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 else None,
             )
 
-        # The hits fill what the answer's own fields leave of the budget, as the
-        # SDK sends it (JSON indented by 2). The whole answer is then counted, and
-        # refitted tighter in the rare case that joining the hits cost more.
-        room = max_tokens - count_tokens(
-            QueryOutput(
-                count=limit, hits=[], tokens_used=max_tokens, left_out=limit
-            ).model_dump_json(indent=2)
+        def answer(ranked: list[Hit]) -> QueryOutput:
+            # The hits fill what the answer's own fields leave of the budget, as the
+            # SDK sends it (JSON indented by 2). The whole answer is then counted, and
+            # refitted tighter in the rare case that joining the hits cost more.
+            room = max_tokens - count_tokens(
+                QueryOutput(
+                    count=limit, hits=[], tokens_used=max_tokens, left_out=limit
+                ).model_dump_json(indent=2)
+            )
+            while True:
+                fitted = fit(
+                    ranked,
+                    room,
+                    cost=lambda hit: count_tokens(shown(hit).model_dump_json(indent=2)),
+                )
+                out = [shown(hit) for hit in fitted]
+                answered = QueryOutput(
+                    count=len(out), hits=out, tokens_used=max_tokens, left_out=fitted.left_out
+                )
+                used = count_tokens(answered.model_dump_json(indent=2))
+                if used <= max_tokens or room <= 1:
+                    answered.tokens_used = used
+                    return answered
+                room -= used - max_tokens
+
+        # The answer is fitted where the query ran (a worker thread over HTTP):
+        # counting a large answer's tokens takes a while, and the event loop
+        # serves every other caller meanwhile.
+        return cast(
+            QueryOutput,
+            await call(
+                lambda e: answer(
+                    e.query(
+                        text=text,
+                        domain=domain,
+                        subdomain=subdomain,
+                        tags=tags or (),
+                        any_tags=any_tags or (),
+                        exclude_tags=exclude_tags or (),
+                        min_strength=min_strength,
+                        vector=vector,
+                        limit=limit,
+                        scopes=seen,
+                        since=since,
+                        until=until,
+                    )  # writes nothing: what an agent used, prime_memory_reinforce counts
+                )
+            ),
         )
-        while True:
-            fitted = fit(
-                ranked, room, cost=lambda hit: count_tokens(shown(hit).model_dump_json(indent=2))
-            )
-            out = [shown(hit) for hit in fitted]
-            answer = QueryOutput(
-                count=len(out), hits=out, tokens_used=max_tokens, left_out=fitted.left_out
-            )
-            used = count_tokens(answer.model_dump_json(indent=2))
-            if used <= max_tokens or room <= 1:
-                answer.tokens_used = used
-                return answer
-            room -= used - max_tokens
 
     @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_fold(
