@@ -10,14 +10,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import budget, maintenance, recall, tokens, writes
+from . import budget, maintenance, recall, survey, tokens, writes
 from . import scopes as scope_rules
 from .address import Encoded, parse_record_id
 from .embeddings import Embedder
-from .engine_maintenance import MaintenanceVerbs
-from .engine_views import Views
 from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
-from .folding import FoldPolicy
+from .folding import FoldPolicy, FoldReport
 from .index import StructuralIndex, TagQuery
 from .labels import LabelRegistry
 from .live_index import LiveIndex
@@ -32,6 +30,7 @@ from .records import (
     Record,
     Stats,
     StoreResult,
+    Version,
 )
 from .scopes import ScopeResolution
 from .storage import (
@@ -39,6 +38,7 @@ from .storage import (
     Storage,
     StoredRow,
     TokenRow,
+    archive,
     open_storage,
     pushdown_of,
 )
@@ -69,7 +69,7 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("prime-memory-folding", appauthor=False)) / "memory.db"
 
 
-class MemoryEngine(Views, MaintenanceVerbs):
+class MemoryEngine:
     """A memory store: prime-addressed records on SQLite with an in-memory index.
 
     Args:
@@ -610,6 +610,266 @@ class MemoryEngine(Views, MaintenanceVerbs):
         if isinstance(add, str) or isinstance(remove, str):
             raise InvalidInput("add and remove must be lists of tags, not one string")
         return writes.retag(self._parts, list(record_ids), list(add), list(remove))
+
+    # -- maintenance ------------------------------------------------------------
+    # Decay, prune, cluster and merge live in folding.py, applied to the store
+    # by maintenance.py; the archive's SQL is storage/archive.py's.
+
+    @property
+    def fold_policy(self) -> FoldPolicy:
+        """The policy that decays strength in queries and drives :meth:`fold` by default."""
+        return self._fold_policy
+
+    def fold(
+        self,
+        *,
+        dry_run: bool = False,
+        now: float | None = None,
+        policy: FoldPolicy | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+        keep_apart: Iterable[str] = (),
+        full: bool = False,
+    ) -> FoldReport:
+        """Decay, prune, cluster and merge: keep the store small and meaningful.
+
+        Pruned records and the members of each folded record move to the
+        archive; nothing is destroyed. The fold is one transaction. Other
+        processes may keep writing: the plan is re-made under the write lock if
+        anything changed since it was made.
+
+        A fold is incremental when it can be: it screens only the records new
+        or changed since the last fold (against the whole store) and finds the
+        records due for pruning from their stored prune moments, and gives the
+        merges a full fold would. It is full the first time, with
+        ``full=True``, with a policy whose decay or link rules differ from the
+        last fold's, or when much of the store changed.
+
+        Args:
+            dry_run: report what a fold would do, and change nothing.
+            now: the time to decay to (Unix seconds); the engine's clock if None.
+            policy: overrides the engine's fold policy for this fold.
+            progress: called as ``progress(step, done, total)`` when each step
+                starts (reading records, decaying and pruning, finding
+                candidates, checking candidates, writing) and when the fold is done.
+            full: read and screen every record, and write back decayed strengths.
+            keep_apart: record ids whose groups are left unmerged this time: a
+                group that would fold any of them is skipped (a preview's
+                ``folded_from`` names each group's members).
+
+        Raises:
+            InvalidInput: ``now`` or ``policy`` is bad.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return maintenance.fold(
+            self._parts,
+            dry_run=dry_run,
+            now=now,
+            policy=policy,
+            progress=progress,
+            keep_apart=keep_apart,
+            full=full,
+        )
+
+    def unfold(self, record_id: str) -> list[Record]:
+        """Undo a fold: bring the folded record's members back exactly, and remove it.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live or archived record has this id.
+            InvalidInput: the record is not a folded record, is itself archived
+                (restore it first), or a member's id or content is live again.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return maintenance.unfold(self._parts, record_id)
+
+    def restore(self, record_id: str) -> Record:
+        """Bring one archived record back exactly as it was archived.
+
+        A restored record keeps its old strength, so a record that was pruned
+        for decay is pruned again by the next fold unless it is reinforced.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: the archive holds no record with this id.
+            InvalidInput: the record is live, or its id or content is live again.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return maintenance.restore(self._parts, record_id)
+
+    def archive(self, record_ids: Iterable[str], *, detail: str = "archived by hand") -> int:
+        """Move live records to the archive, all or nothing; :meth:`restore` brings each back.
+
+        As with :meth:`forget`, nothing is lost: the records wait in the archive
+        (reason ``forgotten``, with ``detail`` saying why) until restored or
+        purged. Returns how many moved.
+
+        Raises:
+            InvalidRecordId: an id is malformed.
+            NotFound: an id names no live record; nothing moved.
+            InvalidInput: ``detail`` is empty.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        if isinstance(record_ids, str):
+            raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
+        return maintenance.archive_by_hand(self._parts, list(record_ids), detail)
+
+    def reinforce(self, record_id: str) -> Record:
+        """Recall a record: raise its decayed strength and note the reinforcement.
+
+        Strength moves from its decayed value towards 1; a reinforcement that
+        comes well after the previous one also lengthens the half-life.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has this id.
+        """
+        return maintenance.reinforce(self._parts, record_id, writes.REINFORCE_RATE)
+
+    def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
+        """Delete archived records for good and reclaim their space; returns how many.
+
+        Args:
+            before: only entries archived before this time (Unix seconds).
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries. Purging folded
+                members means their folded records can no longer be unfolded.
+
+        Raises:
+            InvalidInput: a bad argument.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return maintenance.purge_archive(self._parts, before=before, reason=reason)
+
+    def forget(self, record_id: str) -> Record:
+        """Forget a record: move it to the archive, and return what it held.
+
+        Nothing is lost: :meth:`restore` brings it back, until
+        :meth:`purge_archive` deletes it for good.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has it.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        rid = parse_record_id(record_id)
+        with self._lock:
+            found = self.storage.fetch([rid]).get(rid)
+            if found is None:
+                raise NotFound(f"no record {rid} in {self.display_path}")
+            maintenance.archive_by_hand(self._parts, [rid], "forgotten")
+        return found.record
+
+    def history(self, record_id: str) -> list[Version]:
+        """The versions of a record that updates replaced, oldest first.
+
+        An update that changes the content, tags, importance or scope keeps the
+        version it replaced in the archive (reason ``replaced``).
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        rid = parse_record_id(record_id)
+        with self._lock:
+            entries = archive.history(maintenance.sql_storage(self._parts), rid)
+        return [Version(entry.stored.record, entry.archived_at) for entry in entries]
+
+    # -- views for people --------------------------------------------------------
+    # Read-only pages for the inspector, drawn by survey.py; none writes anything.
+
+    def browse(
+        self,
+        *,
+        domain: str | None = None,
+        subdomain: str | None = None,
+        tags: Iterable[str] = (),
+        any_tags: Iterable[str] = (),
+        exclude_tags: Iterable[str] = (),
+        min_strength: float = 0.0,
+        max_strength: float = 1.0,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
+        scopes: Iterable[str] | None = None,
+        among: Sequence[str] | None = None,
+        order: str = "salience",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> survey.Page:
+        """One page of the records that pass the gates, in a chosen order, and their count.
+
+        The gates are :meth:`query`'s, plus the strength decayed to now at most
+        ``max_strength``, and the last update in ``[updated_after, updated_before)``.
+        ``among`` keeps only those ids (unknown ones are skipped). ``order`` is
+        ``salience`` (importance x strength), ``newest``, ``oldest`` (by last
+        update), ``importance``, ``strength``, or ``given`` (``among``'s order).
+        Writes nothing.
+
+        Raises:
+            InvalidInput: a bad argument.
+        """
+        return survey.browse(
+            self._parts,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
+            max_strength=max_strength,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            scopes=scopes,
+            among=among,
+            order=order,
+            offset=offset,
+            limit=limit,
+        )
+
+    def decay(self, record_id: str) -> survey.Decay:
+        """A live record's tier, half-life and strength now, to draw its decay.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has it.
+        """
+        return survey.decay(self._parts, record_id)
+
+    def archive_entries(
+        self,
+        *,
+        reason: str | None = None,
+        contains: str | None = None,
+        record_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> survey.ArchiveListing:
+        """Archived records, newest first, with why and when they left, and their count.
+
+        Args:
+            reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries.
+            contains: only records whose content holds this text (any case).
+            record_id: only this record's entries and those of the members
+                folded into it.
+
+        Raises:
+            InvalidInput: a bad argument.
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return survey.archive_entries(
+            self._parts,
+            reason=reason,
+            contains=contains,
+            record_id=record_id,
+            limit=limit,
+            offset=offset,
+        )
+
+    def profile(self) -> survey.Profile:
+        """Every live record's id, creation time, access count and strength now.
+
+        Raises:
+            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
+        """
+        return survey.profile(self._parts)
 
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).

@@ -156,17 +156,3 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = _import_graph()
     assert "prime_memory_folding.engine" in graph["prime_memory_folding.cli._common"]
     assert _cycle(graph) is None
-
-
-#: The most lines one module of the package may hold: past it, a module is
-#: split into parts that each say one thing.
-MAX_MODULE_LINES = 800
-
-
-def test_no_module_is_over_the_line_limit() -> None:
-    sizes = {
-        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
-        for path in PACKAGE.rglob("*.py")
-    }
-    assert len(sizes) > 50  # the check sees the whole package
-    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
