@@ -1,4 +1,9 @@
-"""The benchmark scripts run end to end at tiny sizes."""
+"""The benchmark scripts run end to end at tiny sizes.
+
+Each run is a subprocess of a second or more, so those tests are marked slow
+(``python3 -m pytest -m slow``); the default run keeps the checks made in
+process and the scripts' refusals, which exit at once.
+"""
 
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ def bench_databases(server: str) -> set[str]:
         return {row[0] for row in rows}
 
 
+@pytest.mark.slow
 def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "structure.json"
     result = run(
@@ -87,6 +93,7 @@ def test_structure_benchmark_agrees_and_reports(tmp_path: Path) -> None:
         assert 1 <= hits["one scope"] <= hits["visible (3)"] <= hits["ungated"]
 
 
+@pytest.mark.slow
 def test_structure_benchmark_fails_when_the_scope_gate_disagrees(tmp_path: Path) -> None:
     result = run(
         "structure.py", "--records", "500", "--queries", "2", "--rounds", "1",
@@ -98,6 +105,7 @@ def test_structure_benchmark_fails_when_the_scope_gate_disagrees(tmp_path: Path)
     assert "gated median / ungated median" not in result.stdout
 
 
+@pytest.mark.slow
 def test_structure_benchmark_can_skip_the_scope_gate(tmp_path: Path) -> None:
     out = tmp_path / "structure.json"
     result = run(
@@ -109,6 +117,7 @@ def test_structure_benchmark_can_skip_the_scope_gate(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["scope_gate"] is None
 
 
+@pytest.mark.slow
 def test_structure_benchmark_fails_when_a_system_disagrees(tmp_path: Path) -> None:
     result = run(
         "structure.py", "--records", "500", "--queries", "2", "--inject-mismatch", cwd=tmp_path
@@ -119,6 +128,7 @@ def test_structure_benchmark_fails_when_a_system_disagrees(tmp_path: Path) -> No
     assert "median time per query" not in result.stdout
 
 
+@pytest.mark.slow
 def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "ingest.json"
     result = run(
@@ -145,6 +155,7 @@ def test_ingest_benchmark_stores_everything_and_reports(tmp_path: Path) -> None:
     assert report["open_seconds"] > 0 and report["vectors"]["open_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     out = tmp_path / "results"
     result = subprocess.run(
@@ -210,6 +221,7 @@ def test_run_all_refuses_a_charts_folder_without_matplotlib_before_running(
     assert not (tmp_path / "results").exists() and not charts.exists()
 
 
+@pytest.mark.slow
 def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) -> None:
     result = run(
         "fold.py", "--sizes", "200", "2000", "--new", "50", "--skip-locomo", cwd=tmp_path,
@@ -233,6 +245,7 @@ def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) 
     assert "end: load average " in out
 
 
+@pytest.mark.slow
 def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "warmth.json"
     result = run("warmth.py", "--records", "300", "--rounds", "2", "--json", str(out), cwd=tmp_path)
@@ -251,6 +264,7 @@ def test_warmth_benchmark_checks_answers_and_reports(tmp_path: Path) -> None:
 STAND_IN_PEER = [sys.executable, str(Path(__file__).with_name("memory_graph_server.py"))]
 
 
+@pytest.mark.slow
 def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path: Path) -> None:
     out = tmp_path / "results"
     result = subprocess.run(
@@ -319,6 +333,7 @@ def test_run_all_fails_on_one_size_that_disagrees_among_agreeing_ones() -> None:
 # -- what each benchmark compares -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vector_benchmark_rejects_the_right_ids_in_the_wrong_order(tmp_path: Path) -> None:
     result = run(
         "vector_topk.py", "--sizes", "300", "--queries", "2", "--rounds", "1", "--inject-mismatch",
@@ -356,6 +371,7 @@ def test_vector_agreement_allows_tied_ids_to_swap_and_nothing_else() -> None:
     assert check(best[:9])  # too few
 
 
+@pytest.mark.slow
 def test_warmth_benchmark_fails_when_sql_answers_otherwise(tmp_path: Path) -> None:
     result = run(
         "warmth.py", "--records", "300", "--rounds", "1", "--inject-mismatch", cwd=tmp_path
@@ -369,6 +385,7 @@ def test_warmth_benchmark_fails_when_sql_answers_otherwise(tmp_path: Path) -> No
 # -- text_query.py says what it measured ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_query_benchmark_names_its_embedder_and_checks_its_store(tmp_path: Path) -> None:
     out = tmp_path / "text.json"
     result = run(
@@ -391,6 +408,7 @@ def test_text_query_benchmark_refuses_to_run_without_an_embedder(tmp_path: Path)
     assert "records/s" not in result.stdout
 
 
+@pytest.mark.slow
 def test_text_query_benchmark_fails_when_the_store_is_short(tmp_path: Path) -> None:
     result = run(
         "text_query.py", "--records", "200", "--queries", "5", "--embedder", "builtin",
@@ -404,6 +422,7 @@ def test_text_query_benchmark_fails_when_the_store_is_short(tmp_path: Path) -> N
 # -- the scripts no other test runs -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mcp_peer_benchmark_drives_both_servers_and_compares(tmp_path: Path) -> None:
     out = tmp_path / "peer.json"
     result = run(
@@ -422,6 +441,7 @@ def test_mcp_peer_benchmark_drives_both_servers_and_compares(tmp_path: Path) -> 
     assert "agreement: OK" in result.stdout
 
 
+@pytest.mark.slow
 def test_mcp_latency_benchmark_starts_stores_and_reports(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "mcp_latency.py"), "--records", "5", "--starts", "1",
@@ -487,6 +507,7 @@ def _tiny_locomo(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_locomo_recall_benchmark_scores_a_tiny_dataset(tmp_path: Path) -> None:
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
     out = tmp_path / "locomo.json"
@@ -507,6 +528,7 @@ def test_locomo_recall_benchmark_scores_a_tiny_dataset(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
 
 
+@pytest.mark.slow
 def test_locomo_recall_measures_recall_counts_on_later_questions(tmp_path: Path) -> None:
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
     out = tmp_path / "locomo.json"
@@ -550,6 +572,7 @@ def test_locomo_recall_stores_each_dialogue_session_with_its_id(tmp_path: Path) 
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_locomo_recall_tunes_leave_one_out_and_turns_each_part_off(tmp_path: Path) -> None:
     locomo = _benchmark_module("locomo_recall")
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
@@ -593,6 +616,7 @@ def test_the_locomo_report_labels_the_published_figure_apart() -> None:
     assert "not measured in this run" in text
 
 
+@pytest.mark.slow
 def test_longmemeval_benchmark_scores_generated_questions(tmp_path: Path) -> None:
     out = tmp_path / "longmemeval.json"
     result = run(
@@ -611,6 +635,7 @@ def test_longmemeval_benchmark_scores_generated_questions(tmp_path: Path) -> Non
     assert result.stdout.strip().splitlines()[-1].startswith("overall turn all@10=")
 
 
+@pytest.mark.slow
 def test_longmemeval_stores_each_haystack_session_and_turns_each_part_off(
     tmp_path: Path,
 ) -> None:
@@ -743,6 +768,7 @@ def test_decisions_recall_benchmark_scores_a_tiny_dataset_and_checks_its_stores(
     assert "R@5" not in failed.stdout
 
 
+@pytest.mark.slow
 def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> None:
     out = tmp_path / "ideas.json"
     result = run("recall_ideas.py", "--tiny", "--loo", "--json", str(out), cwd=tmp_path)
@@ -756,6 +782,7 @@ def test_recall_ideas_checks_its_baseline_against_the_engine(tmp_path: Path) -> 
     assert len(report["leave_one_out"]) == 4
 
 
+@pytest.mark.slow
 def test_recall_ideas_scores_the_weak_categories_per_category(tmp_path: Path) -> None:
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
     out = tmp_path / "weak.json"
@@ -783,6 +810,7 @@ def recall_ideas_families() -> list[str]:
     return list(recall_ideas.WEAK_IDEAS)
 
 
+@pytest.mark.slow
 def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_path: Path) -> None:
     out = tmp_path / "text.json"
     result = run(
@@ -800,6 +828,7 @@ def test_text_query_benchmark_times_the_embedder_alone_and_another_reach(tmp_pat
     assert "with context from 1 neighbour(s) a side" in result.stdout
 
 
+@pytest.mark.slow
 def test_text_query_benchmark_times_the_ranking_before_the_time_prior(tmp_path: Path) -> None:
     out = tmp_path / "text.json"
     result = run(
@@ -821,6 +850,7 @@ def test_text_query_benchmark_times_the_ranking_before_the_time_prior(tmp_path: 
     assert json.loads(out.read_text())["queries_naming_a_time"] == 4
 
 
+@pytest.mark.slow
 def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "inspector.json"
     result = run(
@@ -840,6 +870,7 @@ def test_inspector_benchmark_checks_pages_against_the_engine_and_reports(tmp_pat
         assert all(seconds > 0 for seconds in sides.values())
 
 
+@pytest.mark.slow
 def test_inspector_benchmark_fails_when_a_page_and_the_engine_disagree(tmp_path: Path) -> None:
     result = run(
         "inspector.py", "--records", "200", "--rounds", "1", "--inject-mismatch", cwd=tmp_path
@@ -849,6 +880,7 @@ def test_inspector_benchmark_fails_when_a_page_and_the_engine_disagree(tmp_path:
     assert "page p50" not in result.stdout
 
 
+@pytest.mark.slow
 def test_token_count_benchmark_counts_every_turn(tmp_path: Path) -> None:
     data = tmp_path / "locomo.json"
     turns = [
@@ -869,6 +901,7 @@ def test_token_count_benchmark_counts_every_turn(tmp_path: Path) -> None:
             assert 0.8 < report[reference]["estimate_over_reference"] < 1.5
 
 
+@pytest.mark.slow
 def test_tools_list_benchmark_measures_the_real_servers_answer(tmp_path: Path) -> None:
     out = tmp_path / "tools_list.json"
     result = run("tools_list.py", "--json", str(out), cwd=tmp_path)
@@ -913,6 +946,7 @@ def test_tools_list_benchmark_checks_that_every_tool_is_listed() -> None:
 # -- PostgreSQL -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_postgres_benchmark_checks_three_systems_and_reports(
     tmp_path: Path, pg_server: str
 ) -> None:
@@ -953,6 +987,7 @@ def test_postgres_benchmark_checks_three_systems_and_reports(
     assert bench_databases(pg_server) == before  # its database was dropped
 
 
+@pytest.mark.slow
 def test_postgres_benchmark_fails_when_plain_sql_disagrees(tmp_path: Path, pg_server: str) -> None:
     result = run(
         "postgres.py", "--quick", "--sizes", "300", "--pg", pg_server, "--dir", str(tmp_path),
@@ -974,6 +1009,7 @@ def test_postgres_benchmark_says_when_no_server_answers(tmp_path: Path) -> None:
     assert result.stdout.startswith("unavailable: cannot connect to PostgreSQL at ")
 
 
+@pytest.mark.slow
 def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server: str) -> None:
     before = bench_databases(pg_server)
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
@@ -993,6 +1029,7 @@ def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server:
     assert bench_databases(pg_server) == before
 
 
+@pytest.mark.slow
 def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_server: str) -> None:
     out = tmp_path / "results"
     skip = [
