@@ -2,7 +2,9 @@
 
 ``test_mcp_http.py`` covers the token, Host and Origin checks on POST and the
 bind rule; this adds the other HTTP methods, Nagle off on served connections,
-and the full load run of ``benchmarks/http_load.py``: 4 clients x 2,000 calls.
+and the load run of ``benchmarks/http_load.py``: 2 clients x 200 calls in the
+default run, and the full 4 clients x 2,000 calls in the slow run
+(``python3 -m pytest -m slow``).
 """
 
 from __future__ import annotations
@@ -81,17 +83,24 @@ def test_served_connections_send_without_waiting_for_an_ack() -> None:
     assert asyncio.run(nodelay_of_an_accepted_connection()) != 0
 
 
-def test_concurrent_clients_lose_no_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("clients", "calls"),
+    [
+        pytest.param(2, 200, id="2x200"),
+        pytest.param(4, 2000, id="4x2000", marks=pytest.mark.slow),
+    ],
+)
+def test_concurrent_clients_lose_no_write(tmp_path: Path, clients: int, calls: int) -> None:
     report_path = tmp_path / "load.json"
     # The time limit fails a stalled run cleanly; the subprocess timeout is the backstop.
     done = subprocess.run(
-        [sys.executable, str(HTTP_LOAD), "--clients", "4", "--calls", "2000",
+        [sys.executable, str(HTTP_LOAD), "--clients", str(clients), "--calls", str(calls),
          "--time-limit", "240", "--json", str(report_path)],
         capture_output=True, text=True, timeout=480,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(report_path.read_text())
     assert report["errors"] == 0 and report["lost"] == 0
-    assert report["completed"] == 4 * 2000
+    assert report["completed"] == clients * calls
     assert report["stores"] > 0
     assert report["p99_ms"] >= report["p50_ms"] > 0
