@@ -117,9 +117,12 @@ class HttpServer:
                 self.proc.stderr.close()
 
 
-def test_ctrl_c_as_soon_as_it_serves_stops_a_background_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "rounds", [pytest.param(1, id="once"), pytest.param(3, id="3-times", marks=pytest.mark.slow)]
+)
+def test_ctrl_c_as_soon_as_it_serves_stops_a_background_server(tmp_path: Path, rounds: int) -> None:
     # It says where it serves only once it handles Ctrl-C itself.
-    for _ in range(3):
+    for _ in range(rounds):
         server = HttpServer(tmp_path / "memory.db", sigint_ignored=True)
         try:
             server.proc.send_signal(signal.SIGINT)

@@ -5,7 +5,9 @@ calls from several MCP clients at once (the SDK's streamable-HTTP client),
 with queries and one fold among them, and every server also stores the same
 memories as the others at the same moment. Afterwards the tables hold exactly
 one record per distinct memory, every acknowledged record is there, and the
-registries are consistent, read straight from the tables.
+registries are consistent, read straight from the tables. A soak of 2,000
+stores, it is marked slow (``python3 -m pytest -m slow``); ``test_pg_faults.py``
+keeps servers writing to one database at once in the default run.
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ async def run_all(servers: list[HttpServer]) -> tuple[Tally, list[dict[str, Any]
     return tally, views
 
 
+@pytest.mark.slow
 def test_four_servers_store_2000_memories_on_one_database(
     pg_url: str, servers: list[HttpServer]
 ) -> None:

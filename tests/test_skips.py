@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 NODE_TESTS = [
     "test_inspector_lists_the_tools",
@@ -85,6 +87,9 @@ def test_ci_run_stops_when_the_node_tools_fail_to_install_on_ci(tmp_path: Path) 
     assert "install_node22.sh failed; CI must run the node-marked tests" in done.stderr
 
 
+# Off CI the step goes on into the release build that follows it: a wheel, a
+# virtual environment and an install, tens of seconds.
+@pytest.mark.slow
 def test_ci_run_goes_on_without_the_node_tools_off_ci(tmp_path: Path) -> None:
     done = node_step_of_ci_run(tmp_path, ci=False)
     assert done.returncode == 0, done.stderr
