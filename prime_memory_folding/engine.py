@@ -48,6 +48,12 @@ __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
 
 logger = logging.getLogger(__name__)
 
+#: Change-log entries kept for other processes to catch up from; a reader that
+#: fell further behind reloads everything (docs/architecture.md).
+CHANGE_LOG_KEEP = 50_000
+#: One engine trims the change log to that after every this many of its writes.
+CHANGE_LOG_TRIM_EVERY = 1_000
+
 #: Recalled records wait for one write of their reinforcements until this many
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
@@ -295,7 +301,9 @@ class MemoryEngine:
             self._scope.current,
         )
         with self._lock:
-            return writes.write(self._parts, [item])[0]
+            result = writes.write(self._parts, [item])[0]
+            self._stored(1)
+        return result
 
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
@@ -318,7 +326,10 @@ class MemoryEngine:
             except InvalidInput as exc:
                 raise type(exc)(f"item {position}: {exc}") from None
         with self._lock:
-            return [result.record for result in writes.write(self._parts, prepared)]
+            results = writes.write(self._parts, prepared)
+            if prepared:
+                self._stored(len(prepared))
+        return [result.record for result in results]
 
     # -- reads ----------------------------------------------------------------
 
@@ -660,15 +671,20 @@ class MemoryEngine:
             InvalidInput: ``now`` or ``policy`` is bad.
             NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
-        return maintenance.fold(
-            self._parts,
-            dry_run=dry_run,
-            now=now,
-            policy=policy,
-            progress=progress,
-            keep_apart=keep_apart,
-            full=full,
-        )
+        with self._lock:
+            report = maintenance.fold(
+                self._parts,
+                dry_run=dry_run,
+                now=now,
+                policy=policy,
+                progress=progress,
+                keep_apart=keep_apart,
+                full=full,
+            )
+            if not report.dry_run:
+                self._stores_since_fold = 0
+                self._wrote()
+        return report
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
@@ -871,6 +887,19 @@ class MemoryEngine:
         """
         return survey.profile(self._parts)
 
+    def _stored(self, count: int) -> None:
+        """After a committed store of ``count`` memories: count the write, and fold if due."""
+        self._wrote()
+        self._maybe_auto_fold(count)
+
+    def _wrote(self) -> None:
+        """Count one committed write; every 1,000th trims the change log of what no reader needs."""
+        self._writes += 1
+        if self._writes % CHANGE_LOG_TRIM_EVERY == 0:
+            storage = self.storage
+            with storage.transaction():
+                storage.trim_changes(CHANGE_LOG_KEEP)
+
     def _maybe_auto_fold(self, stored: int) -> None:
         """Fold when the policy's store count or size budget is reached (off by default).
 
@@ -950,15 +979,5 @@ class _Parts:
     def after_write(self, upserts: Iterable[StoredRow], removed: Iterable[str] = ()) -> None:
         self._engine._live.after_write(upserts, removed)
 
-    def wrote(self) -> None:
-        self._engine._writes += 1
-        writes.trim_changes(self._engine.storage, self._engine._writes)
-
-    def stored(self, count: int) -> None:
-        self._engine._maybe_auto_fold(count)
-
     def caught_up(self, seq: int) -> None:
         self._engine._live.caught_up(seq)
-
-    def folded(self) -> None:
-        self._engine._stores_since_fold = 0

@@ -202,7 +202,6 @@ def fold(
                 fold_marks.set_fold_state(storage, storage.newest_change(), policy_key(policy))
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
-                engine.wrote()
                 newest = storage.newest_change()
             engine.caught_up(newest)
             engine.registry.add(primes)
@@ -213,7 +212,6 @@ def fold(
                 # Most rows may go at once: drop them in one pass rather than reload the index.
                 index.remove_many([entry[0] for entry in entries])
             engine.after_write(new_rows)
-            engine.folded()
             if len(entries) >= max(1_000, source.records // 10):
                 # A tenth of the store or more went: the full-text index is
                 # merged anew without their entries (every later word look-up

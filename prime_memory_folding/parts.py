@@ -3,10 +3,11 @@
 :mod:`~prime_memory_folding.writes` and :mod:`~prime_memory_folding.maintenance`
 (and the read side, :mod:`~prime_memory_folding.reads` and
 :mod:`~prime_memory_folding.survey`) work on a live store: they need its lock,
-storage, registry, embedder, index and clock, and must tell it what they
-changed. They get exactly that through :class:`EngineParts`, which
+storage, registry, embedder, index and clock, and must tell the index what
+they changed. They get exactly that through :class:`EngineParts`, which
 :class:`~prime_memory_folding.engine.MemoryEngine` implements for them, so none
-of them imports the facade that calls it.
+of them imports the facade that calls it. Policy stays with the engine: it
+counts its writes and folds automatically when a write has returned.
 """
 
 from __future__ import annotations
@@ -89,18 +90,6 @@ class EngineParts(Protocol):
         """Tell the index what a committed write added, changed or removed."""
         ...
 
-    def wrote(self) -> None:
-        """Count one write transaction, inside it; every so often, trim the change log."""
-        ...
-
-    def stored(self, count: int) -> None:
-        """After a committed store of ``count`` memories: fold if the policy asks for it."""
-        ...
-
     def caught_up(self, seq: int) -> None:
         """The index holds every change up to ``seq`` of the change log."""
-        ...
-
-    def folded(self) -> None:
-        """A fold just ran: restart the count towards the next automatic one."""
         ...

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from .parts import EngineParts
 
 __all__ = [
-    "CHANGE_LOG_KEEP",
     "REINFORCE_RATE",
     "StoreItem",
     "allocate",
@@ -55,7 +54,6 @@ __all__ = [
     "reinforced",
     "require_all",
     "rescope",
-    "trim_changes",
     "update",
     "vector_blob",
     "write",
@@ -63,8 +61,6 @@ __all__ = [
 
 #: How far a repeated store moves strength towards 1.
 REINFORCE_RATE = 0.5
-#: Change-log entries kept for other processes to catch up from.
-CHANGE_LOG_KEEP = 50_000
 
 STORE_FIELDS = frozenset(
     {
@@ -265,10 +261,8 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
-        engine.wrote()
     engine.registry.add(primes)
     engine.after_write(rows.values())
-    engine.stored(len(items))  # folds only when the fold policy asks
     return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
 
 
@@ -468,12 +462,6 @@ def _reinforced_metadata(old: dict[str, Any], new: dict[str, Any]) -> dict[str, 
     if CREATED_BY in old:
         merged[CREATED_BY] = old[CREATED_BY]
     return merged
-
-
-def trim_changes(storage: Storage, writes: int) -> None:
-    """Every 1,000th write, drop change-log entries too old for any reader to need."""
-    if writes % 1000 == 0:
-        storage.trim_changes(CHANGE_LOG_KEEP)
 
 
 # -- update -----------------------------------------------------------------------

@@ -496,6 +496,22 @@ def test_auto_fold_runs_after_n_stores(store_path: Path, clock: FakeClock) -> No
         assert mem.stats().records == 1
 
 
+def test_a_fold_restarts_the_count_towards_the_next_automatic_one(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock, fold_policy=FoldPolicy(auto_fold_every=3)) as mem:
+        v = unit(8)
+        mem.store("The same note, copy one.", vector=near(v, 1))
+        mem.store("The same note, copy two.", vector=near(v, 2))
+        assert mem.fold(dry_run=True).created == 1  # a preview leaves the count as it was
+        assert mem.fold().created == 1
+        mem.store("The same note, copy three.", vector=near(v, 3))
+        mem.store("The same note, copy four.", vector=near(v, 4))
+        assert mem.stats().records == 3
+        mem.store("The same note, copy five.", vector=near(v, 5))
+        assert mem.stats().records == 1
+
+
 def test_auto_fold_is_off_by_default(engine: MemoryEngine) -> None:
     v = unit(9)
     for i in range(20):

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, SchemaTooNew, StoreError
+from prime_memory_folding.engine import CHANGE_LOG_KEEP
 from prime_memory_folding.index import session_code
 from prime_memory_folding.storage import SQLiteStorage, TokenRow
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
@@ -118,6 +119,24 @@ def test_reader_reloads_when_the_change_log_was_trimmed(store_path: Path) -> Non
         assert writer.storage.db.execute("SELECT count(*) FROM changes").fetchone()[0] == 1
         writer.store("after trim")
         assert reader.stats().records == 52
+
+
+def test_every_thousandth_write_of_an_engine_trims_the_change_log() -> None:
+    trims: list[int] = []
+
+    class Trims(SQLiteStorage):
+        def trim_changes(self, keep: int) -> None:
+            trims.append(keep)
+            super().trim_changes(keep)
+
+    with MemoryEngine(storage=Trims(":memory:")) as engine:
+        for i in range(998):
+            engine.store(f"note {i}")
+        engine.store_many(["one of two", "two of two"])  # one write
+        assert trims == []
+        engine.fold()  # a write too
+        assert trims == [CHANGE_LOG_KEEP]
+        assert engine.stats().records == 1_000
 
 
 def test_reader_reloads_when_the_change_log_restarted_below_it(store_path: Path) -> None:
