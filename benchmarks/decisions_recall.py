@@ -43,7 +43,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -58,6 +57,7 @@ from _shared import REPO_ROOT, Clock
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.ranking import RankingSettings
 from prime_memory_folding.scopes import normalise_scope
+from prime_memory_folding.words import WORD
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "decisions" / "decisions-dev.json"
 #: Hits asked for per query; MRR is cut there.
@@ -87,7 +87,6 @@ LOO_GRID: tuple[dict[str, float], ...] = tuple(
     {"cosine_weight": c, "long_query_shift": shift, "lend_weight": lend, "query_idf": idf}
     for c, shift, lend, idf in itertools.product((0.5, 0.6, 0.7), (0, 0.2), (0, 0.2), (0, 0.5))
 )
-_WORD = re.compile(r"\w+")
 
 
 # -- the data ---------------------------------------------------------------------------
@@ -291,7 +290,7 @@ def evaluate(
 
 def words(text: str) -> list[str]:
     """BM25's tokens: lower-cased word characters."""
-    return _WORD.findall(text.lower())
+    return WORD.findall(text.lower())
 
 
 class Bm25:

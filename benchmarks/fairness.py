@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import http.client
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,6 @@ from _shared import generate, scratch_database, store_in_batches
 from http_load import HttpClient, serve_http
 
 TARGET = 3.0
-WORD = re.compile(r"\w+")
 
 
 @contextmanager
@@ -55,7 +53,7 @@ def prepared_store(
     from prime_memory_folding.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
     from prime_memory_folding.records import MAX_TAGS
     from prime_memory_folding.storage import open_storage
-    from prime_memory_folding.words import STOPWORDS
+    from prime_memory_folding.words import STOPWORDS, WORD
 
     with ExitStack() as stack:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="prime-memory-fairness-"))

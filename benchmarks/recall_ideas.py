@@ -79,10 +79,10 @@ from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.embeddings import Embedder, load_embedder
 from prime_memory_folding.priors import time_closeness
 from prime_memory_folding.when import time_window
+from prime_memory_folding.words import WORD
 
 Array = npt.NDArray[np.float64]
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_WORD = re.compile(r"\w+")
 #: A sentence this short joins the one before it.
 MIN_SENTENCE_WORDS = 4
 #: Allowed gap between this re-implementation's baseline and the engine's, in points.
@@ -173,7 +173,7 @@ class Haystack:
         cut = [sentences(t) for t in texts]
         flat = [s for parts in cut for s in parts]
         named = [time_window(text, asked) for text in queries]
-        words = [Counter(w.lower() for w in _WORD.findall(t)) for t in texts]
+        words = [Counter(w.lower() for w in WORD.findall(t)) for t in texts]
         return cls(
             texts=texts,
             stamps=np.array(stamps, dtype=np.float64),
@@ -396,7 +396,7 @@ def rank(h: Haystack, q: int, idea: Idea, limit: int, query: Any = None) -> list
     if window is not None and idea.time_weight:
         final += idea.time_weight * time_closeness(h.stamps, window, idea.time_tail)
     if idea.label_weight and h.labels:
-        asked = {w.lower() for w in _WORD.findall(h.query_texts[q])}
+        asked = {w.lower() for w in WORD.findall(h.query_texts[q])}
         final += idea.label_weight * np.array([label in asked for label in h.labels])
     if query is None and (idea.hop_docs or idea.link_docs):
         first = np.argsort(-np.where(candidate, final, -np.inf), kind="stable")

@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from prime_memory_folding import recall
+from prime_memory_folding.words import STOPWORDS, WORD
 
 if TYPE_CHECKING:
     from recall_ideas import Haystack, Idea
 
 Array = npt.NDArray[np.float64]
-_WORD = re.compile(r"\w+")
 _STATEMENT = re.compile(r"\.(\s|$)")
 _PLAIN_WORD = re.compile(r"[a-z]{3,}")
 #: A neighbour that starts with the same letters as the word is the same word to BM25
@@ -52,9 +51,7 @@ class Vocabulary:
         self.table = np.asarray(model.embedding, dtype=np.float32)
         vocab: dict[str, int] = model.tokenizer.get_vocab()
         words = sorted(
-            (i, w)
-            for w, i in vocab.items()
-            if _PLAIN_WORD.fullmatch(w) and w not in recall.STOPWORDS
+            (i, w) for w, i in vocab.items() if _PLAIN_WORD.fullmatch(w) and w not in STOPWORDS
         )
         self.words = [w for _, w in words]
         rows = self.table[[i for i, _ in words]]
@@ -135,7 +132,7 @@ HEDGES = frozenset(("would", "could", "might", "may", "likely", "probably", "pos
 def stripped(vocab: Vocabulary, ids: Sequence[int], which: str) -> Array:
     """Per token of a query: 0 for a stop word ("stop") or a stop word or hedge ("hedge"),
     else 1; all 1 if that leaves none."""
-    out = vocab.word_ids(recall.STOPWORDS | (HEDGES if which == "hedge" else frozenset()))
+    out = vocab.word_ids(STOPWORDS | (HEDGES if which == "hedge" else frozenset()))
     weights = np.array([0.0 if i in out else 1.0 for i in ids])
     return weights if weights.any() else np.ones(len(ids))
 
@@ -144,8 +141,8 @@ def expansion(
     vocab: Vocabulary, query: str, holders: Counter[str], similarity: float, top: int
 ) -> str:
     """The table's nearest words to the query's content words that the store holds."""
-    words = [w.lower() for w in _WORD.findall(query)]
-    content = {w for w in words if _PLAIN_WORD.fullmatch(w) and w not in recall.STOPWORDS}
+    words = [w.lower() for w in WORD.findall(query)]
+    content = {w for w in words if _PLAIN_WORD.fullmatch(w) and w not in STOPWORDS}
     found: dict[str, None] = {}
     for word in sorted(content):
         for other in vocab.neighbours(word, similarity, top):
@@ -280,7 +277,7 @@ def marginal(h: Haystack, final: Array, order: npt.NDArray[np.int64], weight: fl
 def lend_words(h: Haystack, q: int, first: list[int], docs: int, words: int) -> str:
     """The ``words`` most telling words of the first ``docs`` hits, not in the query."""
     total = len(h.texts)
-    asked = {w.lower() for w in _WORD.findall(h.query_texts[q])}
+    asked = {w.lower() for w in WORD.findall(h.query_texts[q])}
     weight: Counter[str] = Counter()
     for hit in first[:docs]:
         for w, tf in h.words[hit].items():

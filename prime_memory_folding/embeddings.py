@@ -43,7 +43,6 @@ import importlib
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -72,7 +71,6 @@ EMBEDDER_ENV = "PRIME_MEMORY_EMBEDDER"
 API_KEY_ENV = "PRIME_MEMORY_EMBEDDER_API_KEY"
 BUILTIN_MODEL = "minilm-distilled-256"
 HUB_PREFIX = "hf:"
-_WORD = re.compile(r"\w+")
 
 
 @runtime_checkable
@@ -163,6 +161,8 @@ class StaticEmbedder:
         """
         import numpy as np
 
+        from .words import WORD  # imports numpy too, so here and not at the top
+
         model = self._model
         encoding = model.tokenizer.encode(text, add_special_tokens=False)
         kept = [
@@ -172,7 +172,7 @@ class StaticEmbedder:
         ]
         limit = getattr(model, "max_length", None)
         word_at: dict[int, str] = {}
-        for match in _WORD.finditer(text):
+        for match in WORD.finditer(text):
             word_at.update(dict.fromkeys(range(match.start(), match.end()), match.group().lower()))
         scale = np.array([weights.get(word_at.get(start, ""), 0.0) for _, (start, _) in kept])
         if not kept or (limit is not None and len(kept) > limit) or not scale.any():

@@ -27,20 +27,17 @@ see docs/recall.md).
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from .query_weights import SharesOf, query_words
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .words import STOPWORDS
+from .words import STOPWORDS, WORD
 
 __all__ = ["MAX_LOOKED_UP", "Lender", "telling_words"]
 
 #: The hits' words looked up in the store, at most (the most frequent in them first).
 MAX_LOOKED_UP = 256
-
-_WORD = re.compile(r"\w+")
 
 #: The words a text query's first hits (by record id, best first) lend it.
 Lender = Callable[[Sequence[str]], list[str]]
@@ -55,7 +52,7 @@ def telling_words(
     """The ``settings.lend_words`` most telling words of ``texts`` (the first hits,
     best first) for a query of text ``query``, most telling first."""
     asked = set(query_words(query))
-    counts = [Counter(w.lower() for w in _WORD.findall(text)) for text in texts]
+    counts = [Counter(w.lower() for w in WORD.findall(text)) for text in texts]
     seen: Counter[str] = Counter()
     for words in counts:
         seen.update(words)

@@ -29,7 +29,6 @@ docs/recall.md).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -37,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .words import STOPWORDS
+from .words import STOPWORDS, WORD
 
 __all__ = [
     "MAX_WEIGHTED_WORDS",
@@ -50,8 +49,6 @@ __all__ = [
 #: A query with more distinct words than this is encoded as the model does (a
 #: long text is a document, whose mean the rare words already steer).
 MAX_WEIGHTED_WORDS = 64
-
-_WORD = re.compile(r"\w+")
 
 #: Given words (lower case, none of them a stop word): each one's share of the
 #: store's records (None: the text index keeps no such word) and the store's
@@ -70,7 +67,7 @@ class WeightedEmbedder(Protocol):
 
 def query_words(text: str) -> list[str]:
     """The distinct words of ``text``, in lower case, in order."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
 
 
 def word_weights(

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,9 +54,10 @@ from .query import RankedRow, top_k
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .storage.base import SqlStorage
-from .storage.migrations import UNSEGMENTED_GLOB, UNSEGMENTED_RANGES
 from .text_embedding import BUILTIN_SPACE, NO_EMBEDDER, TextEmbedding
-from .words import STOPWORDS
+from .words import STOPWORDS, UNSEGMENTED_GLOB
+from .words import UNSEGMENTED_QUERY_RUN as _UNSEGMENTED_RUN
+from .words import WORD as _WORD
 
 if TYPE_CHECKING:
     from .index import Rows, StructuralIndex
@@ -67,7 +67,6 @@ __all__ = [
     "BUILTIN_SPACE",
     "CUSTOM_PREFIX",
     "NO_EMBEDDER",
-    "STOPWORDS",
     "LexicalHits",
     "LexicalQuery",
     "TextEmbedding",
@@ -93,8 +92,6 @@ REEMBED_BATCH = 1024
 _SPACE_KEY = "embedding_space"
 _DIM_KEY = "embedding_dim"
 
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
-_WORD = re.compile(r"\w+")
 #: Trigram queries need three characters; shorter runs are found by substring scan.
 _GRAM = 3
 

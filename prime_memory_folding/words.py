@@ -1,13 +1,19 @@
-"""The words a fold compares: each text's distinct words, and all texts' as numbers.
+"""What a text's words are: the word pattern, stop words, scripts without spaces.
 
-:func:`word_set` is the rule: a text's distinct words, lower-cased, where a
-word is a run of word characters (``\\w``) and scripts written without spaces
-between words count their character pairs. :func:`word_table` gives the same
-words for many texts at once as numbers, without an object per word: texts in
-ASCII (nearly all) are split and hashed by numpy over their bytes, in chunks;
-the others go through :func:`word_set` and are hashed the same way. Equal
-words get equal numbers. Two different words share a number only if they share
-a 64-bit hash, with odds of about one in 10^19 per pair of words.
+The engine's text rules share these: a word is a run of word characters
+(:data:`WORD`, ``\\w``); :data:`STOPWORDS` are too common to say anything;
+scripts written without spaces between words (CJK, Thai, emoji...) are
+:data:`UNSEGMENTED_RANGES`, which the full-text index, text queries and folds
+treat apart.
+
+The words a fold compares: :func:`word_set` is the rule, a text's distinct
+words, lower-cased, where unsegmented scripts count their character pairs.
+:func:`word_table` gives the same words for many texts at once as numbers,
+without an object per word: texts in ASCII (nearly all) are split and hashed
+by numpy over their bytes, in chunks; the others go through :func:`word_set`
+and are hashed the same way. Equal words get equal numbers. Two different
+words share a number only if they share a 64-bit hash, with odds of about one
+in 10^19 per pair of words.
 """
 
 from __future__ import annotations
@@ -21,13 +27,22 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .storage.migrations import UNSEGMENTED_RANGES
-
-__all__ = ["STOPWORDS", "distinct", "word_set", "word_table"]
+__all__ = [
+    "STOPWORDS",
+    "UNSEGMENTED_GLOB",
+    "UNSEGMENTED_QUERY_RUN",
+    "UNSEGMENTED_RANGES",
+    "UNSEGMENTED_RUN",
+    "WORD",
+    "distinct",
+    "word_set",
+    "word_table",
+]
 
 IntT = TypeVar("IntT", np.int64, np.uint64)
 
-_WORD = re.compile(r"\w+")
+#: A word: a run of word characters.
+WORD = re.compile(r"\w+")
 
 # Words too common to say anything: a text query drops them unless nothing else is
 # left, and an incremental fold looks them up last.
@@ -44,8 +59,28 @@ _STOPWORD_TEXT = """
 #: Words too common to say anything (lower case).
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
-#: Scripts written without spaces between words: their words are character pairs.
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
+# Scripts written without spaces between words, and emoji: unicode61 makes one
+# token of a whole run of them (or none at all), so they go to the trigram index.
+UNSEGMENTED_RANGES = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u2600-\u27bf"  # symbols, dingbats
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U0001f000-\U0001faff"  # emoji
+    "\U00020000-\U0002fa1f"  # CJK extensions B-F
+)
+#: Records whose content matches this GLOB are also in the trigram index.
+UNSEGMENTED_GLOB = f"*[{UNSEGMENTED_RANGES}]*"
+#: A run of scripts written without spaces: a fold's words are its character pairs.
+UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
+#: Such a run in a text query, with the emoji variation selector and the
+#: zero-width joiner that bind emoji sequences: a query looks for its pieces.
+UNSEGMENTED_QUERY_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
 #: Bytes of text hashed at once: the chunk's arrays stay within the CPU caches' reach.
 _CHUNK_BYTES = 1 << 20
 #: The multiplier of the polynomial hash (odd, so it has an inverse modulo 2**64).
@@ -63,10 +98,10 @@ def word_set(text: str) -> frozenset[str]:
     These are the words the word-overlap rule compares.
     """
     lowered = text.lower()
-    runs = _UNSEGMENTED_RUN.findall(lowered)
+    runs = UNSEGMENTED_RUN.findall(lowered)
     if not runs:
-        return frozenset(_WORD.findall(lowered))
-    words = set(_WORD.findall(_UNSEGMENTED_RUN.sub(" ", lowered)))
+        return frozenset(WORD.findall(lowered))
+    words = set(WORD.findall(UNSEGMENTED_RUN.sub(" ", lowered)))
     for run in runs:
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
     return frozenset(words)

@@ -10,15 +10,14 @@ both backends (:class:`~.base.SqlStorage`).
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from ..words import UNSEGMENTED_RUN
 from .base import SqlStorage
-from .migrations import UNSEGMENTED_RANGES
 from .sqlite import SQLiteStorage, _chunks
 
 __all__ = [
@@ -29,8 +28,6 @@ __all__ = [
     "rows_with_word",
     "set_fold_state",
 ]
-
-_UNSEGMENTED = re.compile(f"[{UNSEGMENTED_RANGES}]")
 
 #: The meta key where a fold leaves how far it got (see :func:`fold_state`).
 FOLD_STATE_KEY = "fold_state"
@@ -147,7 +144,7 @@ def rows_with_word(storage: SqlStorage, word: str, limit: int) -> npt.NDArray[np
     """
     if not isinstance(storage, SQLiteStorage):
         return None
-    if _UNSEGMENTED.search(word) or not any(ch.isalnum() for ch in word):
+    if UNSEGMENTED_RUN.search(word) or not any(ch.isalnum() for ch in word):
         return None
     phrase = word.replace('"', '""')
     try:

@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..primes import default_primes
+from ..words import UNSEGMENTED_GLOB
 
 __all__ = [
     "MIGRATIONS",
-    "UNSEGMENTED_GLOB",
-    "UNSEGMENTED_RANGES",
     "Migration",
     "latest_version",
     "migration",
@@ -127,24 +126,6 @@ def create_core_tables(db: sqlite3.Connection) -> None:
 
 
 # -- text recall: migration 2 -----------------------------------------------------
-
-# Scripts written without spaces between words, and emoji: unicode61 makes one
-# token of a whole run of them (or none at all), so they go to the trigram index.
-UNSEGMENTED_RANGES = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1780-\u17ff"  # Khmer
-    "\u2600-\u27bf"  # symbols, dingbats
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\U0001f000-\U0001faff"  # emoji
-    "\U00020000-\U0002fa1f"  # CJK extensions B-F
-)
-#: Records whose content matches this GLOB are also in the trigram index.
-UNSEGMENTED_GLOB = f"*[{UNSEGMENTED_RANGES}]*"
 
 
 @migration(2)

@@ -12,15 +12,14 @@ no record is counted again at each query, so that it is found once stored.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..index import TagQuery
+from ..words import UNSEGMENTED_QUERY_RUN
 from .base import LexicalCandidates
-from .migrations import UNSEGMENTED_RANGES
 from .pg_rows import gate_sql
 from .pg_schema import folded
 
@@ -35,9 +34,8 @@ B = 0.75
 LENGTH_SAMPLE = 2_000
 #: Change-log entries after which cached text statistics are read again.
 STATS_STALE_CHANGES = 1_000
-#: Text without word breaks (CJK, Thai, emoji...), as the SQLite store defines it.
-_UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
-#: Characters of such text a substring test looks for at once (SQLite's trigrams).
+#: Characters of text without word breaks (CJK, Thai, emoji...) a substring test
+#: looks for at once (SQLite's trigrams).
 PIECE = 3
 #: Most pieces of a query's unsegmented text looked for (the first ones).
 MAX_PIECES = 32
@@ -141,7 +139,7 @@ class TextSearch:
         breaks (CJK, Thai, emoji...) adds, for each record that holds some of
         it, how many of its pieces it holds (:func:`unsegmented_pieces`).
         """
-        words = self._word_scores(_UNSEGMENTED_RUN.sub(" ", text), gates, budget)
+        words = self._word_scores(UNSEGMENTED_QUERY_RUN.sub(" ", text), gates, budget)
         pieces = unsegmented_pieces(text)
         if not pieces:
             return words
@@ -230,7 +228,7 @@ def unsegmented_pieces(text: str) -> list[str]:
     :data:`MAX_PIECES` of them in all.
     """
     pieces: list[str] = []
-    for run in _UNSEGMENTED_RUN.findall(text):
+    for run in UNSEGMENTED_QUERY_RUN.findall(text):
         run = run.strip("\ufe0f\u200d")
         if len(run) < PIECE:
             pieces.extend([run] if run else [])
