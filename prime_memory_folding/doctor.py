@@ -162,17 +162,18 @@ def _schema_check(db: sqlite3.Connection, tables: set[str], record: Callable[[Ch
 
 def _embedding_check(db: sqlite3.Connection) -> Check:
     """Whether the configured embedder may open a store of this embedding space."""
-    from .recall import CUSTOM_PREFIX, TextEmbedding
+    from .space import CUSTOM_PREFIX, DIM_KEY, SPACE_KEY
+    from .text_embedding import TextEmbedding
 
     meta = dict(
         db.execute(
-            "SELECT key, value FROM meta WHERE key IN ('embedding_space', 'embedding_dim')"
+            "SELECT key, value FROM meta WHERE key IN (?, ?)", (SPACE_KEY, DIM_KEY)
         ).fetchall()
     )
-    space = meta.get("embedding_space")
+    space = meta.get(SPACE_KEY)
     if space is None:
         return Check("embedding", True, "no vectors stored yet")
-    detail = f"{space} ({meta.get('embedding_dim', '?')} dimensions)"
+    detail = f"{space} ({meta.get(DIM_KEY, '?')} dimensions)"
     text = TextEmbedding(None)
     if space.startswith(CUSTOM_PREFIX) or not text.enabled:
         return Check("embedding", True, detail)

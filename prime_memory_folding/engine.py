@@ -10,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from . import budget, maintenance, recall, survey, tokens, writes
+from . import budget, maintenance, space, survey, tokens, writes
 from . import scopes as scope_rules
 from .address import Encoded, parse_record_id
 from .embeddings import Embedder
@@ -23,7 +23,6 @@ from .locking import ReadWriteLock
 from .query import RankedRow
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .reads import MAX_LIMIT, Reader
-from .recall import TextEmbedding
 from .records import (
     Filters,
     Hit,
@@ -42,6 +41,7 @@ from .storage import (
     open_storage,
     pushdown_of,
 )
+from .text_embedding import TextEmbedding
 from .when import When
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store_path"]
@@ -165,7 +165,7 @@ class MemoryEngine:
         self._load()
         # -- recall: refuse a store embedded by another model --
         try:
-            recall.check_open(storage, self._text)
+            space.check_open(storage, self._text)
         except BaseException:
             self.close()
             raise
@@ -441,7 +441,7 @@ class MemoryEngine:
             return maintenance.reinforce_many(self._parts, pending, writes.REINFORCE_RATE)
 
     # -- recall: hybrid text queries and re-embedding --------------------------------
-    # Parsing, lexical search, fusion and the embedding space live in recall.py.
+    # Parsing, lexical search and fusion live in recall.py; the embedding space in space.py.
 
     def reembed(
         self,
@@ -472,7 +472,7 @@ class MemoryEngine:
         storage = self.storage
         with self._lock:
             with storage.transaction():
-                count = recall.reembed_all(storage, text, progress)
+                count = space.reembed_all(storage, text, progress)
             self._text = text
             self._load()
         return count

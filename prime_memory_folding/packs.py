@@ -53,6 +53,7 @@ from .portable import (
 from .portable import pack_vector as _pack_vector
 from .primes import Kind
 from .scopes import normalise_scope, normalise_scopes
+from .space import CUSTOM_PREFIX, DIM_KEY, SPACE_KEY, set_space
 from .storage.base import SqlStorage
 
 if TYPE_CHECKING:
@@ -249,8 +250,8 @@ def export_pack(
             if (since is None or stamp >= since) and (until is None or stamp < until):
                 rows.append(stored if vectors else replace(stored, vector_blob=None))
     rows.sort(key=lambda row: (row.record.created_at, row.record.record_id))
-    space = storage.get_meta("embedding_space")
-    dim = storage.get_meta("embedding_dim")
+    space = storage.get_meta(SPACE_KEY)
+    dim = storage.get_meta(DIM_KEY)
     stats = engine.stats()
     header = {
         "format": PACK_FORMAT,
@@ -456,13 +457,12 @@ class _Writer:
                     _pack_vector(rec.vector)
                 except InvalidInput as exc:
                     raise InvalidInput(f"{self.source.name}:{rec.line}: {exc}") from None
-        space = self.storage.get_meta("embedding_space")
-        wanted = self.source.embedding_space or f"custom:{dim}"
+        space = self.storage.get_meta(SPACE_KEY)
+        wanted = self.source.embedding_space or f"{CUSTOM_PREFIX}{dim}"
         if space is None:
-            self.storage.set_meta("embedding_space", wanted)
-            self.storage.set_meta("embedding_dim", str(dim))
+            set_space(self.storage, wanted, dim)
             return
-        have = int(self.storage.get_meta("embedding_dim") or 0)
+        have = int(self.storage.get_meta(DIM_KEY) or 0)
         named_apart = (
             self.source.embedding_space is not None and self.source.embedding_space != space
         )

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from .index import StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .locking import ReadWriteLock
-    from .recall import TextEmbedding
     from .records import Filters
     from .storage import Storage, StoredRow
+    from .text_embedding import TextEmbedding
 
 __all__ = ["EngineParts"]
 

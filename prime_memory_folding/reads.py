@@ -35,6 +35,7 @@ from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .records import Filters, Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
+from .space import SPACE_KEY, check_space, is_custom, store_space
 from .storage import Pushdown, SqlStorage, StoredRow, archive
 from .when import parse_when, time_window
 
@@ -220,11 +221,8 @@ class Reader:
             return self._text_query(check_query_text(text), query_vector, filters, limit)
         # -- end recall --
         with self.reading():
-            if (
-                query_vector is not None
-                and self._parts.storage.get_meta("embedding_space") is not None
-            ):
-                writes.check_space(self._parts.storage, len(query_vector), claim=False)
+            if query_vector is not None and self._parts.storage.get_meta(SPACE_KEY) is not None:
+                check_space(self._parts.storage, len(query_vector), claim=False)
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
@@ -262,9 +260,9 @@ class Reader:
         parsed = recall.parse_query(text)
         with self.reading():
             storage = self._parts.storage
-            space = recall.store_space(storage)
+            space = store_space(storage)
             if query_vector is not None and space is not None:
-                writes.check_space(self._parts.storage, len(query_vector), claim=False)
+                check_space(self._parts.storage, len(query_vector), claim=False)
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
@@ -277,7 +275,7 @@ class Reader:
             elif (
                 self._parts.text.enabled
                 and space is not None
-                and not recall.is_custom(space)
+                and not is_custom(space)
                 and (self._pushdown is not None or self._index.dim is not None)
             ):
                 shares = self._shares_of(self.word_shares)
@@ -536,7 +534,7 @@ class Reader:
             tags=tags,
             registries=registries,
             store_bytes=storage.size_bytes(),
-            embedding_space=storage.get_meta("embedding_space"),
+            embedding_space=storage.get_meta(SPACE_KEY),
             schema_version=storage.schema_version(),
             archived=sum(archived.values()),
             archived_by_reason=archived,

@@ -1,10 +1,4 @@
-"""Text recall: the store's embedding space, lexical ranking on FTS5, and hybrid fusion.
-
-A store's vectors all belong to one embedding space, recorded in its ``meta``
-table as ``embedding_space`` (a name) and ``embedding_dim``. The first vector
-fixes it: the configured text embedder's space when the engine embeds content
-itself, or ``custom:<dim>`` when the caller brings vectors. In a custom space
-text is never embedded, and text queries rank lexically only.
+"""Text recall: lexical ranking on FTS5, and hybrid fusion.
 
 Lexical ranking is BM25 over two FTS5 tables that triggers keep in sync with
 ``records`` (see migration 2): ``records_fts`` with a stemming tokenizer for
@@ -48,13 +42,11 @@ import numpy.typing as npt
 
 from . import asking as asking_rule
 from .context import Around, SessionCache, Sessions, neighbour_best, with_neighbours
-from .errors import DimensionMismatch, EmbeddingError, InvalidInput, NotAvailable
+from .errors import InvalidInput, NotAvailable
 from .priors import time_closeness
 from .query import RankedRow, top_k
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .storage.base import SqlStorage
-from .text_embedding import BUILTIN_SPACE, NO_EMBEDDER, TextEmbedding
 from .words import STOPWORDS, UNSEGMENTED_GLOB
 from .words import UNSEGMENTED_QUERY_RUN as _UNSEGMENTED_RUN
 from .words import WORD as _WORD
@@ -64,145 +56,23 @@ if TYPE_CHECKING:
     from .storage import Storage
 
 __all__ = [
-    "BUILTIN_SPACE",
-    "CUSTOM_PREFIX",
-    "NO_EMBEDDER",
     "LexicalHits",
     "LexicalQuery",
-    "TextEmbedding",
     "WordShares",
     "check_text",
     "hybrid_rank",
     "lexical_scores",
     "parse_query",
-    "reembed_all",
 ]
 
-#: The space name's prefix for vectors a caller brings (``custom:<dim>``).
-CUSTOM_PREFIX = "custom:"
 #: BM25 hits taken from FTS before the structural gates are applied.
 LEXICAL_DEPTH = 1000
 #: How many of the newest records estimate the share of the store that holds a word.
 SAMPLE_RECORDS = 4096
 #: Most words whose sampled shares one engine remembers.
 WORD_SHARES_KEPT = 4096
-#: Texts embedded per call when re-embedding a store.
-REEMBED_BATCH = 1024
-
-_SPACE_KEY = "embedding_space"
-_DIM_KEY = "embedding_dim"
-
 #: Trigram queries need three characters; shorter runs are found by substring scan.
 _GRAM = 3
-
-
-# -- the store's space --------------------------------------------------------------
-
-
-def store_space(storage: Storage) -> tuple[str, int] | None:
-    """The store's embedding space as (name, dim), or None before the first vector."""
-    name = storage.get_meta(_SPACE_KEY)
-    if name is None:
-        return None
-    return name, int(storage.get_meta(_DIM_KEY) or 0)
-
-
-def set_space(storage: Storage, name: str, dim: int) -> None:
-    """Record the store's space. Call inside a write transaction."""
-    storage.set_meta(_SPACE_KEY, name)
-    storage.set_meta(_DIM_KEY, str(dim))
-
-
-def is_custom(space: tuple[str, int] | None) -> bool:
-    return space is not None and space[0].startswith(CUSTOM_PREFIX)
-
-
-def check_open(storage: Storage, text: TextEmbedding) -> None:
-    """Refuse a store whose vectors belong to another model than the configured one.
-
-    Raises:
-        EmbeddingError: the spaces differ; the message names the setting and the
-            way to re-embed.
-    """
-    space = store_space(storage)
-    if space is None or is_custom(space) or not text.enabled:
-        return
-    name = text.name()
-    if name != space[0]:
-        raise EmbeddingError(
-            f"store {storage.path} holds vectors of the embedding space {space[0]!r} "
-            f"({space[1]} dimensions), but {text.setting} configures {name!r}; set "
-            f"{text.setting} to {space[0]!r}, or open the store with embedder='none' and "
-            f"call reembed({name!r}) to move it to the new space"
-        )
-
-
-def texts_to_embed(
-    storage: Storage, text: TextEmbedding, caller_dims: set[int]
-) -> TextEmbedding | None:
-    """Whether a write should embed its vector-less contents; claims the space if empty.
-
-    Call inside the write transaction.
-
-    Raises:
-        DimensionMismatch: the embedder's dimension does not fit the store's space.
-    """
-    if not text.enabled:
-        return None
-    space = store_space(storage)
-    if space is None:
-        if caller_dims:
-            return None  # the caller's vectors claim a custom space
-        embedder = text.get()
-        set_space(storage, embedder.name, embedder.dim)
-        return text
-    if is_custom(space):
-        return None
-    embedder = text.get()
-    if embedder.name != space[0] or embedder.dim != space[1]:
-        raise DimensionMismatch(
-            f"the embedder {embedder.name!r} ({embedder.dim} dimensions) does not fit this "
-            f"store's space {space[0]!r} ({space[1]} dimensions); set {text.setting} to "
-            f"{space[0]!r}, or reembed() the store"
-        )
-    return text
-
-
-def reembed_all(
-    storage: Storage,
-    text: TextEmbedding,
-    progress: Callable[[int, int], None] | None = None,
-    batch: int | None = None,
-) -> int:
-    """Embed every record's content again into ``text``'s space; returns how many.
-
-    Call inside one write transaction, so that a failure leaves nothing half-embedded.
-    """
-    batch = batch or REEMBED_BATCH
-    if not isinstance(storage, SqlStorage):
-        raise NotAvailable(
-            f"re-embedding needs an SQLite or PostgreSQL store, not {type(storage).__name__}"
-        )
-    db = storage.db
-    embedder = text.get()
-    rows = db.execute("SELECT id, content FROM records ORDER BY id").fetchall()
-    total = len(rows)
-    if progress is not None:
-        progress(0, total)
-    for start in range(0, total, batch):
-        chunk = rows[start : start + batch]
-        vectors = text.embed([content for _, content in chunk])
-        db.executemany(
-            "UPDATE records SET vector = ? WHERE id = ?",
-            (
-                (None if v is None else v.astype("<f4").tobytes(), rid)
-                for (rid, _), v in zip(chunk, vectors)
-            ),
-        )
-        if progress is not None:
-            progress(min(start + batch, total), total)
-    set_space(storage, embedder.name, embedder.dim)
-    return total
 
 
 # -- lexical ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from . import folding, recall
+from . import folding, space
 from .address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from .errors import DimensionMismatch, InvalidInput, NotFound
 from .labels import LabelRegistry
@@ -47,7 +47,6 @@ __all__ = [
     "allocate",
     "as_vector",
     "assign_primes",
-    "check_space",
     "encode",
     "new_row",
     "prepare",
@@ -181,29 +180,6 @@ def as_vector(vector: object) -> npt.NDArray[np.float32]:
     return array
 
 
-def check_space(storage: Storage, dim: int, *, claim: bool) -> None:
-    """Check a vector dimension against the store's embedding space.
-
-    With ``claim``, an empty space is set to ``custom:<dim>``; call it inside
-    the write transaction.
-
-    Raises:
-        DimensionMismatch: the store's space has another dimension.
-    """
-    space = storage.get_meta("embedding_space")
-    if space is None:
-        if claim:
-            storage.set_meta("embedding_space", f"custom:{dim}")
-            storage.set_meta("embedding_dim", str(dim))
-        return
-    expected = int(storage.get_meta("embedding_dim") or 0)
-    if dim != expected:
-        raise DimensionMismatch(
-            f"vector has dimension {dim}, but this store's embedding space {space} "
-            f"uses dimension {expected}; give {expected}-dimensional vectors"
-        )
-
-
 # -- store ------------------------------------------------------------------------
 
 
@@ -220,7 +196,7 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         text.enabled
         and not text.loaded
         and any(item.vector is None for item in items)
-        and not recall.is_custom(recall.store_space(storage))
+        and not space.is_custom(space.store_space(storage))
     ):
         text.get()
     with storage.transaction():
@@ -231,7 +207,7 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         if any(item.vector is None for item in items):
             items = _embedded(storage, engine, items, dims)
         for dim in dims:
-            check_space(storage, dim, claim=True)
+            space.check_space(storage, dim, claim=True)
         primes = assign_primes(engine.registry, storage, items)
         keys = [item.dedupe_key for item in items]
         known = storage.find_dedupe(list(dict.fromkeys(keys)))
@@ -269,8 +245,8 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
 def _embedded(
     storage: Storage, engine: EngineParts, items: Sequence[StoreItem], dims: set[int]
 ) -> Sequence[StoreItem]:
-    """``items`` with the contents that came without a vector embedded (see recall.py)."""
-    text = recall.texts_to_embed(storage, engine.text, dims)
+    """``items`` with the contents that came without a vector embedded (see space.py)."""
+    text = space.texts_to_embed(storage, engine.text, dims)
     if text is None:
         return items
     bare = [i for i, item in enumerate(items) if item.vector is None]
@@ -504,7 +480,7 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
                 raise NotFound(f"no record {rid} in {engine.path}")
             rec = current.record
             if new_vector is not None:
-                check_space(storage, len(new_vector), claim=True)
+                space.check_space(storage, len(new_vector), claim=True)
             new_tags = rec.tags if tags is None else tags
             item = StoreItem(
                 content=rec.content if content is None else content,

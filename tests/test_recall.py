@@ -22,8 +22,9 @@ from prime_memory_folding import (
     RankingSettings,
     recall,
 )
-from prime_memory_folding.recall import BUILTIN_SPACE, parse_query
+from prime_memory_folding.recall import parse_query
 from prime_memory_folding.storage import SQLiteStorage
+from prime_memory_folding.text_embedding import BUILTIN_SPACE
 from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 
@@ -619,9 +620,9 @@ def test_reembed_moves_the_store_and_reports_progress(backend_store: str, clock:
 def test_failed_reembed_changes_nothing(
     backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prime_memory_folding import recall
+    from prime_memory_folding import space
 
-    monkeypatch.setattr(recall, "REEMBED_BATCH", 2)
+    monkeypatch.setattr(space, "REEMBED_BATCH", 2)
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:one")) as memory:
         memory.store_many([f"apple note {i}" for i in range(6)])
         before = [memory.get(h.record.record_id).vector for h in memory.query(limit=10)]
