@@ -275,7 +275,7 @@ def test_require_token_starts_a_server_that_needs_one(tmp_path: Path) -> None:
         server.stop()
 
 
-@pytest.mark.parametrize("token", ["x", "fifteen-chars!!"])
+@pytest.mark.parametrize("token", [pytest.param("x", marks=pytest.mark.slow), "fifteen-chars!!"])
 def test_a_short_shared_token_is_refused(tmp_path: Path, token: str) -> None:
     for argv, env in (
         (["--token", token], _env()),

@@ -217,7 +217,15 @@ def test_loopback_without_a_token_accepts_a_loopback_origin(
     assert '"protocolVersion":"2025-11-25"' in body
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "memory.lan"])
+# A server process for each host: one in the default run, the rest slow;
+# test_bind_rule checks the rule itself in process.
+@pytest.mark.parametrize(
+    "host",
+    [
+        "0.0.0.0",
+        *(pytest.param(h, marks=pytest.mark.slow) for h in ("::", "192.168.1.20", "memory.lan")),
+    ],
+)
 def test_binding_beyond_loopback_without_a_token_refuses_to_start(
     tmp_path: Path, host: str
 ) -> None:

@@ -370,7 +370,14 @@ def test_a_non_finite_vector_value_is_a_tool_error_naming_it(
     assert_still_serving(process)
 
 
-@pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
+# A server for each version: the latest in the default run, the older ones slow.
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(v, marks=() if v == LATEST_HANDSHAKE_VERSION else pytest.mark.slow)
+        for v in HANDSHAKE_PROTOCOL_VERSIONS
+    ],
+)
 def test_handshake_for_each_protocol_version(server: ServerProcess, version: str) -> None:
     reply = server.request(initialize(1, version))
     assert reply["id"] == 1

@@ -39,6 +39,8 @@ def run_node_tests(tmp_path: Path, ci: bool) -> subprocess.CompletedProcess[str]
     )  # fmt: skip
 
 
+# A pytest run in a subprocess for each case: CI's failing one in the default run.
+@pytest.mark.slow
 def test_without_ci_the_node_tests_skip_and_say_why(tmp_path: Path) -> None:
     done = run_node_tests(tmp_path, ci=False)
     assert done.returncode == 0, done.stdout + done.stderr

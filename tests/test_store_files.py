@@ -270,7 +270,15 @@ def test_the_cli_prints_one_line_naming_the_path(
     assert_unchanged(path, before)
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+# A server process for each problem: one in the default run, the others slow;
+# the engine and the command line meet every problem in the default run.
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=name, marks=() if name == "corrupt" else pytest.mark.slow)
+        for name, case in CASES.items()
+    ],
+)
 def test_the_mcp_server_answers_with_a_tool_error_and_keeps_serving(
     tmp_path: Path, case: tuple
 ) -> None:

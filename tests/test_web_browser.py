@@ -107,6 +107,9 @@ def _flash(page: Any) -> str:
     return str(page.locator("p.flash").inner_text(timeout=WAIT_MS))
 
 
+# Chromium, the inspector and a stdio server for several seconds: slow. The
+# default run keeps the pages (test_web.py) and the real inspector (test_web_cli.py).
+@pytest.mark.slow
 def test_a_person_walks_through_the_inspector(
     inspector: InspectorProcess, seeded: Path, tmp_path: Path
 ) -> None:

@@ -55,13 +55,16 @@ def test_the_printed_address_opens_the_inspector_and_the_token_is_never_logged(
     assert f"Open: {inspector.url}" in printed
 
 
+@pytest.mark.parametrize(
+    "rounds", [pytest.param(1, id="once"), pytest.param(3, id="3-times", marks=pytest.mark.slow)]
+)
 def test_ctrl_c_as_soon_as_the_address_shows_stops_a_background_inspector(
-    store_path: Path,
+    store_path: Path, rounds: int
 ) -> None:
     # A background job of a script starts with SIGINT ignored: the address
     # shows only once the server handles Ctrl-C itself, so one sent at once stops it.
     MemoryEngine(store_path).close()
-    for _ in range(3):
+    for _ in range(rounds):
         inspector = InspectorProcess(store_path, sigint_ignored=True)
         printed = inspector.close()
         assert inspector.proc.returncode == 0, printed  # it stopped by itself, not killed
