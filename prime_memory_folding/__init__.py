@@ -32,6 +32,7 @@ from .records import Hit, Record, Stats, StoreResult, Vector, Version
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine, default_store_path
+    from .filters import Filters
     from .folding import FoldPolicy, FoldReport
 
 __version__ = "0.2.0"
@@ -40,6 +41,7 @@ __all__ = [
     "DimensionMismatch",
     "EmbeddingError",
     "Encoded",
+    "Filters",
     "FoldPolicy",
     "FoldReport",
     "Hit",
@@ -64,6 +66,7 @@ __all__ = [
 
 _LAZY = {"MemoryEngine", "default_store_path"}
 _LAZY_FOLDING = {"FoldPolicy", "FoldReport"}
+_LAZY_FILTERS = {"Filters"}
 
 
 def __getattr__(name: str) -> Any:
@@ -75,4 +78,8 @@ def __getattr__(name: str) -> Any:
         from . import folding
 
         return getattr(folding, name)
+    if name in _LAZY_FILTERS:
+        from . import filters
+
+        return getattr(filters, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

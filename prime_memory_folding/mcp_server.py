@@ -46,6 +46,7 @@ from . import tokens as access
 from .address import parse_record_id
 from .budget import count_tokens, fit
 from .errors import PrimeMemoryError
+from .filters import Filters
 from .mcp_access import (
     Access,
     EngineHolder,
@@ -415,30 +416,25 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                     return answered
                 room -= used - max_tokens
 
+        def ask(engine: MemoryEngine) -> QueryOutput:
+            gates = Filters(
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags or (),
+                any_tags=any_tags or (),
+                exclude_tags=exclude_tags or (),
+                min_strength=min_strength,
+                scopes=seen,
+                since=since,
+                until=until,
+            )
+            # Writes nothing: what an agent used, prime_memory_reinforce counts.
+            return answer(engine.query(text=text, filters=gates, vector=vector, limit=limit))
+
         # The answer is fitted where the query ran (a worker thread over HTTP):
         # counting a large answer's tokens takes a while, and the event loop
         # serves every other caller meanwhile.
-        return cast(
-            QueryOutput,
-            await call(
-                lambda e: answer(
-                    e.query(
-                        text=text,
-                        domain=domain,
-                        subdomain=subdomain,
-                        tags=tags or (),
-                        any_tags=any_tags or (),
-                        exclude_tags=exclude_tags or (),
-                        min_strength=min_strength,
-                        vector=vector,
-                        limit=limit,
-                        scopes=seen,
-                        since=since,
-                        until=until,
-                    )  # writes nothing: what an agent used, prime_memory_reinforce counts
-                )
-            ),
-        )
+        return cast(QueryOutput, await call(ask))
 
     @tool(_annotations("Fold memories", read_only=False, destructive=True, idempotent=False))
     async def prime_memory_fold(
@@ -551,7 +547,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         seen = await visible_scopes(ctx, scopes)
 
         def forget_matching(engine: MemoryEngine) -> list[str]:
-            ids = engine.match_ids(domain=domain, subdomain=subdomain, tags=tags or (), scopes=seen)
+            gates = Filters(domain=domain, subdomain=subdomain, tags=tags or (), scopes=seen)
+            ids = engine.match_ids(filters=gates)
             if len(ids) > FORGET_UNCONFIRMED and confirm_count != len(ids):
                 raise ToolError(
                     f"{len(ids)} memories match; nothing was forgotten. To forget them all, call "

@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from .filters import Filters
     from .folding import FoldPolicy
     from .index import StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .locking import ReadWriteLock
-    from .records import Filters
     from .storage import Storage, StoredRow
     from .text_embedding import TextEmbedding
 

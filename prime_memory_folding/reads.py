@@ -27,13 +27,14 @@ from . import asking, feedback, pushdown, recall, words, writes
 from . import scopes as scope_rules
 from .context import SessionCache
 from .errors import InvalidInput
+from .filters import Filters
 from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .records import Filters, Hit, Stats, check_unit_interval, limit_tags
+from .records import Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
 from .space import SPACE_KEY, check_space, is_custom, store_space
 from .storage import Pushdown, SqlStorage, StoredRow, archive

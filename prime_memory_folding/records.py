@@ -17,7 +17,6 @@ __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_SESSION_CHARS",
     "MAX_TAGS",
-    "Filters",
     "Hit",
     "Record",
     "Stats",
@@ -321,25 +320,3 @@ def check_vector(vector: object) -> list[float]:
     if not values:
         raise InvalidInput("vector is empty; give at least one number")
     return values
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """A read's structural gates as the caller gave them (labels, scopes, times).
-
-    What :meth:`~prime_memory_folding.engine.MemoryEngine.query` and
-    ``match_ids`` take as keyword arguments, kept together on their way to
-    the gates; ``scopes`` None sees the current scope's view.
-    """
-
-    domain: str | None = None
-    subdomain: str | None = None
-    tags: Iterable[str] = ()
-    any_tags: Iterable[str] = ()
-    exclude_tags: Iterable[str] = ()
-    min_strength: float = 0.0
-    scopes: Iterable[str] | None = None
-    since: object = None
-    until: object = None
-    #: The query's time, when not the engine's clock (what parse_when reads).
-    now: object = None

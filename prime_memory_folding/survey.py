@@ -11,7 +11,7 @@ them as :meth:`~.MemoryEngine.browse`, :meth:`~.MemoryEngine.decay`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,9 +19,10 @@ import numpy as np
 
 from .address import parse_record_id
 from .errors import InvalidInput, NotFound
+from .filters import Filters
 from .folding import decay_columns, decay_terms, effective_strength, tier_of
 from .query import best_positions
-from .records import Filters, Hit, Record, check_unit_interval
+from .records import Hit, Record, check_unit_interval
 from .storage import archive
 
 if TYPE_CHECKING:
@@ -127,17 +128,11 @@ def _time(name: str, value: object) -> float | None:
 
 def browse(
     engine: EngineParts,
+    filters: Filters,
     *,
-    domain: str | None = None,
-    subdomain: str | None = None,
-    tags: Iterable[str] = (),
-    any_tags: Iterable[str] = (),
-    exclude_tags: Iterable[str] = (),
-    min_strength: float = 0.0,
     max_strength: float = 1.0,
     updated_after: float | None = None,
     updated_before: float | None = None,
-    scopes: Iterable[str] | None = None,
     among: Sequence[str] | None = None,
     order: str = "salience",
     offset: int = 0,
@@ -157,9 +152,7 @@ def browse(
     limit = _whole("limit", limit, 0, MAX_PAGE)
     with engine.lock:
         engine.refresh()
-        gates = engine.gates(
-            Filters(domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes)
-        )
+        gates = engine.gates(filters)
         if gates is None:
             return Page(0, ())
         index = engine.index
@@ -168,7 +161,7 @@ def browse(
             wanted = [index.row_of(rid) for rid in among]
             given = np.fromiter((r for r in wanted if r is not None), dtype=np.int64)
             rows = given[np.isin(given, rows)]
-        now = engine.now()
+        now = filters.at(engine.now())
         strength = index.effective_strength(rows, now)
         updated = index.updated_at(rows)
         keep = strength <= high + 1e-12

@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prime_memory_folding import MemoryEngine, RankingSettings
+from prime_memory_folding import Filters, MemoryEngine, RankingSettings
 from prime_memory_folding.index import TagQuery
-from prime_memory_folding.records import Filters
 from tests import pg_helpers
 from tests.conftest import FakeClock, skip_unless_ci
 

@@ -205,23 +205,23 @@ def query(
     (prime-memory whoami); --scope reads exactly the scopes given, and
     --all-scopes every scope. A scope that holds nothing matches nothing.
     """
-    scopes = read_scopes(ctx, all_scopes)
+    from ..filters import Filters
+
+    gates = Filters(
+        domain=domain,
+        subdomain=subdomain,
+        tags=tags,
+        any_tags=any_tags,
+        exclude_tags=exclude_tags,
+        min_strength=min_strength,
+        scopes=read_scopes(ctx, all_scopes),
+        since=since,
+        until=until,
+    )
     with open_engine(ctx) as engine:
         try:
             hits = engine.query(
-                text=text,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                exclude_tags=exclude_tags,
-                min_strength=min_strength,
-                limit=limit,
-                scopes=scopes,
-                max_tokens=max_tokens,
-                since=since,
-                until=until,
-                reinforce=True,
+                text=text, filters=gates, limit=limit, max_tokens=max_tokens, reinforce=True
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None

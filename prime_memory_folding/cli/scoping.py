@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,7 @@ def rescope(
     nothing moves.
     """
     from ..address import parse_record_id
+    from ..filters import Filters
     from ..scopes import normalise_scope, normalise_scopes
 
     filters = any((domain, subdomain, tags, any_tags, exclude_tags))
@@ -177,15 +179,16 @@ def rescope(
             records = [engine.get(rid) for rid in ids]  # a missing id stops here
             moving = [rec.record_id for rec in records if rec.scope != to]
         else:
-            gates: dict[str, Any] = {
-                "domain": domain,
-                "subdomain": subdomain,
-                "tags": tags,
-                "any_tags": any_tags,
-                "exclude_tags": exclude_tags,
-            }
-            there = set(engine.match_ids(**gates, scopes=[to]))
-            matched = engine.match_ids(**gates, scopes=sources)
+            gates = Filters(
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                exclude_tags=exclude_tags,
+                scopes=sources,
+            )
+            there = set(engine.match_ids(filters=replace(gates, scopes=[to])))
+            matched = engine.match_ids(filters=gates)
             moving = [rid for rid in matched if rid not in there]
             ids = matched
         already = len(ids) - len(moving)

@@ -160,18 +160,24 @@ class Inspector:
     def search(self, filters: Filters) -> tuple[int, list[tuple[Hit, dict[str, float]]]]:
         """One page of the memories page: the count and the hits with their score parts."""
         engine = self.engine
+        gates = filters.gates()
         offset = (filters.page - 1) * filters.size
         text_parts: dict[str, dict[str, float]] = {}
         among: list[str] | None = None
         order = filters.order
         if filters.q:
-            found = engine.query(text=filters.q, limit=TEXT_LIMIT, **filters.gates())
+            found = engine.query(text=filters.q, limit=TEXT_LIMIT, filters=gates)
             text_parts = {h.record.record_id: h.score_parts for h in found}
             among = list(text_parts)
             if order == "relevance":
                 order = "given"
         page = engine.browse(
-            **filters.browse_gates(), among=among, order=order, offset=offset, limit=filters.size
+            filters=gates,
+            **filters.browse_bounds(),
+            among=among,
+            order=order,
+            offset=offset,
+            limit=filters.size,
         )
         rows = [
             (hit, {**text_parts.get(hit.record.record_id, {}), **hit.score_parts})
@@ -182,17 +188,19 @@ class Inspector:
     def matching_ids(self, filters: Filters) -> list[str]:
         """Every id the filters match (the text query's best ``TEXT_LIMIT`` with one)."""
         engine = self.engine
+        gates = filters.gates()
         plain = not filters.q and filters.max_strength >= 1 and not (filters.since or filters.until)
         if plain:
-            return engine.match_ids(**filters.gates())
+            return engine.match_ids(filters=gates)
         among = None
         if filters.q:
-            found = engine.query(text=filters.q, limit=TEXT_LIMIT, **filters.gates())
+            found = engine.query(text=filters.q, limit=TEXT_LIMIT, filters=gates)
             among = [h.record.record_id for h in found]
         ids: list[str] = []
         while len(ids) < BULK_LIMIT:
             page = engine.browse(
-                **filters.browse_gates(),
+                filters=gates,
+                **filters.browse_bounds(),
                 among=among,
                 order="given" if among is not None else "oldest",
                 offset=len(ids),

@@ -1,4 +1,8 @@
-"""The memories page's filters: read from a query string or a form, checked, turned into gates."""
+"""The memories page's filters: read from a query string or a form, checked, turned into gates.
+
+The page's :class:`Filters` holds what the form shows; :meth:`Filters.gates` turns
+it into the engine's gates, a :class:`prime_memory_folding.Filters` (``Gates`` here).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.datastructures import FormData, QueryParams
+
+from ..filters import Filters as Gates
 
 __all__ = ["ORDERS", "PAGE_SIZES", "BadFilter", "Filters"]
 
@@ -140,22 +146,25 @@ class Filters:
             until_ts=None if until_ts is None else until_ts + _DAY,
         )
 
-    def gates(self) -> dict[str, Any]:
-        """The engine's structural gates, as keyword arguments of ``query``/``match_ids``."""
-        return {
-            "domain": self.domain or None,
-            "subdomain": self.subdomain or None,
-            "tags": self.tags,
-            "any_tags": self.any_tags,
-            "exclude_tags": self.not_tags,
-            "min_strength": self.min_strength,
-            "scopes": list(self.scopes) or ["*"],
-        }
+    def gates(self) -> Gates:
+        """The engine's structural gates, for ``query``, ``match_ids`` and ``browse``.
 
-    def browse_gates(self) -> dict[str, Any]:
-        """:meth:`gates` plus the ones only ``browse`` knows: max strength and dates."""
+        Raises:
+            InvalidInput: a label or scope the engine refuses.
+        """
+        return Gates(
+            domain=self.domain or None,
+            subdomain=self.subdomain or None,
+            tags=self.tags,
+            any_tags=self.any_tags,
+            exclude_tags=self.not_tags,
+            min_strength=self.min_strength,
+            scopes=list(self.scopes) or ["*"],
+        )
+
+    def browse_bounds(self) -> dict[str, Any]:
+        """The gates only ``browse`` knows, as its keyword arguments: max strength and dates."""
         return {
-            **self.gates(),
             "max_strength": self.max_strength,
             "updated_after": self.since_ts,
             "updated_before": self.until_ts,
