@@ -4,7 +4,7 @@ after it more.
 In a conversation, a turn that only asks ("What did you paint last week?")
 shares the words of a later question about it, yet holds no answer; the turn
 after it does, and shares fewer words. So, where a hybrid text query ranks
-(:func:`~prime_memory_folding.recall.hybrid_rank`), a memory that only asks
+(:func:`~prime_memory_folding.fusion.hybrid_rank`), a memory that only asks
 (:func:`asks`) in a session keeps ``1 - ask_penalty`` of its fused score, and
 the memory stored just after it in the same session takes ``context_weight +
 ask_lend`` of the asking memory's fused score as context, where others take

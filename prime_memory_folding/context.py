@@ -7,7 +7,7 @@ just after it *in the same session*, in stored order, and inside the query's
 gates. A memory stored without a session has no neighbours: it neither lends
 nor borrows context, however close in time it was stored to others.
 
-The hybrid ranking (:func:`~prime_memory_folding.recall.hybrid_rank`) adds to
+The hybrid ranking (:func:`~prime_memory_folding.fusion.hybrid_rank`) adds to
 each candidate a share (``context_weight``) of its best neighbour's fused
 score, and when the query has a vector side, the neighbours of its
 ``context_pool`` best candidates join the candidates: a memory that matches

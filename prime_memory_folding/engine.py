@@ -15,17 +15,17 @@ from . import scopes as scope_rules
 from .address import Encoded, parse_record_id
 from .embeddings import Embedder
 from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
-from .filters import Filters
-from .filters import resolve as resolve_filters
 from .folding import FoldPolicy, FoldReport
 from .index import StructuralIndex, TagQuery
+from .index_reader import IndexReader
 from .labels import LabelRegistry
 from .live_index import LiveIndex
 from .locking import ReadWriteLock
-from .query import RankedRow
+from .pushdown import PushdownReader
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .reads import MAX_LIMIT, Reader
 from .records import (
+    Filters,
     Hit,
     Record,
     Stats,
@@ -160,8 +160,12 @@ class MemoryEngine:
             pushdown=self._pushdown is not None,
         )
         self._index = self._live.index  # the same object for the engine's life
-        self._reader = Reader(
-            self._parts, self._live, self._scope, self._pushdown, ranking or DEFAULT_RANKING
+        self._reader: Reader = (
+            IndexReader(self._parts, self._live, self._scope, ranking or DEFAULT_RANKING)
+            if self._pushdown is None
+            else PushdownReader(
+                self._parts, self._live, self._scope, self._pushdown, ranking or DEFAULT_RANKING
+            )
         )
         self._load()
         # -- recall: refuse a store embedded by another model --
@@ -352,7 +356,6 @@ class MemoryEngine:
         until: When | None = None,
         reinforce: bool = False,
         now: When | None = None,
-        filters: Filters | None = None,
     ) -> list[Hit]:
         """Find memories, best first: ``query("deploy steps")``, or by gates alone.
 
@@ -386,32 +389,17 @@ class MemoryEngine:
         ``tokens_used`` and how many were ``left_out``. It always holds at least
         one hit when any matched: a first hit over the budget is cut to fit.
 
-        The gates (``domain`` to ``scopes``, ``since``, ``until`` and ``now``)
-        may come instead as one :class:`~prime_memory_folding.filters.Filters`:
-        ``query("deploy", filters=Filters(domain="decision", tags=["ci"]))``.
-
         Raises:
-            InvalidInput: a bad argument, or ``filters`` and a gate keyword both
-                given.
+            InvalidInput: a bad argument.
             NotAvailable: ``text`` was given, and this store cannot rank text.
             EmbeddingError: the text embedder failed; the message names the setting.
         """
         if max_tokens is not None:
             budget.check_budget(max_tokens)
-        gates = resolve_filters(
-            filters,
-            domain=domain,
-            subdomain=subdomain,
-            tags=tags,
-            any_tags=any_tags,
-            exclude_tags=exclude_tags,
-            min_strength=min_strength,
-            scopes=scopes,
-            since=since,
-            until=until,
-            now=now,
+        filters = Filters(
+            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until, now
         )
-        hits = self._reader.hits_of(text, gates, vector, limit)
+        hits = self._reader.hits_of(text, filters, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -458,7 +446,7 @@ class MemoryEngine:
             return maintenance.reinforce_many(self._parts, pending, writes.REINFORCE_RATE)
 
     # -- recall: hybrid text queries and re-embedding --------------------------------
-    # Parsing, lexical search and fusion live in recall.py; the embedding space in space.py.
+    # Reads rank in reads.py and fusion.py; the embedding space lives in space.py.
 
     def reembed(
         self,
@@ -496,10 +484,6 @@ class MemoryEngine:
 
     # -- end recall ------------------------------------------------------------------
 
-    def _hits(self, ranked: Sequence[RankedRow], index: StructuralIndex | None = None) -> list[Hit]:
-        """The hits of ranked rows (``benchmarks/vector_topk.py`` times this step alone)."""
-        return self._reader.hits(ranked, index)
-
     def match_ids(
         self,
         *,
@@ -512,27 +496,14 @@ class MemoryEngine:
         scopes: Iterable[str] | None = None,
         since: When | None = None,
         until: When | None = None,
-        filters: Filters | None = None,
     ) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited.
 
-        ``scopes``, ``since``, ``until`` and ``filters`` work as in :meth:`query`.
-
-        Raises:
-            InvalidInput: a bad gate, or ``filters`` and a gate keyword both given.
+        ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
         """
         return self._reader.match_ids(
-            resolve_filters(
-                filters,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                exclude_tags=exclude_tags,
-                min_strength=min_strength,
-                scopes=scopes,
-                since=since,
-                until=until,
+            Filters(
+                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
             )
         )
 
@@ -839,7 +810,6 @@ class MemoryEngine:
         order: str = "salience",
         offset: int = 0,
         limit: int = 50,
-        filters: Filters | None = None,
     ) -> survey.Page:
         """One page of the records that pass the gates, in a chosen order, and their count.
 
@@ -850,29 +820,21 @@ class MemoryEngine:
         update), ``importance``, ``strength``, or ``given`` (``among``'s order).
         Writes nothing.
 
-        ``filters`` gives :meth:`query`'s gates as one value instead of the
-        keywords ``domain`` to ``scopes``; its ``since``, ``until`` and ``now``
-        apply too (strength then decays to ``now``).
-
         Raises:
-            InvalidInput: a bad argument, or ``filters`` and a gate keyword both
-                given.
+            InvalidInput: a bad argument.
         """
         return survey.browse(
             self._parts,
-            resolve_filters(
-                filters,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                exclude_tags=exclude_tags,
-                min_strength=min_strength,
-                scopes=scopes,
-            ),
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
             max_strength=max_strength,
             updated_after=updated_after,
             updated_before=updated_before,
+            scopes=scopes,
             among=among,
             order=order,
             offset=offset,

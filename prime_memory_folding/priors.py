@@ -1,6 +1,6 @@
 """Soft priors that text recall adds to a memory's fused score.
 
-:func:`~prime_memory_folding.recall.hybrid_rank` fuses BM25 and cosine; the
+:func:`~prime_memory_folding.fusion.hybrid_rank` fuses BM25 and cosine; the
 functions here score what a query says beyond its words, each in [0, 1], for
 the ranker to weigh:
 

@@ -1,6 +1,7 @@
-"""Queries on a backend that gates in its own database (PostgreSQL).
+"""Reads on a backend that gates in its own database (PostgreSQL).
 
-The engine holds no record in memory on such a store. Each query asks the
+The engine holds no record in memory on such a store (:class:`PushdownReader`
+is its read side). Each query asks the
 database for the records that pass its gates (:class:`~.storage.base.Pushdown`),
 loads just those into a small :class:`~.index.StructuralIndex`, the *window*,
 and ranks them with the same functions as the embedded store: the same strength
@@ -35,24 +36,32 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from .asking import Asker
-from .feedback import Lender
-from .index import IndexColumns, Rows, StructuralIndex, TagQuery
+from .fusion import TextQuery, gated_rows, rank_text
+from .index import IndexColumns, StructuralIndex, TagQuery
+from .live_index import LiveIndex
+from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
+from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .recall import hybrid_rank
+from .reads import Reader
+from .records import Hit
+from .scopes import ScopeResolution
 from .storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
 
+if TYPE_CHECKING:
+    from .parts import EngineParts
+
 __all__ = [
+    "PushdownReader",
     "Window",
     "by_salience",
     "by_text",
     "by_vector",
-    "gated_rows",
     "matching_ids",
 ]
 
@@ -168,45 +177,24 @@ def _nearest(
     return [rid for _, _, rid in best], seen
 
 
-def gated_rows(
-    index: StructuralIndex, scores: Mapping[str, float], gate_rows: Rows | None
-) -> dict[int, float]:
-    """``scores`` by record id as scores by ``index`` row, of the rows in ``gate_rows``
-    (None: every row) only."""
-    lexical = {}
-    for rid, score in scores.items():
-        row = index.row_of(rid)
-        if row is not None:
-            lexical[row] = score
-    if gate_rows is not None and lexical:
-        keep = np.isin(np.fromiter(lexical, dtype=np.int64), gate_rows)
-        lexical = {r: v for (r, v), k in zip(lexical.items(), keep) if k}
-    return lexical
-
-
 def by_text(
     store: Pushdown,
     columns_of: ColumnsOf,
     gates: TagQuery,
-    text: str,
-    unit: npt.NDArray[np.float32] | None,
+    query: TextQuery,
     limit: int,
-    window: tuple[float, float] | None = None,
-    readers: tuple[Lender | None, Asker | None] = (None, None),
-    settings: RankingSettings = DEFAULT_RANKING,
 ) -> Window:
-    """BM25 and cosine fused, as the embedded store ranks a text query.
+    """BM25 and cosine fused (:func:`~.fusion.rank_text`), as the embedded store ranks
+    a text query, over a window of the gated records.
 
-    ``window`` is the span of time the text names, if any (see
-    :func:`~prime_memory_folding.recall.hybrid_rank`). ``readers`` give the
-    words the first hits lend the query (:mod:`~prime_memory_folding.feedback`;
-    their BM25 reaches the records the window holds) and which memories only
-    ask (:mod:`~prime_memory_folding.asking`). ``settings`` rank as
-    :class:`~.ranking.RankingSettings` say, and bound the window.
+    The window holds the BM25 candidates (the database's text index, gated),
+    their session neighbours, gated or not, and for the vector side the gated
+    records up to ``window_max`` (:class:`~.ranking.RankingSettings`), with
+    pgvector's nearest past that.
     """
-    lender, asker = readers
+    settings, unit = query.settings, query.unit
     budget, window_max = settings.lexical_budget, settings.window_max
-    found = store.lexical(text, gates, budget)
+    found = store.lexical(query.text, gates, budget)
     lexical_ids: Sequence[str] = list(found.scores)
     # The lexical hits' session neighbours come too, gated or not: they lend
     # context, or stand between a hit and a neighbour further off, as in the
@@ -229,16 +217,67 @@ def by_text(
             table = store.gated(gates, replace(read, also=also))
     index = _window(columns_of, table)
     rows = index.select(gates)
+
+    def search(words: str) -> dict[int, float]:
+        return gated_rows(index, store.lexical(words, gates, budget).scores, rows)
+
     lexical = gated_rows(index, found.scores, rows)
+    return Window(index, rank_text(query, index, rows, lexical, search, limit))
 
-    def lend(first: Sequence[str]) -> dict[int, float]:
-        words = lender(first) if lender is not None else []
-        if not words:
-            return {}
-        lent = store.lexical(" ".join(words), gates, budget)
-        return gated_rows(index, lent.scores, rows)
 
-    ranked = hybrid_rank(
-        index, rows, lexical, unit, limit, settings=settings, window=window, lend=lend, asks=asker
-    )
-    return Window(index, ranked)
+class PushdownReader(Reader):
+    """The read side of an engine whose store gates in its own database.
+
+    Args:
+        store: the store, as it answers gated reads.
+    """
+
+    def __init__(
+        self,
+        parts: EngineParts,
+        live: LiveIndex,
+        scope: ScopeResolution,
+        store: Pushdown,
+        ranking: RankingSettings = DEFAULT_RANKING,
+    ) -> None:
+        super().__init__(parts, live, scope, ranking)
+        self._store = store
+
+    def scope_names(self) -> None:
+        return None  # the store is asked; no shortcut for seeing every scope
+
+    def has_vectors(self) -> bool:
+        return True
+
+    def shares_of(self, lent: bool) -> SharesOf:
+        return self._store.word_shares
+
+    def _hits_of(self, window: Window) -> list[Hit]:
+        return self.hits(window.ranked, window.index, window.stored)
+
+    def by_salience(self, gates: TagQuery, limit: int, now: float) -> list[Hit]:
+        return self._hits_of(by_salience(self._store, self._live.columns, gates, limit, now))
+
+    def by_vector(
+        self, gates: TagQuery, unit: npt.NDArray[np.float32], limit: int, now: float
+    ) -> list[Hit]:
+        window = by_vector(self._store, self._live.columns, gates, unit, limit, now, self.ranking)
+        return self._hits_of(window)
+
+    def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
+        return self._hits_of(by_text(self._store, self._live.columns, gates, query, limit))
+
+    def gated_ids(self, gates: TagQuery) -> list[str]:
+        return matching_ids(self._store, self._live.columns, gates)
+
+    def label_counts(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        held = self._store.label_counts()
+        registry = self._parts.registry
+        domains, subdomains, tags = (
+            {registry.known(kind, label): n for label, n in held[kind.value].items()}
+            for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
+        )
+        return domains, subdomains, tags
+
+    def held_scopes(self) -> dict[str, int]:
+        return self._store.scope_counts()

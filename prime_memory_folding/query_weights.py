@@ -29,14 +29,14 @@ docs/recall.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .words import STOPWORDS, WORD
+from .words import STOPWORDS, WORD, SharesOf
 
 __all__ = [
     "MAX_WEIGHTED_WORDS",
@@ -49,11 +49,6 @@ __all__ = [
 #: A query with more distinct words than this is encoded as the model does (a
 #: long text is a document, whose mean the rare words already steer).
 MAX_WEIGHTED_WORDS = 64
-
-#: Given words (lower case, none of them a stop word): each one's share of the
-#: store's records (None: the text index keeps no such word) and the store's
-#: size; None when the store holds no text.
-SharesOf = Callable[[Sequence[str]], "tuple[list[float | None], int] | None"]
 
 
 @runtime_checkable

@@ -1,11 +1,13 @@
 """How the engine answers reads: gates, ranking, and the rows of the hits.
 
-:class:`Reader` turns a query's arguments into the index's gates (labels into
-primes, scope names into the visible scopes, ages into times), ranks what
-passes them (salience, vectors, or text: BM25 and cosine fused, see
-:mod:`~prime_memory_folding.recall`), and reads the top hits' records. On a
-store that gates in its own database it asks that instead of the in-memory
-index (:mod:`~prime_memory_folding.pushdown`). It writes nothing:
+:class:`Reader` is the read side of an engine, with one implementation per
+kind of backend: :class:`~.index_reader.IndexReader` ranks on the in-memory
+index (SQLite), :class:`~.pushdown.PushdownReader` asks a store that gates in
+its own database (PostgreSQL). What they share is here: a query's arguments
+turned into gates (labels into primes, scope names into the visible scopes,
+ages into times), a text query's settings, embedding, lending and asking
+(fused in :func:`~.fusion.rank_text`), the hits' records, and the counts of
+:meth:`Reader.stats`. It writes nothing:
 :meth:`~prime_memory_folding.engine.MemoryEngine.query`,
 :meth:`~prime_memory_folding.engine.MemoryEngine.match_ids` and
 :meth:`~prime_memory_folding.engine.MemoryEngine.stats` delegate to it.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -23,21 +26,20 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import numpy.typing as npt
 
-from . import asking, feedback, pushdown, recall, words, writes
+from . import asking, feedback, words, writes
 from . import scopes as scope_rules
-from .context import SessionCache
 from .errors import InvalidInput
-from .filters import Filters
+from .fusion import TextQuery
 from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
-from .query import RankedRow, rank_by_salience, rank_by_vector
+from .query import RankedRow
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .records import Hit, Stats, check_unit_interval, limit_tags
+from .records import Filters, Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
 from .space import SPACE_KEY, check_space, is_custom, store_space
-from .storage import Pushdown, SqlStorage, StoredRow, archive
+from .storage import SqlStorage, StoredRow, archive
 from .when import parse_when, time_window
 
 if TYPE_CHECKING:
@@ -67,7 +69,7 @@ def check_query_text(text: object) -> str:
             f"text has {len(text):,} characters, over the limit of {MAX_QUERY_CHARS:,}; "
             "ask a question or give a few key terms, not a document"
         )
-    checked = recall.check_text(text)
+    checked = words.check_text(text)
     count = len(words.word_set(checked))
     if count > MAX_QUERY_WORDS:
         raise InvalidInput(
@@ -77,14 +79,14 @@ def check_query_text(text: object) -> str:
     return checked
 
 
-class Reader:
+class Reader(ABC):
     """The read side of one engine.
 
     Args:
         parts: the engine's parts (its lock, storage, registry, clock, text embedder).
-        live: the engine's in-memory index.
+        live: the engine's in-memory index (loaded only where the backend needs it).
         scope: the engine's current scope, and what a read sees by default.
-        pushdown: the store, when it gates in its own database; None otherwise.
+        ranking: how text queries rank.
     """
 
     def __init__(
@@ -92,22 +94,14 @@ class Reader:
         parts: EngineParts,
         live: LiveIndex,
         scope: ScopeResolution,
-        pushdown: Pushdown | None,
         ranking: RankingSettings = DEFAULT_RANKING,
     ) -> None:
         #: How text queries rank (:class:`~.ranking.RankingSettings`); the engine sets it.
         self.ranking = ranking
-        self._sessions = SessionCache()
         self._parts = parts
         self._live = live
-        self._index = live.index  # the same object for the engine's life
         self._scope = scope
-        self._pushdown = pushdown
         self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
-        #: Query words' shares of the newest records, for planning text queries.
-        self.word_shares = recall.WordShares()
-        #: The same for the words a query's first hits may lend it.
-        self.lent_shares = recall.WordShares()
         #: Whether the storage takes SQL (a runtime protocol check is slow: once here).
         self._sql = isinstance(parts.storage, SqlStorage)
 
@@ -196,12 +190,55 @@ class Reader:
                 self._scope_names[key] = wanted
         else:
             wanted = scope_rules.normalise_scopes(scope_names)
-        if not wanted or self._pushdown is not None:
+        if not wanted:
             return wanted
-        held = self._index.scopes()
-        if len(held) <= len(wanted) and set(held).issubset(wanted):
+        held = self.scope_names()
+        if held is not None and len(held) <= len(wanted) and set(held).issubset(wanted):
             return None  # no gate needed: every record is visible
         return wanted
+
+    # -- what each backend answers ------------------------------------------------
+
+    @abstractmethod
+    def scope_names(self) -> Sequence[str] | None:
+        """Every scope the store holds, when that is known without asking it; else None."""
+
+    @abstractmethod
+    def has_vectors(self) -> bool:
+        """Whether the store may hold vectors a text query's vector side can score."""
+
+    @abstractmethod
+    def shares_of(self, lent: bool) -> SharesOf:
+        """Words' shares of the store's records (see :mod:`.query_weights`): for the
+        query's own words, or (``lent``) for the words its first hits lend it."""
+
+    @abstractmethod
+    def by_salience(self, gates: TagQuery, limit: int, now: float) -> list[Hit]:
+        """The gated records best by importance x decayed strength, then recency."""
+
+    @abstractmethod
+    def by_vector(
+        self, gates: TagQuery, unit: npt.NDArray[np.float32], limit: int, now: float
+    ) -> list[Hit]:
+        """The gated records nearest ``unit`` (a unit vector) by cosine."""
+
+    @abstractmethod
+    def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
+        """BM25 and cosine over the gated records, fused (:func:`.fusion.rank_text`)."""
+
+    @abstractmethod
+    def gated_ids(self, gates: TagQuery) -> list[str]:
+        """Every gated record's id, oldest first."""
+
+    @abstractmethod
+    def label_counts(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        """Live records per domain, subdomain and tag, by prime."""
+
+    @abstractmethod
+    def held_scopes(self) -> dict[str, int]:
+        """Live records per scope."""
+
+    # -- reads -----------------------------------------------------------------------
 
     def hits_of(
         self,
@@ -212,140 +249,59 @@ class Reader:
     ) -> list[Hit]:
         """:meth:`.MemoryEngine.query` without a budget: every hit up to ``limit``.
 
-        ``filters`` are the structural gates (:meth:`gates`).
+        ``filters`` are the structural gates (:meth:`gates`). A text ranks
+        hybrid: structural gates first, then BM25 and cosine over the survivors,
+        fused. A caller's vector, when given, stands in for the embedded text on
+        the vector side; in a custom space without one, ranking is lexical only.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else writes.as_vector(vector)
-        # -- recall: text queries rank hybrid (see recall.py) --
-        if text is not None:
-            return self._text_query(check_query_text(text), query_vector, filters, limit)
-        # -- end recall --
-        with self.reading():
-            if query_vector is not None and self._parts.storage.get_meta(SPACE_KEY) is not None:
-                check_space(self._parts.storage, len(query_vector), claim=False)
-            gates = self.gates(filters)
-            if gates is None or limit == 0:
-                return []
-            now = self.query_time(filters)  # scores show strength decayed to now (folding)
-            ranked: list[RankedRow]
-            if query_vector is not None:
-                norm = float(np.linalg.norm(query_vector))
-                unit = (query_vector / norm).astype(np.float32)
-                if self._pushdown is not None:
-                    window = pushdown.by_vector(
-                        self._pushdown, self._live.columns, gates, unit, limit, now, self.ranking
-                    )
-                    return self.hits(window.ranked, window.index, window.stored)
-                rows = None if gates == TagQuery() else self._index.select(gates)
-                ranked = rank_by_vector(self._index, rows, unit, limit, now=now)
-            elif self._pushdown is not None:
-                window = pushdown.by_salience(self._pushdown, self._live.columns, gates, limit, now)
-                return self.hits(window.ranked, window.index, window.stored)
-            else:
-                ranked = rank_by_salience(self._index, self._index.select(gates), limit, now=now)
-            return self.hits(ranked)
-
-    def _text_query(
-        self,
-        text: str,
-        query_vector: npt.NDArray[np.float32] | None,
-        filters: Filters,
-        limit: int,
-    ) -> list[Hit]:
-        """Structural gates first, then BM25 and cosine over the survivors, fused.
-
-        A caller's vector, when given, stands in for the embedded text on the
-        vector side; in a custom space without one, ranking is lexical only.
-        """
-        parsed = recall.parse_query(text)
+        checked = None if text is None else check_query_text(text)
+        terms = None if checked is None else len(words.content_words(checked))
         with self.reading():
             storage = self._parts.storage
             space = store_space(storage)
             if query_vector is not None and space is not None:
-                check_space(self._parts.storage, len(query_vector), claim=False)
+                check_space(storage, len(query_vector), claim=False)
             gates = self.gates(filters)
             if gates is None or limit == 0:
                 return []
-            settings = self.ranking.for_query(len(parsed.terms))
-            named = time_window(text, self.query_time(filters)) if settings.time_weight else None
-            window = None if named is None else (named.start, named.end)
             unit = None
             if query_vector is not None:
                 unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
-            elif (
-                self._parts.text.enabled
+            if checked is None or terms is None:
+                now = self.query_time(filters)  # scores show strength decayed to now (folding)
+                if unit is not None:
+                    return self.by_vector(gates, unit, limit, now)
+                return self.by_salience(gates, limit, now)
+            settings = self.ranking.for_query(terms)
+            named = time_window(checked, self.query_time(filters)) if settings.time_weight else None
+            if (
+                unit is None
+                and self._parts.text.enabled
                 and space is not None
                 and not is_custom(space)
-                and (self._pushdown is not None or self._index.dim is not None)
+                and self.has_vectors()
             ):
-                shares = self._shares_of(self.word_shares)
-                unit = self._parts.text.embed_query(text, shares, settings)
+                unit = self._parts.text.embed_query(checked, self.shares_of(False), settings)
             # What the first hits lend, and which memories only ask: for a hybrid query.
             read: dict[str, str] = {}  # contents this query has read, by record id
-            lender = None if unit is None else self._lender(text, read, settings)
-            asker = None if unit is None else functools.partial(self._asker, read)
-            if self._pushdown is not None:
-                found_window = pushdown.by_text(
-                    self._pushdown,
-                    self._live.columns,
-                    gates,
-                    text,
-                    unit,
-                    limit,
-                    window,
-                    (lender, asker),
-                    settings,
-                )
-                return self.hits(found_window.ranked, found_window.index, found_window.stored)
-            gate_rows = None if gates == TagQuery() else self._index.select(gates)
-            depth: int | None = recall.LEXICAL_DEPTH
-            while True:
-                found = recall.lexical_scores(
-                    storage, parsed, depth, len(self._index), self.word_shares, settings
-                )
-                lexical = pushdown.gated_rows(self._index, found.scores, gate_rows)
-                # Gates may have dropped most of the best; then look at every match.
-                if depth is None or found.exhaustive or len(lexical) >= limit:
-                    break
-                depth = None
-
-            def lend(first: Sequence[str]) -> dict[int, float]:
-                words = lender(first) if lender is not None else []
-                if not words:
-                    return {}
-                lent = recall.parse_query(" ".join(words))
-                size = len(self._index)
-                found = recall.lexical_scores(
-                    storage, lent, depth, size, self.word_shares, settings
-                )
-                return pushdown.gated_rows(self._index, found.scores, gate_rows)
-
-            ranked = recall.hybrid_rank(
-                self._index,
-                gate_rows,
-                lexical,
-                unit,
-                limit,
+            query = TextQuery(
+                text=checked,
+                unit=unit,
                 settings=settings,
-                window=window,
-                lend=lend,
-                asks=asker,
-                sessions=self._sessions,
+                window=None if named is None else (named.start, named.end),
+                lender=None if unit is None else self._lender(checked, read, settings),
+                asker=None if unit is None else functools.partial(self._asker, read),
             )
-            return self.hits(ranked)
-
-    def _shares_of(self, memo: recall.WordShares) -> SharesOf:
-        """Words' shares of the store's records (see :mod:`.query_weights`)."""
-        if self._pushdown is not None:
-            return self._pushdown.word_shares
-        return memo.of_store(self._parts.storage, len(self._index))
+            return self.by_text(query, gates, limit)
 
     def _lender(
         self, text: str, read: dict[str, str], settings: RankingSettings
     ) -> feedback.Lender:
         """What a text query's first hits (by record id) lend it (:mod:`.feedback`)."""
-        shares_of = self._shares_of(self.lent_shares)
+        shares_of = self.shares_of(True)
 
         def words(record_ids: Sequence[str]) -> list[str]:
             found = self._contents(record_ids, read)
@@ -375,11 +331,12 @@ class Reader:
     def hits(
         self,
         ranked: Sequence[RankedRow],
-        index: StructuralIndex | None = None,
+        index: StructuralIndex,
         stored: Mapping[str, StoredRow] | None = None,
     ) -> list[Hit]:
-        """The hits of ranked rows, their records read from the store (or ``stored``)."""
-        ids = (self._index if index is None else index).record_ids(r.row for r in ranked)
+        """The hits of ranked rows of ``index``, their records read from the store
+        (or taken from ``stored``)."""
+        ids = index.record_ids(r.row for r in ranked)
         found = self._parts.storage.fetch(ids) if stored is None else stored
         return [
             Hit(record=found[rid].record, score=r.score, score_parts=r.parts)
@@ -391,11 +348,7 @@ class Reader:
         """Every record id that passes the structural gates, unranked and unlimited."""
         with self.reading():
             gates = self.gates(filters)
-            if gates is None:
-                return []
-            if self._pushdown is not None:
-                return pushdown.matching_ids(self._pushdown, self._live.columns, gates)
-            return self._index.select_ids(gates)
+            return [] if gates is None else self.gated_ids(gates)
 
     def stats(self, scopes: Iterable[str] | None = None) -> Stats:
         """Counts per domain, subdomain and tag, the registries, size, embedding space, archive.
@@ -412,37 +365,25 @@ class Reader:
             if names is not None:
                 return self._scoped_stats(names)
         with self.reading():
-            self._parts.registry.reload()
+            registry = self._parts.registry
+            registry.reload()
             storage = self._parts.storage
             archived = archive.count_by_reason(cast(SqlStorage, storage)) if self._sql else {}
-            if self._pushdown is not None:
-                held = self._pushdown.label_counts()
-                domains, subdomains, tags = (
-                    {
-                        self._parts.registry.known(kind, label): n
-                        for label, n in held[kind.value].items()
-                    }
-                    for kind in (Kind.DOMAIN, Kind.SUBDOMAIN, Kind.TAG)
-                )
-                scope_counts = self._pushdown.scope_counts()
-                records = sum(scope_counts.values())
-            else:
-                domains, subdomains, tags = self._index.counts()
-                scope_counts = self._index.scope_counts()
-                records = len(self._index)
+            domains, subdomains, tags = self.label_counts()
+            scope_counts = self.held_scopes()
 
             def named(kind: Kind, counts: dict[int, int]) -> dict[str, int]:
-                labels = self._parts.registry.labels[kind]
+                labels = registry.labels[kind]
                 return dict(sorted((labels[p], n) for p, n in counts.items()))
 
             return self._stats(
-                records=records,
+                records=sum(scope_counts.values()),
                 domains=named(Kind.DOMAIN, domains),
                 subdomains=named(Kind.SUBDOMAIN, subdomains),
                 tags=named(Kind.TAG, tags),
                 registries={
                     kind.value: dict(sorted(table.items(), key=lambda kv: kv[1]))
-                    for kind, table in self._parts.registry.primes.items()
+                    for kind, table in registry.primes.items()
                 },
                 archived=archived,
                 scope_counts=scope_counts,
@@ -451,9 +392,7 @@ class Reader:
     def scope_counts(self) -> dict[str, int]:
         """Live records per scope, without :meth:`stats`' other counts."""
         with self.reading():
-            if self._pushdown is not None:
-                return dict(sorted(self._pushdown.scope_counts().items()))
-            return self._index.scope_counts()
+            return dict(sorted(self.held_scopes().items()))
 
     def _scoped_stats(self, names: tuple[str, ...]) -> Stats:
         """:meth:`stats` of the scopes ``names`` only, counted in the store's tables."""

@@ -8,7 +8,7 @@ options read the same forms.
 
 :func:`time_window` reads the time expressions a query's text holds
 ("yesterday", "last week", "in May", "two years ago", "2023") as a span of
-time, for the soft prior of text recall (:mod:`~prime_memory_folding.recall`).
+time, for the soft prior of text recall (:mod:`~prime_memory_folding.fusion`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -34,6 +34,9 @@ __all__ = [
     "UNSEGMENTED_RANGES",
     "UNSEGMENTED_RUN",
     "WORD",
+    "SharesOf",
+    "check_text",
+    "content_words",
     "distinct",
     "word_set",
     "word_table",
@@ -81,6 +84,10 @@ UNSEGMENTED_RUN = re.compile(f"[{UNSEGMENTED_RANGES}]+")
 #: Such a run in a text query, with the emoji variation selector and the
 #: zero-width joiner that bind emoji sequences: a query looks for its pieces.
 UNSEGMENTED_QUERY_RUN = re.compile(f"[{UNSEGMENTED_RANGES}\ufe0f\u200d]+")
+#: Given words (lower case, none of them a stop word): each one's share of the
+#: store's records (None: the text index keeps no such word) and the store's
+#: size; None when the store holds no text.
+SharesOf = Callable[[Sequence[str]], "tuple[list[float | None], int] | None"]
 #: Bytes of text hashed at once: the chunk's arrays stay within the CPU caches' reach.
 _CHUNK_BYTES = 1 << 20
 #: The multiplier of the polynomial hash (odd, so it has an inverse modulo 2**64).
@@ -90,6 +97,32 @@ _ASCII_WORD = np.zeros(256, dtype=bool)
 _ASCII_WORD[list((string.ascii_letters + string.digits + "_").encode())] = True
 _LOWER = np.arange(256, dtype=np.uint64)
 _LOWER[ord("A") : ord("Z") + 1] += 32
+
+
+def check_text(text: object) -> str:
+    """``text`` when it is a non-blank string without a NUL.
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    from .errors import InvalidInput
+
+    if not isinstance(text, str):
+        raise InvalidInput(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidInput("text is empty; give words to search for, or leave text out")
+    if "\x00" in text:
+        raise InvalidInput("text contains a NUL character; remove it")
+    return text
+
+
+def content_words(text: str) -> list[str]:
+    """A text query's words: distinct, lower-cased, in order, without stop words
+    (unless nothing else is left), and without runs of unsegmented scripts,
+    which a query looks for in pieces instead."""
+    words = [w.lower() for w in WORD.findall(UNSEGMENTED_QUERY_RUN.sub(" ", text))]
+    content = [w for w in words if w not in STOPWORDS]
+    return list(dict.fromkeys(content or words))
 
 
 def word_set(text: str) -> frozenset[str]:

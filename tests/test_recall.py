@@ -20,10 +20,9 @@ from prime_memory_folding import (
     InvalidInput,
     MemoryEngine,
     RankingSettings,
-    recall,
 )
-from prime_memory_folding.recall import parse_query
-from prime_memory_folding.storage import SQLiteStorage
+from prime_memory_folding.storage import SQLiteStorage, sqlite_text
+from prime_memory_folding.storage.sqlite_text import parse_query
 from prime_memory_folding.text_embedding import BUILTIN_SPACE
 from tests.backends import emptied, examples
 from tests.conftest import FakeClock
@@ -220,10 +219,13 @@ def large_store(store_path: Path, clock: FakeClock) -> Any:
 
 
 def lexical(memory: MemoryEngine, text: str, store_size: int, depth: int | None = 1000) -> Any:
-    from prime_memory_folding import recall
-
-    return recall.lexical_scores(
-        memory.storage, parse_query(text), depth, store_size, settings=LARGE_PLANNING
+    return sqlite_text.lexical_scores(
+        memory.storage.db,  # type: ignore[attr-defined]
+        parse_query(text),
+        depth,
+        store_size,
+        budget=LARGE_PLANNING.lexical_budget,
+        exact_store=LARGE_PLANNING.exact_store,
     )
 
 
@@ -301,12 +303,10 @@ def test_word_in_most_records_is_left_out_of_a_planned_query(
 def test_word_shares_are_remembered_until_a_quarter_of_the_sample_is_new(
     store_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prime_memory_folding import recall
-
-    monkeypatch.setattr(recall, "SAMPLE_RECORDS", 8)  # forgotten after 2 new records
+    monkeypatch.setattr(sqlite_text, "SAMPLE_RECORDS", 8)  # forgotten after 2 new records
     with MemoryEngine(store_path, clock=clock, embedder="none") as memory:
         memory.store_many([f"{fruit} {i}" for i in range(4) for fruit in ("apple", "pear")])
-        shares = recall.WordShares()
+        shares = sqlite_text.WordShares()
         db = memory.storage.db
         assert shares.get(db, ['"apple"', '"plum"']) == [0.5, 0.0]
         memory.store("apple again")
@@ -349,18 +349,18 @@ def test_a_word_in_no_record_does_not_make_a_query_score_every_match(
     large_store: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     depths: list[int | None] = []
-    scores = recall.lexical_scores
+    scores = sqlite_text.lexical_scores
 
-    def spy(storage: Any, query: Any, depth: int | None, *args: Any) -> Any:
+    def spy(db: Any, query: Any, depth: int | None, *args: Any, **kwargs: Any) -> Any:
         depths.append(depth)
-        return scores(storage, query, depth, *args)
+        return scores(db, query, depth, *args, **kwargs)
 
-    monkeypatch.setattr(recall, "lexical_scores", spy)
+    monkeypatch.setattr(sqlite_text, "lexical_scores", spy)
     expected = large_store.query(text="common", limit=5)
-    assert depths == [recall.LEXICAL_DEPTH]  # the plan found enough
+    assert depths == [sqlite_text.LEXICAL_DEPTH]  # the plan found enough
     depths.clear()
     assert large_store.query(text="common qxjq", limit=5) == expected
-    assert depths == [recall.LEXICAL_DEPTH]
+    assert depths == [sqlite_text.LEXICAL_DEPTH]
 
 
 def test_a_word_in_no_record_is_found_once_stored(words_engine: MemoryEngine) -> None:
@@ -480,9 +480,7 @@ def test_text_query_combines_with_gates(words_engine: MemoryEngine) -> None:
 def test_gates_see_matches_beyond_the_first_lexical_page(
     backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prime_memory_folding import recall
-
-    monkeypatch.setattr(recall, "LEXICAL_DEPTH", 5)
+    monkeypatch.setattr(sqlite_text, "LEXICAL_DEPTH", 5)
     with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
         memory.store_many([f"apple apple note {i}" for i in range(20)])
         memory.store("apple once", domain="rare")

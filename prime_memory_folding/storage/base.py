@@ -22,6 +22,7 @@ from ..records import Record
 
 __all__ = [
     "SALIENCE_FLOOR",
+    "FullText",
     "GatedRead",
     "IndexRow",
     "IndexTable",
@@ -221,6 +222,29 @@ class LexicalCandidates:
     scores: dict[str, float]
     #: Whether every record that matches the query is in ``scores``.
     exhaustive: bool
+
+
+class FullText(Protocol):
+    """A backend that ranks text itself for a reader that gates in memory (SQLite).
+
+    The reader's index holds every record, so the search is not gated: the
+    reader drops what its gates do not pass, and asks again deeper
+    (``depth`` None: every match) when they dropped most of the best.
+    """
+
+    def lexical(
+        self, text: str, depth: int | None, *, store_size: int, budget: int, exact_store: int
+    ) -> LexicalCandidates:
+        """BM25 scores of the best ``depth`` records that match ``text``; in a store of
+        ``store_size`` records over ``exact_store``, planned to score at most ``budget``."""
+        ...
+
+    def word_shares(
+        self, words: Sequence[str], *, total: int, lent: bool = False
+    ) -> tuple[list[float | None], int] | None:
+        """Each word's share of the newest records, and ``total``; None for an empty store.
+        ``lent``: for the words a query's first hits lend it, remembered apart."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

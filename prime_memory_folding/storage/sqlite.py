@@ -21,8 +21,8 @@ from typing import Any
 from ..errors import SchemaTooNew, StoreError, StoreLocked
 from ..primes import MAX_PRIME, Kind, next_prime
 from ..records import Record, Vector
-from . import token_table
-from .base import IndexRow, IndexTable, StoredRow, damaged_vectors
+from . import sqlite_text, token_table
+from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, damaged_vectors
 from .migrations import MIGRATIONS, Migration, latest_version
 
 __all__ = ["SQLiteStorage", "index_row", "record_values", "stored_row"]
@@ -194,6 +194,10 @@ class SQLiteStorage(token_table.TokenTable):
         self._readers_free: list[sqlite3.Connection] = []
         self._readers_open: list[sqlite3.Connection] = []
         self._readers_mutex = threading.Lock()
+        #: Query words' shares of the newest records, for planning text queries.
+        self._word_shares = sqlite_text.WordShares()
+        #: The same for the words a query's first hits may lend it.
+        self._lent_shares = sqlite_text.WordShares()
         try:
             self._main = sqlite3.connect(
                 self.path,
@@ -377,6 +381,34 @@ class SQLiteStorage(token_table.TokenTable):
             if not rows:
                 return
             yield rows
+
+    # -- full-text search (sqlite_text.py) ----------------------------------------
+
+    def lexical(
+        self, text: str, depth: int | None, *, store_size: int, budget: int, exact_store: int
+    ) -> LexicalCandidates:
+        """BM25 scores of the best ``depth`` records that match ``text`` (``depth``
+        None: every match), planned in a large store (:func:`.sqlite_text.lexical_scores`)."""
+        return sqlite_text.lexical_scores(
+            self.db,
+            sqlite_text.parse_query(text),
+            depth,
+            store_size,
+            self._word_shares,
+            budget=budget,
+            exact_store=exact_store,
+        )
+
+    def word_shares(
+        self, words: Sequence[str], *, total: int, lent: bool = False
+    ) -> tuple[list[float | None], int] | None:
+        """Each word's share of the newest records, and ``total``; None for an empty store.
+
+        Remembered between queries (:class:`.sqlite_text.WordShares`), the words
+        a query's first hits lend it (``lent``) apart from queries' own words.
+        """
+        memo = self._lent_shares if lent else self._word_shares
+        return memo.of_store(self.db, total)(words)
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to this store.
