@@ -15,6 +15,8 @@ from . import scopes as scope_rules
 from .address import Encoded, parse_record_id
 from .embeddings import Embedder
 from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
+from .filters import Filters
+from .filters import resolve as resolve_filters
 from .folding import FoldPolicy, FoldReport
 from .index import StructuralIndex, TagQuery
 from .index_reader import IndexReader
@@ -25,7 +27,6 @@ from .pushdown import PushdownReader
 from .ranking import DEFAULT_RANKING, RankingSettings
 from .reads import MAX_LIMIT, Reader
 from .records import (
-    Filters,
     Hit,
     Record,
     Stats,
@@ -356,6 +357,7 @@ class MemoryEngine:
         until: When | None = None,
         reinforce: bool = False,
         now: When | None = None,
+        filters: Filters | None = None,
     ) -> list[Hit]:
         """Find memories, best first: ``query("deploy steps")``, or by gates alone.
 
@@ -389,17 +391,32 @@ class MemoryEngine:
         ``tokens_used`` and how many were ``left_out``. It always holds at least
         one hit when any matched: a first hit over the budget is cut to fit.
 
+        The gates (``domain`` to ``scopes``, ``since``, ``until`` and ``now``)
+        may come instead as one :class:`~prime_memory_folding.filters.Filters`:
+        ``query("deploy", filters=Filters(domain="decision", tags=["ci"]))``.
+
         Raises:
-            InvalidInput: a bad argument.
+            InvalidInput: a bad argument, or ``filters`` and a gate keyword both
+                given.
             NotAvailable: ``text`` was given, and this store cannot rank text.
             EmbeddingError: the text embedder failed; the message names the setting.
         """
         if max_tokens is not None:
             budget.check_budget(max_tokens)
-        filters = Filters(
-            domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until, now
+        gates = resolve_filters(
+            filters,
+            domain=domain,
+            subdomain=subdomain,
+            tags=tags,
+            any_tags=any_tags,
+            exclude_tags=exclude_tags,
+            min_strength=min_strength,
+            scopes=scopes,
+            since=since,
+            until=until,
+            now=now,
         )
-        hits = self._reader.hits_of(text, filters, vector, limit)
+        hits = self._reader.hits_of(text, gates, vector, limit)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
@@ -496,14 +513,27 @@ class MemoryEngine:
         scopes: Iterable[str] | None = None,
         since: When | None = None,
         until: When | None = None,
+        filters: Filters | None = None,
     ) -> list[str]:
         """Every record id that passes the structural gates, unranked and unlimited.
 
-        ``scopes``, ``since`` and ``until`` work as in :meth:`query`.
+        ``scopes``, ``since``, ``until`` and ``filters`` work as in :meth:`query`.
+
+        Raises:
+            InvalidInput: a bad gate, or ``filters`` and a gate keyword both given.
         """
         return self._reader.match_ids(
-            Filters(
-                domain, subdomain, tags, any_tags, exclude_tags, min_strength, scopes, since, until
+            resolve_filters(
+                filters,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                exclude_tags=exclude_tags,
+                min_strength=min_strength,
+                scopes=scopes,
+                since=since,
+                until=until,
             )
         )
 
@@ -810,6 +840,7 @@ class MemoryEngine:
         order: str = "salience",
         offset: int = 0,
         limit: int = 50,
+        filters: Filters | None = None,
     ) -> survey.Page:
         """One page of the records that pass the gates, in a chosen order, and their count.
 
@@ -820,21 +851,29 @@ class MemoryEngine:
         update), ``importance``, ``strength``, or ``given`` (``among``'s order).
         Writes nothing.
 
+        ``filters`` gives :meth:`query`'s gates as one value instead of the
+        keywords ``domain`` to ``scopes``; its ``since``, ``until`` and ``now``
+        apply too (strength then decays to ``now``).
+
         Raises:
-            InvalidInput: a bad argument.
+            InvalidInput: a bad argument, or ``filters`` and a gate keyword both
+                given.
         """
         return survey.browse(
             self._parts,
-            domain=domain,
-            subdomain=subdomain,
-            tags=tags,
-            any_tags=any_tags,
-            exclude_tags=exclude_tags,
-            min_strength=min_strength,
+            resolve_filters(
+                filters,
+                domain=domain,
+                subdomain=subdomain,
+                tags=tags,
+                any_tags=any_tags,
+                exclude_tags=exclude_tags,
+                min_strength=min_strength,
+                scopes=scopes,
+            ),
             max_strength=max_strength,
             updated_after=updated_after,
             updated_before=updated_before,
-            scopes=scopes,
             among=among,
             order=order,
             offset=offset,

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from . import asking, feedback, words, writes
 from . import scopes as scope_rules
 from .errors import InvalidInput
+from .filters import Filters
 from .fusion import TextQuery
 from .index import StructuralIndex, TagQuery
 from .live_index import LiveIndex
@@ -36,7 +37,7 @@ from .primes import Kind
 from .query import RankedRow
 from .query_weights import SharesOf
 from .ranking import DEFAULT_RANKING, RankingSettings
-from .records import Filters, Hit, Stats, check_unit_interval, limit_tags
+from .records import Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
 from .space import SPACE_KEY, check_space, is_custom, store_space
 from .storage import SqlStorage, StoredRow, archive
