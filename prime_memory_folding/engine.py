@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -18,7 +19,7 @@ from .errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, Stor
 from .filters import Filters
 from .filters import resolve as resolve_filters
 from .folding import FoldPolicy, FoldReport
-from .index import StructuralIndex, TagQuery
+from .index import Rows, StructuralIndex, TagQuery
 from .index_reader import IndexReader
 from .labels import LabelRegistry
 from .live_index import LiveIndex
@@ -1012,6 +1013,12 @@ class _Parts:
 
     def refresh(self) -> None:
         self._engine._live.refresh()
+
+    def reading(self) -> AbstractContextManager[None]:
+        return self._engine._reader.reading()
+
+    def gated(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
+        return self._engine._reader.gated_window(gates)
 
     def gates(self, filters: Filters) -> TagQuery | None:
         return self._engine._reader.gates(filters)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .context import SessionCache
 from .errors import NotAvailable
 from .fusion import TextQuery, gated_rows, rank_text
-from .index import StructuralIndex, TagQuery
+from .index import Rows, StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .query import rank_by_salience, rank_by_vector
 from .query_weights import SharesOf
@@ -108,6 +108,9 @@ class IndexReader(Reader):
 
         ranked = rank_text(query, index, gate_rows, lexical, search, limit, self._sessions)
         return self.hits(ranked, index)
+
+    def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
+        return self._index, self._index.select(gates)
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         return self._index.select_ids(gates)

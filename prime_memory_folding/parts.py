@@ -13,12 +13,13 @@ counts its writes and folds automatically when a write has returned.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .filters import Filters
     from .folding import FoldPolicy
-    from .index import StructuralIndex, TagQuery
+    from .index import Rows, StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .locking import ReadWriteLock
     from .storage import Storage, StoredRow
@@ -80,6 +81,17 @@ class EngineParts(Protocol):
 
     def refresh(self) -> None:
         """Catch up with what other connections committed."""
+        ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Hold the engine's lock for a read, beside other reads, once the index has
+        caught up with other connections' writes."""
+        ...
+
+    def gated(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
+        """An index that holds the gated records, and their rows in it: the whole
+        in-memory index, or on a store that gates in its own database, a window
+        of just those records."""
         ...
 
     def gates(self, filters: Filters) -> TagQuery | None:

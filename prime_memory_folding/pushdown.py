@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .fusion import TextQuery, gated_rows, rank_text
-from .index import IndexColumns, StructuralIndex, TagQuery
+from .index import IndexColumns, Rows, StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow, rank_by_salience, rank_by_vector
@@ -266,6 +266,10 @@ class PushdownReader(Reader):
 
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
         return self._hits_of(by_text(self._store, self._live.columns, gates, query, limit))
+
+    def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
+        window = _window(self._live.columns, self._store.gated(gates, GatedRead()))
+        return window, window.select(gates)
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         return matching_ids(self._store, self._live.columns, gates)

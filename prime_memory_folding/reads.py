@@ -31,7 +31,7 @@ from . import scopes as scope_rules
 from .errors import InvalidInput
 from .filters import Filters
 from .fusion import TextQuery
-from .index import StructuralIndex, TagQuery
+from .index import Rows, StructuralIndex, TagQuery
 from .live_index import LiveIndex
 from .primes import Kind
 from .query import RankedRow
@@ -226,6 +226,10 @@ class Reader(ABC):
     @abstractmethod
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
         """BM25 and cosine over the gated records, fused (:func:`.fusion.rank_text`)."""
+
+    @abstractmethod
+    def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
+        """An index that holds the gated records, and their rows in it."""
 
     @abstractmethod
     def gated_ids(self, gates: TagQuery) -> list[str]:

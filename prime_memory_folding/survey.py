@@ -150,13 +150,12 @@ def browse(
         raise InvalidInput("among must be a list of record ids, not one string")
     offset = _whole("offset", offset, 0, 10**9)
     limit = _whole("limit", limit, 0, MAX_PAGE)
-    with engine.lock:
-        engine.refresh()
+    with engine.reading():
         gates = engine.gates(filters)
         if gates is None:
             return Page(0, ())
-        index = engine.index
-        rows = index.select(gates)
+        # The whole index, or on PostgreSQL a window of the gated records only.
+        index, rows = engine.gated(gates)
         if among is not None:
             wanted = [index.row_of(rid) for rid in among]
             given = np.fromiter((r for r in wanted if r is not None), dtype=np.int64)
@@ -208,7 +207,7 @@ def browse(
 def decay(engine: EngineParts, record_id: str) -> Decay:
     """See :meth:`.MemoryEngine.decay`."""
     rid = parse_record_id(record_id)
-    with engine.lock:
+    with engine.reading():
         found = engine.storage.fetch([rid]).get(rid)
     if found is None:
         raise NotFound(f"no record {rid} in {engine.path}")
@@ -257,7 +256,7 @@ def archive_entries(
     limit = _whole("limit", limit, 0, MAX_PAGE)
     offset = _whole("offset", offset, 0, 10**9)
     storage = sql_storage(engine)
-    with engine.lock, archive.read_snapshot(storage):
+    with engine.reading(), archive.read_snapshot(storage):
         total = archive.count_entries(storage, reason=reason, contains=contains, record_id=rid)
         rows = archive.list_entries(
             storage, reason=reason, contains=contains, record_id=rid, limit=limit, offset=offset
@@ -276,7 +275,7 @@ def profile(engine: EngineParts) -> Profile:
     from .maintenance import LAST_FOLD_KEY, sql_storage
 
     storage = sql_storage(engine)
-    with engine.lock, archive.read_snapshot(storage):
+    with engine.reading(), archive.read_snapshot(storage):
         rows = archive.live_profile(storage)
         folded = storage.get_meta(LAST_FOLD_KEY)
     now = engine.now()

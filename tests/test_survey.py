@@ -221,3 +221,26 @@ def test_archive_by_hand_moves_records_and_restore_brings_them_back(
     assert engine.match_ids() == [a]
     with pytest.raises(InvalidInput):
         engine.archive([b], detail=" ")
+
+
+def test_browsing_reads_only_the_gated_records_where_the_store_gates(
+    backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryEngine(backend_store, clock=clock, embedder="none") as memory:
+        alpha = [
+            memory.store(f"alpha {i}", domain="a", importance=0.1 * (i + 1)).record_id
+            for i in range(5)
+        ]
+        memory.store("beta", domain="b", importance=1.0)
+        if backend_store.startswith("postgresql"):
+            # PostgreSQL gates in its database: a page reads a window, never the whole index.
+            def whole_index() -> None:
+                raise AssertionError("browsing read the whole index")
+
+            monkeypatch.setattr(memory.storage, "index_table", whole_index)
+        page = memory.browse(domain="a", order="importance", limit=3)
+        assert page.total == 5
+        assert [h.record.content for h in page.hits] == ["alpha 4", "alpha 3", "alpha 2"]
+        given = memory.browse(among=[alpha[1], alpha[0], "0" * 32], order="given")
+        assert [h.record.record_id for h in given.hits] == [alpha[1], alpha[0]]
+        assert memory.browse(domain="nowhere").total == 0
