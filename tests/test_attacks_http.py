@@ -197,7 +197,9 @@ def end_session(server: HttpServer, session: str, secret: str | None) -> int:
     return status
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+# Servers started one after another on each store: PostgreSQL's are slow; a
+# revoke on PostgreSQL stopping a token at once stays in test_mcp_tokens.py.
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def fresh_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     return _store(request, tmp_path_factory)
 

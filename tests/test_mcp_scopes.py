@@ -84,6 +84,9 @@ def test_two_projects_share_one_store_without_bleed(tmp_path: Path) -> None:
         assert scope["source"] == "git"
 
 
+# Three servers one after another: slow. test_scopes.py checks the same order of
+# rules (flag, CLAUDE_PROJECT_DIR, git) in process.
+@pytest.mark.slow
 def test_server_flags_and_claude_project_dir_choose_the_project(tmp_path: Path) -> None:
     store = tmp_path / "memory.db"
     api = _repo(tmp_path / "api", "https://github.com/acme/api")
