@@ -37,7 +37,6 @@ from .records import (
 from .scopes import ScopeResolution
 from .storage import (
     SqlStorage,
-    Storage,
     StoredRow,
     TokenRow,
     archive,
@@ -116,7 +115,7 @@ class MemoryEngine:
         *,
         scope: str | ScopeResolution | None = None,
         clock: Callable[[], float] | None = None,
-        storage: Storage | None = None,
+        storage: SqlStorage | None = None,
         fold_policy: FoldPolicy | None = None,
         embedder: str | Embedder | None = None,
         ranking: RankingSettings | None = None,
@@ -138,7 +137,12 @@ class MemoryEngine:
         self._lock = ReadWriteLock()
         if storage is None:
             storage = open_storage(default_store() if path is None else path)
-        self._storage: Storage | None = storage
+        elif not isinstance(storage, SqlStorage):  # once, at open: the check is slow
+            raise InvalidInput(
+                f"storage must be a store that takes SQL, as SQLite's and PostgreSQL's "
+                f"do (SqlStorage), not {type(storage).__name__}"
+            )
+        self._storage: SqlStorage | None = storage
         #: Where the store is: its file, or its URL with any password masked.
         self.path = storage.path
         #: How the engine's messages name the store: :attr:`path` unless a caller
@@ -215,7 +219,7 @@ class MemoryEngine:
         self._reader.ranking = settings
 
     @property
-    def storage(self) -> Storage:
+    def storage(self) -> SqlStorage:
         """The open storage backend.
 
         Raises:
@@ -701,7 +705,6 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: ``now`` or ``policy`` is bad.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         with self._lock:
             report = maintenance.fold(
@@ -726,7 +729,6 @@ class MemoryEngine:
             NotFound: no live or archived record has this id.
             InvalidInput: the record is not a folded record, is itself archived
                 (restore it first), or a member's id or content is live again.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return maintenance.unfold(self._parts, record_id)
 
@@ -740,7 +742,6 @@ class MemoryEngine:
             InvalidRecordId: the id is malformed.
             NotFound: the archive holds no record with this id.
             InvalidInput: the record is live, or its id or content is live again.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return maintenance.restore(self._parts, record_id)
 
@@ -755,7 +756,6 @@ class MemoryEngine:
             InvalidRecordId: an id is malformed.
             NotFound: an id names no live record; nothing moved.
             InvalidInput: ``detail`` is empty.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         if isinstance(record_ids, str):
             raise InvalidInput("record_ids must be a list of ids, not one string; wrap it: [id]")
@@ -783,7 +783,6 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: a bad argument.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return maintenance.purge_archive(self._parts, before=before, reason=reason)
 
@@ -796,7 +795,6 @@ class MemoryEngine:
         Raises:
             InvalidRecordId: the id is malformed.
             NotFound: no live record has it.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         rid = parse_record_id(record_id)
         with self._lock:
@@ -814,11 +812,10 @@ class MemoryEngine:
 
         Raises:
             InvalidRecordId: the id is malformed.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         rid = parse_record_id(record_id)
         with self._lock:
-            entries = archive.history(maintenance.sql_storage(self._parts), rid)
+            entries = archive.history(self.storage, rid)
         return [Version(entry.stored.record, entry.archived_at) for entry in entries]
 
     # -- views for people --------------------------------------------------------
@@ -909,7 +906,6 @@ class MemoryEngine:
 
         Raises:
             InvalidInput: a bad argument.
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return survey.archive_entries(
             self._parts,
@@ -924,7 +920,6 @@ class MemoryEngine:
         """Every live record's id, creation time, access count and strength now.
 
         Raises:
-            NotAvailable: the store takes no SQL (neither SQLite nor PostgreSQL).
         """
         return survey.profile(self._parts)
 
@@ -949,8 +944,6 @@ class MemoryEngine:
         """
         policy = self._fold_policy
         if not (policy.auto_fold_every or policy.auto_fold_bytes):
-            return
-        if not isinstance(self.storage, SqlStorage):
             return
         self._stores_since_fold += stored
         due = bool(policy.auto_fold_every) and self._stores_since_fold >= policy.auto_fold_every
@@ -981,7 +974,7 @@ class _Parts:
         return self._engine.display_path
 
     @property
-    def storage(self) -> Storage:
+    def storage(self) -> SqlStorage:
         return self._engine.storage
 
     @property

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import writes
 from .address import parse_record_id
-from .errors import InvalidInput, NotAvailable, NotFound
+from .errors import InvalidInput, NotFound
 from .folding import (
     MAX_REPORTED,
     FoldPolicy,
@@ -57,23 +57,6 @@ LAST_FOLD_KEY = "last_fold_at"
 #: ``progress(step, done, total)``: a fold names each step as it starts, with
 #: how many of its ``total`` steps are done.
 FoldProgress = Callable[[str, int, int], None]
-
-
-def sql_storage(engine: EngineParts) -> SqlStorage:
-    """The engine's store, which folding and the archive need to take SQL.
-
-    Both backends do (SQLite and PostgreSQL).
-
-    Raises:
-        NotAvailable: the store is another backend.
-    """
-    storage = engine.storage
-    if not isinstance(storage, SqlStorage):
-        raise NotAvailable(
-            f"folding and the archive need an SQLite or PostgreSQL store, "
-            f"not {type(storage).__name__}"
-        )
-    return storage
 
 
 def policy_key(policy: FoldPolicy) -> str:
@@ -136,7 +119,7 @@ def fold(
         raise InvalidInput(f"full must be True or False, got {full!r}")
     full = full or policy.exhaustive
     when = engine.now() if now is None else float(now)
-    storage = sql_storage(engine)
+    storage = engine.storage
     started = time.perf_counter()
     with engine.lock, archive.bulk_cache(storage), paused_gc():
         bytes_before = storage.size_bytes()
@@ -446,7 +429,7 @@ def _check_restorable(storage: SqlStorage, rows: Sequence[StoredRow]) -> None:
 def unfold(engine: EngineParts, record_id: str) -> list[Record]:
     """See :meth:`.MemoryEngine.unfold`."""
     rid = parse_record_id(record_id)
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.lock:
         engine.registry.reload()
         with storage.exclusive():
@@ -478,7 +461,7 @@ def unfold(engine: EngineParts, record_id: str) -> list[Record]:
 def restore(engine: EngineParts, record_id: str) -> Record:
     """See :meth:`.MemoryEngine.restore`."""
     rid = parse_record_id(record_id)
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.lock:
         engine.registry.reload()
         with storage.exclusive():
@@ -501,7 +484,7 @@ def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str)
     if not isinstance(detail, str) or not detail.strip():
         raise InvalidInput("detail must say why the records are archived")
     ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.lock:
         with storage.exclusive():
             writes.require_all(ids, storage.existing_ids(ids), engine.path, "archived")
@@ -587,7 +570,7 @@ def purge_archive(
         isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
     ):
         raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.lock:
         with storage.exclusive():
             purged = archive.purge(storage, before, reason)

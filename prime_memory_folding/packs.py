@@ -58,7 +58,7 @@ from .storage.base import SqlStorage
 
 if TYPE_CHECKING:
     from .engine import MemoryEngine
-    from .storage import Storage, StoredRow
+    from .storage import StoredRow
     from .writes import StoreItem
 
 __all__ = [
@@ -353,7 +353,7 @@ def write_source(
     storage = engine.storage
     # With no other writer at once (PostgreSQL's servers take turns), the
     # registries read at the start stay true, and a pack's own primes can be kept.
-    begin = storage.exclusive if isinstance(storage, SqlStorage) else storage.transaction
+    begin = storage.exclusive
     with engine._lock:
         try:
             with begin():
@@ -393,7 +393,7 @@ class _Writer:
         progress: Progress | None,
     ) -> None:
         self.engine = engine
-        self.storage: Storage = engine.storage
+        self.storage: SqlStorage = engine.storage
         self.source = source
         self.records = records
         self.progress = progress
@@ -507,8 +507,6 @@ class _Writer:
         return result
 
     def _register(self, kind: Kind, label: str, prime: int) -> bool:
-        if not isinstance(self.storage, SqlStorage):
-            return False
         self.storage.db.execute(
             "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)", (kind.value, label, prime)
         )

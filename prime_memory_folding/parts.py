@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .index import Rows, StructuralIndex, TagQuery
     from .labels import LabelRegistry
     from .locking import ReadWriteLock
-    from .storage import Storage, StoredRow
+    from .storage import SqlStorage, StoredRow
     from .text_embedding import TextEmbedding
 
 __all__ = ["EngineParts"]
@@ -37,7 +37,7 @@ class EngineParts(Protocol):
         ...
 
     @property
-    def storage(self) -> Storage:
+    def storage(self) -> SqlStorage:
         """The open storage backend (raises ``StoreError`` once closed)."""
         ...
 

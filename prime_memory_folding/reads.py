@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +40,7 @@ from .ranking import DEFAULT_RANKING, RankingSettings
 from .records import Hit, Stats, check_unit_interval, limit_tags
 from .scopes import ScopeResolution
 from .space import SPACE_KEY, check_space, is_custom, store_space
-from .storage import SqlStorage, StoredRow, archive
+from .storage import StoredRow, archive
 from .when import parse_when, time_window
 
 if TYPE_CHECKING:
@@ -103,8 +103,6 @@ class Reader(ABC):
         self._live = live
         self._scope = scope
         self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
-        #: Whether the storage takes SQL (a runtime protocol check is slow: once here).
-        self._sql = isinstance(parts.storage, SqlStorage)
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -329,9 +327,7 @@ class Reader(ABC):
 
     def _read_contents(self, record_ids: list[str]) -> dict[str, str]:
         storage = self._parts.storage
-        if self._sql:
-            return archive.contents(cast(SqlStorage, storage), record_ids)
-        return {rid: row.record.content for rid, row in storage.fetch(record_ids).items()}
+        return archive.contents(storage, record_ids)
 
     def hits(
         self,
@@ -373,7 +369,7 @@ class Reader(ABC):
             registry = self._parts.registry
             registry.reload()
             storage = self._parts.storage
-            archived = archive.count_by_reason(cast(SqlStorage, storage)) if self._sql else {}
+            archived = archive.count_by_reason(storage)
             domains, subdomains, tags = self.label_counts()
             scope_counts = self.held_scopes()
 
@@ -407,8 +403,8 @@ class Reader(ABC):
         storage = self._parts.storage
         with self.reading():
             self._parts.registry.reload()
-            if names and self._sql:
-                storage = cast(SqlStorage, storage)
+            groups: list[tuple[str, str, str, str, int]] = []
+            if names:
                 marks = ", ".join("?" for _ in names)
                 with storage.read_snapshot():
                     groups = storage.db.execute(
@@ -422,15 +418,6 @@ class Reader(ABC):
                         names,
                     ).fetchall()
                 archived = {str(reason): int(n) for reason, n in reasons}
-            elif names:
-                ids = self.match_ids(Filters(scopes=names))
-                held = storage.fetch(ids).values()
-                groups = [
-                    (r.scope, r.domain, r.subdomain, json.dumps(list(r.tags)), 1)
-                    for r in (row.record for row in held)
-                ]
-            else:
-                groups = []
             for scope, domain, subdomain, tag_list, n in groups:
                 number = int(n)
                 scope_counts[scope] = scope_counts.get(scope, 0) + number

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import DimensionMismatch, EmbeddingError, NotAvailable
+from .errors import DimensionMismatch, EmbeddingError
 from .storage import SqlStorage, Storage
 from .text_embedding import TextEmbedding
 
@@ -139,7 +139,7 @@ def texts_to_embed(
 
 
 def reembed_all(
-    storage: Storage,
+    storage: SqlStorage,
     text: TextEmbedding,
     progress: Callable[[int, int], None] | None = None,
     batch: int | None = None,
@@ -149,10 +149,6 @@ def reembed_all(
     Call inside one write transaction, so that a failure leaves nothing half-embedded.
     """
     batch = batch or REEMBED_BATCH
-    if not isinstance(storage, SqlStorage):
-        raise NotAvailable(
-            f"re-embedding needs an SQLite or PostgreSQL store, not {type(storage).__name__}"
-        )
     db = storage.db
     embedder = text.get()
     rows = db.execute("SELECT id, content FROM records ORDER BY id").fetchall()

@@ -244,7 +244,6 @@ def archive_entries(
     offset: int = 0,
 ) -> ArchiveListing:
     """See :meth:`.MemoryEngine.archive_entries`."""
-    from .maintenance import sql_storage
 
     if reason is not None and reason not in archive.REASONS:
         raise InvalidInput(
@@ -255,7 +254,7 @@ def archive_entries(
     rid = None if record_id is None else parse_record_id(record_id)
     limit = _whole("limit", limit, 0, MAX_PAGE)
     offset = _whole("offset", offset, 0, 10**9)
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.reading(), archive.read_snapshot(storage):
         total = archive.count_entries(storage, reason=reason, contains=contains, record_id=rid)
         rows = archive.list_entries(
@@ -272,9 +271,9 @@ def archive_entries(
 
 def profile(engine: EngineParts) -> Profile:
     """See :meth:`.MemoryEngine.profile`."""
-    from .maintenance import LAST_FOLD_KEY, sql_storage
+    from .maintenance import LAST_FOLD_KEY
 
-    storage = sql_storage(engine)
+    storage = engine.storage
     with engine.reading(), archive.read_snapshot(storage):
         rows = archive.live_profile(storage)
         folded = storage.get_meta(LAST_FOLD_KEY)

@@ -35,7 +35,7 @@ from .records import (
     limit_tags,
 )
 from .scopes import GLOBAL, normalise_scope
-from .storage import SqlStorage, Storage, StoredRow, archive, fold_marks
+from .storage import Storage, StoredRow, archive, fold_marks
 from .tokens import CREATED_BY
 
 if TYPE_CHECKING:
@@ -231,9 +231,8 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
             created.append(False)
         # Each record's prune moment, kept from the start: a full fold then
         # finds most of them in place instead of writing every one.
-        if isinstance(storage, SqlStorage):
-            marks, unmarked = folding.stored_prune_moments(engine.fold_policy, list(rows.values()))
-            fold_marks.replace_marks(storage, marks, forget=unmarked)
+        marks, unmarked = folding.stored_prune_moments(engine.fold_policy, list(rows.values()))
+        fold_marks.replace_marks(storage, marks, forget=unmarked)
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
@@ -539,7 +538,7 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
                 record.importance,
                 record.scope,
             )
-            if corrected and isinstance(storage, SqlStorage):
+            if corrected:
                 # The version this update corrects stays in the archive as history.
                 archive.keep_versions(storage, [rid], record.updated_at)
             storage.replace([row])

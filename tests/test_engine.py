@@ -450,3 +450,11 @@ def test_opening_a_store_where_every_record_has_a_vector(tmp_path: Path) -> None
         ]
         added = reader.store("one more", vector=[0.0, 1.0, 0.0])
         assert reader.query(vector=[0.0, 1.0, 0.0], limit=1)[0].record.record_id == added.record_id
+
+
+def test_a_storage_that_takes_no_sql_is_refused_at_open() -> None:
+    class Bare:
+        path = "bare"
+
+    with pytest.raises(InvalidInput, match="takes SQL"):
+        MemoryEngine(storage=Bare())  # type: ignore[arg-type]

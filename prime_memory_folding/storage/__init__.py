@@ -44,7 +44,7 @@ def is_postgres_url(path: object) -> bool:
     return path.split("://", 1)[0].lower() in ("postgresql", "postgres")
 
 
-def open_storage(path: str | os.PathLike[str]) -> Storage:
+def open_storage(path: str | os.PathLike[str]) -> SqlStorage:
     """The backend a store path names: a ``postgresql://`` URL, else an SQLite file."""
     if is_postgres_url(path):
         from .postgres import PostgresStorage
