@@ -186,7 +186,7 @@ def store_in_batches(
 # -- a lean MCP client -----------------------------------------------------------------
 
 #: This package's stdio MCP server.
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server"]
 #: The ``initialize`` request's parameters.
 HELLO = {
     "protocolVersion": "2025-11-25",

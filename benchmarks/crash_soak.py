@@ -13,7 +13,7 @@ seeded random moment. There are three kinds of round:
   it after a random delay drawn over the fold transactions' measured duration
   (up to 1.25 x the median so far), so most kills land inside the transaction
   and some at or after its commit;
-- ``mcp``: the real stdio MCP server (``python -m prime_memory_folding.mcp_server``)
+- ``mcp``: the real stdio MCP server (``python -m prime_memory_folding.mcp.server``)
   gets ``prime_memory_store`` calls, several in flight at once; a write counts
   as acknowledged only when its JSON-RPC answer has arrived and is not an
   error. It is killed right after the k-th answer, while later calls are
@@ -77,7 +77,7 @@ def writer(store: str, seed: int, fold_mode: bool) -> None:
     import numpy as np
 
     from prime_memory_folding import MemoryEngine
-    from prime_memory_folding.folding import FoldPolicy
+    from prime_memory_folding.fold.folding import FoldPolicy
 
     rng = random.Random(seed)
     bases = np.random.default_rng(0).normal(size=(GROUPS, DIM))

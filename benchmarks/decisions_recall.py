@@ -55,9 +55,9 @@ import _harness as harness
 from _shared import REPO_ROOT, Clock
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.ranking import RankingSettings
-from prime_memory_folding.scopes import normalise_scope
-from prime_memory_folding.words import WORD
+from prime_memory_folding.core.scopes import normalise_scope
+from prime_memory_folding.core.words import WORD
+from prime_memory_folding.recall.ranking import RankingSettings
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "decisions" / "decisions-dev.json"
 #: Hits asked for per query; MRR is cut there.

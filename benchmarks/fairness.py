@@ -1,6 +1,6 @@
 """Fairness: does one token's flood of maximal queries slow another user's calls?
 
-Starts ``prime_memory_folding.mcp_server --transport streamable-http`` on
+Starts ``prime_memory_folding.mcp.server --transport streamable-http`` on
 127.0.0.1 over a store of R generated memories holding two per-user tokens:
 the victim's and a read-only attacker's. The victim calls one small thing
 over and over, one call at a time (``--victim stats``: ``prime_memory_stats``;
@@ -49,11 +49,12 @@ def prepared_store(
 ) -> Iterator[tuple[str, dict[str, str], dict[str, Any]]]:
     """A store of ``records`` generated memories and two tokens: (its path or URL, the
     secrets by name, the attacker's maximal query)."""
-    from prime_memory_folding import MemoryEngine, tokens
-    from prime_memory_folding.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
-    from prime_memory_folding.records import MAX_TAGS
+    from prime_memory_folding import MemoryEngine
+    from prime_memory_folding.core.records import MAX_TAGS
+    from prime_memory_folding.core.words import STOPWORDS, WORD
+    from prime_memory_folding.engine import tokens
+    from prime_memory_folding.engine.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
     from prime_memory_folding.storage import open_storage
-    from prime_memory_folding.words import STOPWORDS, WORD
 
     with ExitStack() as stack:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="prime-memory-fairness-"))

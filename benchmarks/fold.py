@@ -849,7 +849,7 @@ def _archived(plan: Any) -> set[str]:
 
 
 def _plans(engine: MemoryEngine, now: float) -> tuple[Any, Any]:
-    from prime_memory_folding.folding import plan_fold
+    from prime_memory_folding.fold.folding import plan_fold
     from prime_memory_folding.storage import archive
 
     snapshot = archive.read_snapshot_columns(engine.storage)  # type: ignore[arg-type]
@@ -916,7 +916,7 @@ def families_agreement(seed: int) -> tuple[list[str], bool]:
 def locomo_agreement(data: Path) -> tuple[list[str], bool]:
     if not data.is_file():
         return [f"SKIP: no LoCoMo file at {data} (give one with --locomo)"], True
-    from prime_memory_folding.embeddings import load_embedder
+    from prime_memory_folding.recall.embeddings import load_embedder
 
     embedder = load_embedder("builtin")
     convs = [c for c in locomo_recall.load(data) if c.turns]

@@ -1,6 +1,6 @@
 """HTTP load: concurrent clients against one streamable-HTTP server on loopback.
 
-Starts ``prime_memory_folding.mcp_server --transport streamable-http`` on
+Starts ``prime_memory_folding.mcp.server --transport streamable-http`` on
 127.0.0.1 with a bearer token and an OS-chosen port, then runs C clients in
 threads, each with its own MCP session, doing M mixed calls (stores, queries,
 stats; a dry-run fold now and then). Every store must be found afterwards.
@@ -104,7 +104,7 @@ def serve_http(
     """The MCP server over streamable HTTP with ``options``, once it serves:
     (its process, the port it printed)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prime_memory_folding.mcp_server", "--store", str(store),
+        [sys.executable, "-m", "prime_memory_folding.mcp.server", "--store", str(store),
          "--transport", "streamable-http", *options],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip

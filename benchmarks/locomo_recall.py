@@ -61,7 +61,7 @@ import _harness as harness
 from _shared import REPO_ROOT, Clock, new_schema, scratch_database
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.embeddings import Embedder, load_embedder
+from prime_memory_folding.recall.embeddings import Embedder, load_embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10-dev.json"
 KS = (5, 10, 25, 50)
@@ -249,8 +249,8 @@ def systems(
 
 def sentence_transformer(model: str | None) -> Embedder | None:
     """A local MiniLM for comparison, or None when it is not installed."""
-    from prime_memory_folding.embeddings import SentenceTransformerEmbedder
     from prime_memory_folding.errors import PrimeMemoryError
+    from prime_memory_folding.recall.embeddings import SentenceTransformerEmbedder
 
     candidates = [model] if model else []
     if not model:

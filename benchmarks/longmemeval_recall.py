@@ -54,7 +54,7 @@ import locomo_recall
 from _shared import REPO_ROOT, Clock
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.embeddings import Embedder
+from prime_memory_folding.recall.embeddings import Embedder
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "datasets" / "longmemeval" / "longmemeval-s-dev.json"
 KS = (5, 10)

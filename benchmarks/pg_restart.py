@@ -1,6 +1,6 @@
 """A real PostgreSQL restart under streamable-HTTP servers that keep writing.
 
-Starts S servers (``prime_memory_folding.mcp_server --transport
+Starts S servers (``prime_memory_folding.mcp.server --transport
 streamable-http``) on one PostgreSQL store, with C clients per server storing
 memories without pause. After a while it restarts the database server, keeps
 writing until every client has written again, and reports:

@@ -33,7 +33,7 @@ At each size, side by side, the systems taking turns:
   checks; nothing written, so both stores keep the same records) up to
   ``--fold-max`` records (default 100,000); reported as not available where
   the backend cannot fold;
-- **start-up**: spawn ``python3 -m prime_memory_folding.mcp_server --store
+- **start-up**: spawn ``python3 -m prime_memory_folding.mcp.server --store
   ...`` over stdio, ``initialize``, then one tag query through
   ``prime_memory_query``: the time to its answer. The floor: a fresh Python
   process that connects with psycopg and runs the plain-SQL tag query;
@@ -82,8 +82,8 @@ from _shared import SERVER, LineClient, Progress, generate, memory_kib, scratch_
 from text_query import sentences
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.embeddings import load_embedder
 from prime_memory_folding.errors import NotAvailable
+from prime_memory_folding.recall.embeddings import load_embedder
 
 DEFAULT_PG = (
     os.environ.get("PRIME_MEMORY_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -76,10 +76,10 @@ import recall_terms as terms
 from _shared import later_parts_off
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.embeddings import Embedder, load_embedder
-from prime_memory_folding.priors import time_closeness
-from prime_memory_folding.when import time_window
-from prime_memory_folding.words import WORD
+from prime_memory_folding.core.when import time_window
+from prime_memory_folding.core.words import WORD
+from prime_memory_folding.recall.embeddings import Embedder, load_embedder
+from prime_memory_folding.recall.priors import time_closeness
 
 Array = npt.NDArray[np.float64]
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")

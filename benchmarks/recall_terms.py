@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from prime_memory_folding.words import STOPWORDS, WORD
+from prime_memory_folding.core.words import STOPWORDS, WORD
 
 if TYPE_CHECKING:
     from recall_ideas import Haystack, Idea

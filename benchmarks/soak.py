@@ -1,6 +1,6 @@
 """Concurrent writers soak: N MCP server processes over stdio on one store.
 
-Each process is a real ``python -m prime_memory_folding.mcp_server --store PATH``
+Each process is a real ``python -m prime_memory_folding.mcp.server --store PATH``
 driven by a raw JSON-RPC line client in its own thread. Every process stores
 W distinct memories (with labels shared between processes, so prime
 registrations race), runs a query every few stores, and process 0 folds once

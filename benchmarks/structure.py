@@ -72,7 +72,7 @@ import _harness as harness
 from _shared import Synthetic, generate, store_in_batches
 
 from prime_memory_folding import MemoryEngine, Record
-from prime_memory_folding.scopes import GLOBAL, ScopeResolution
+from prime_memory_folding.core.scopes import GLOBAL, ScopeResolution
 
 #: Tag-intersection targets at TARGET_RECORDS: the engine must be this many times faster.
 TARGET_RECORDS = 100_000

@@ -58,8 +58,8 @@ import _harness as harness
 from _shared import DOMAINS, later_parts_off, memory_kib, store_in_batches
 
 from prime_memory_folding import Hit, MemoryEngine, RankingSettings
-from prime_memory_folding.embeddings import EMBEDDER_ENV, Embedder, load_embedder
-from prime_memory_folding.when import time_window
+from prime_memory_folding.core.when import time_window
+from prime_memory_folding.recall.embeddings import EMBEDDER_ENV, Embedder, load_embedder
 
 TARGET_RECORDS = 100_000
 TARGET_P50_S = 0.015

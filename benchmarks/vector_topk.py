@@ -136,7 +136,7 @@ def disagreements(queries: np.ndarray, unit: np.ndarray, systems: dict[str, Syst
 
 def engine_steps(engine: MemoryEngine, queries: np.ndarray, rounds: int) -> dict[str, float]:
     """Median seconds of each step of an unfiltered vector query, on its own."""
-    from prime_memory_folding.query import rank_by_vector, top_k
+    from prime_memory_folding.recall.query import rank_by_vector, top_k
 
     index = engine._index  # a benchmark may look inside
     steps: dict[str, list[float]] = {name: [] for name in STEPS}

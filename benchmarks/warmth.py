@@ -38,7 +38,7 @@ from _shared import generate
 from structure import choose_queries, sqlite_system
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.embeddings import load_embedder
+from prime_memory_folding.recall.embeddings import load_embedder
 
 PAUSE_S = 0.002
 MODES = ("warm", "after a 2 ms spin", "after a 2 ms sleep")

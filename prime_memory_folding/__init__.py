@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .address import Encoded
+from .core.address import Encoded
+from .core.records import Hit, Record, Stats, StoreResult, Vector, Version
 from .errors import (
     DimensionMismatch,
     EmbeddingError,
@@ -27,13 +28,12 @@ from .errors import (
     StoreError,
     StoreLocked,
 )
-from .ranking import RankingSettings
-from .records import Hit, Record, Stats, StoreResult, Vector, Version
+from .recall.ranking import RankingSettings
 
 if TYPE_CHECKING:
-    from .engine import MemoryEngine, default_store_path
-    from .filters import Filters
-    from .folding import FoldPolicy, FoldReport
+    from .core.filters import Filters
+    from .engine.facade import MemoryEngine, default_store_path
+    from .fold.folding import FoldPolicy, FoldReport
 
 __version__ = "0.2.0"
 
@@ -71,15 +71,15 @@ _LAZY_FILTERS = {"Filters"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from . import engine
+        from .engine import facade as engine
 
         return getattr(engine, name)
     if name in _LAZY_FOLDING:
-        from . import folding
+        from .fold import folding
 
         return getattr(folding, name)
     if name in _LAZY_FILTERS:
-        from . import filters
+        from .core import filters
 
         return getattr(filters, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

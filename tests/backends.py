@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from prime_memory_folding.primes import DEFAULT_LABELS
+from prime_memory_folding.core.primes import DEFAULT_LABELS
 
 __all__ = ["dump", "emptied", "examples", "is_postgres"]
 

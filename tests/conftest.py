@@ -164,7 +164,7 @@ def candidate_paths(request: pytest.FixtureRequest) -> Iterator[int]:
     takes the second. Module-scoped, so hypothesis runs every example of a
     test under one threshold; yields the threshold in force.
     """
-    from prime_memory_folding import index
+    from prime_memory_folding.core import index
 
     limit = index._PYTHON_TEST_MAX if request.param == "default" else 0
     with patch.object(index, "_PYTHON_TEST_MAX", limit):

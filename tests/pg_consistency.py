@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from prime_memory_folding.primes import is_prime, prime_product
+from prime_memory_folding.core.primes import is_prime, prime_product
 
 
 @dataclass(frozen=True)

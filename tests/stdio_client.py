@@ -1,6 +1,6 @@
 """A raw JSON-RPC line client for the stdio server, shared by the reliability tests.
 
-It speaks to a real ``python -m prime_memory_folding.mcp_server`` process: one
+It speaks to a real ``python -m prime_memory_folding.mcp.server`` process: one
 JSON object per line in, one per line out, read by a thread so that every wait
 has a timeout.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 TIMEOUT = 60  # seconds; generous, since CI machines may be busy
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server"]
 PROTOCOL_VERSION = "2025-11-25"
 
 

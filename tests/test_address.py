@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, InvalidRecordId, MemoryEngine
-from prime_memory_folding.address import (
+from prime_memory_folding.core.address import (
     concept_bucket,
     instance_id,
     pack,
@@ -78,7 +78,7 @@ def test_encode_matches_the_address_store_gives_and_stores_nothing(engine: Memor
 def test_instance_collision_never_overwrites(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import prime_memory_folding.writes as writes_module
+    import prime_memory_folding.engine.writes as writes_module
 
     real = writes_module.instance_id
     monkeypatch.setattr(

@@ -39,11 +39,22 @@ def test_importing_the_package_does_not_load_numpy() -> None:
     assert out.stdout.strip() == "False"
 
 
-ADAPTERS = (
-    *("cli", "web", "announce"),
-    *("mcp_server", "mcp_access", "mcp_args", "mcp_models", "mcp_transport"),
-    *("mcp_http", "mcp_sessions", "mcp_privacy"),
+#: The package's layers, from the bottom up (docs/architecture.md draws them).
+#: A module imports modules of its own package, and of the packages in layers
+#: below its own; never of a package beside it or above it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("core",),
+    ("storage",),
+    ("recall", "fold"),
+    ("engine",),
+    ("transfer",),
+    ("net",),
+    ("mcp", "web"),
+    ("cli", "mcp_server", "__init__"),
 )
+#: The adapters: the only places a protocol, a web page or a terminal is spoken.
+ADAPTERS = ("net", "mcp", "web", "cli", "mcp_server")
 ADAPTER_LIBRARIES = (
     *("mcp", "pydantic", "click", "typer", "rich"),
     *("starlette", "jinja2", "uvicorn", "markupsafe"),
@@ -78,14 +89,52 @@ CORE = sorted(
 
 
 def test_the_layering_check_sees_the_adapters_imports() -> None:
-    names = {name for _, name in imported_names(PACKAGE / "mcp_server.py")}
-    assert "prime_memory_folding.mcp_transport" in names
+    names = {name for _, name in imported_names(PACKAGE / "mcp" / "server.py")}
+    assert "prime_memory_folding.mcp.transport" in names
     assert any(name.split(".")[0] == "mcp" for name in names)
+
+
+def _layer_of(path: Path) -> tuple[str, int]:
+    """The package (or root module) ``path`` belongs to, and its layer."""
+    top = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    for rank, layer in enumerate(LAYERS):
+        if top in layer:
+            return top, rank
+    raise AssertionError(f"{path.relative_to(PACKAGE)} is in no layer; add its package to LAYERS")
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_each_module_imports_only_its_package_and_the_layers_below(path: Path) -> None:
+    own, rank = _layer_of(path)
+    wrong = []
+    for line, name in imported_names(path):
+        parts = name.split(".")
+        if parts[0] != "prime_memory_folding" or len(parts) < 2:
+            continue
+        target = PACKAGE / parts[1]
+        target = target if target.is_dir() else target.with_suffix(".py")
+        if not target.exists():
+            continue  # a name the package itself defines (__version__)
+        theirs, their_rank = _layer_of(target)
+        if theirs != own and their_rank >= rank:
+            wrong.append(f"line {line}: {name} ({theirs}, layer {their_rank} >= {rank})")
+    assert wrong == []
+
+
+def test_the_layer_check_knows_every_package() -> None:
+    tops = {
+        p.name.removesuffix(".py")
+        for p in PACKAGE.iterdir()
+        if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").is_file())
+    }
+    assert tops == {name for layer in LAYERS for name in layer}
 
 
 def test_the_layering_check_sees_the_inspectors_imports() -> None:
     names = {name for _, name in imported_names(PACKAGE / "web" / "app.py")}
-    assert "prime_memory_folding.engine" in names
+    assert "prime_memory_folding.engine.facade" in names
     assert {"starlette.applications", "jinja2"} <= names
     assert not any(path.relative_to(PACKAGE).parts[0] == "web" for path in CORE)
 
@@ -154,5 +203,5 @@ def test_the_cycle_check_finds_a_cycle() -> None:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = _import_graph()
-    assert "prime_memory_folding.engine" in graph["prime_memory_folding.cli._common"]
+    assert "prime_memory_folding.engine.facade" in graph["prime_memory_folding.cli._common"]
     assert _cycle(graph) is None

@@ -28,15 +28,16 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
-from prime_memory_folding import MemoryEngine, tokens
+from prime_memory_folding import MemoryEngine
 from prime_memory_folding.cli import cli
+from prime_memory_folding.core.scopes import normalise_scope
+from prime_memory_folding.engine import tokens
 from prime_memory_folding.errors import EmbeddingError, InvalidInput, NotFound, StoreError
-from prime_memory_folding.importers import read_markdown
-from prime_memory_folding.mcp_privacy import Location, client_error
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.mcp_transport import REQUEST, RequestIdentity
-from prime_memory_folding.scopes import normalise_scope
+from prime_memory_folding.mcp.privacy import Location, client_error
+from prime_memory_folding.mcp.server import build_server
+from prime_memory_folding.mcp.transport import REQUEST, RequestIdentity
 from prime_memory_folding.storage import TokenRow
+from prime_memory_folding.transfer.importers import read_markdown
 from tests import pg_helpers
 from tests.backends import dump, emptied, examples, is_postgres
 from tests.test_mcp_http import INITIALIZE, HttpServer

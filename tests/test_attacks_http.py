@@ -22,12 +22,14 @@ from typing import Any
 import anyio
 import pytest
 
-from prime_memory_folding import MemoryEngine, tokens
+from prime_memory_folding import MemoryEngine
+from prime_memory_folding.core.records import MAX_TAGS
+from prime_memory_folding.engine import tokens
+from prime_memory_folding.engine.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from prime_memory_folding.errors import InvalidInput
-from prime_memory_folding.http_guard import HostRules, allowed_hosts, is_loopback
-from prime_memory_folding.mcp_http import OPEN_NOTICE, CallTurns, StoreTokenCheck, http_app
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.mcp_sessions import (
+from prime_memory_folding.mcp.http import OPEN_NOTICE, CallTurns, StoreTokenCheck, http_app
+from prime_memory_folding.mcp.server import build_server
+from prime_memory_folding.mcp.sessions import (
     Caller,
     OwnedSessions,
     SessionActivity,
@@ -35,15 +37,14 @@ from prime_memory_folding.mcp_sessions import (
     caller_of,
     with_caller,
 )
-from prime_memory_folding.reads import MAX_QUERY_CHARS, MAX_QUERY_WORDS
-from prime_memory_folding.records import MAX_TAGS
+from prime_memory_folding.net.guard import HostRules, allowed_hosts, is_loopback
 from prime_memory_folding.storage import open_storage
 from tests import pg_helpers
 from tests.backends import dump
 from tests.conftest import FakeClock
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer
 
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server"]
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 CLOCK = 1_700_000_000.0
 

@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.budget import (
+from prime_memory_folding.core.records import Hit, Record
+from prime_memory_folding.engine.budget import (
     CUT_MARK,
     MAX_BUDGET,
     MIN_BUDGET,
@@ -15,7 +16,6 @@ from prime_memory_folding.budget import (
     fit,
     hit_cost,
 )
-from prime_memory_folding.records import Hit, Record
 
 
 @pytest.fixture

@@ -256,12 +256,12 @@ def test_ide_config_rejects_an_unknown_client(run: Any) -> None:
 def test_serve_passes_the_store_and_transport_to_the_server(
     run: Any, monkeypatch: pytest.MonkeyPatch, store_path: Path
 ) -> None:
-    from prime_memory_folding.mcp_args import parser
+    from prime_memory_folding.mcp.args import parser
 
     seen: list[list[str]] = []
-    fake = types.ModuleType("prime_memory_folding.mcp_server")
+    fake = types.ModuleType("prime_memory_folding.mcp.server")
     fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp_server", fake)
+    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp.server", fake)
     # A token that starts with "-" must still reach the server as a value.
     result = run("serve", "--transport", "http", "--port", "9000", "--token=-secret")
     assert result.exit_code == 0
@@ -279,7 +279,7 @@ def test_serve_passes_the_store_and_transport_to_the_server(
 def test_serve_without_the_server_module_is_one_line(
     run: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp_server", None)
+    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp.server", None)
     one_line_error(run("serve"), "MCP server")
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.cli import cli, scoping
-from prime_memory_folding.scopes import user_scope
+from prime_memory_folding.core.scopes import user_scope
 from tests.cli_helpers import one_line_error
 
 ME = user_scope()
@@ -567,12 +567,12 @@ def test_imported_notes_go_to_the_current_scope(
 def test_serve_passes_the_scope_and_project_to_the_server(
     run: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from prime_memory_folding.mcp_args import parser
+    from prime_memory_folding.mcp.args import parser
 
     seen: list[list[str]] = []
-    fake = types.ModuleType("prime_memory_folding.mcp_server")
+    fake = types.ModuleType("prime_memory_folding.mcp.server")
     fake.main = lambda argv: seen.append(argv) or 0  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp_server", fake)
+    monkeypatch.setitem(sys.modules, "prime_memory_folding.mcp.server", fake)
     project = tmp_path / "my project"
     project.mkdir()
     result = run("--scope", "User:Alice", "serve", "--project", str(project))

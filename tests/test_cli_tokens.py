@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prime_memory_folding import tokens
+from prime_memory_folding.engine import tokens
 from prime_memory_folding.storage import SQLiteStorage
 from tests.cli_helpers import one_line_error
 

@@ -1,6 +1,6 @@
 """Reads run side by side; writes run alone.
 
-The engine's lock (:mod:`prime_memory_folding.locking`) is held for reading
+The engine's lock (:mod:`prime_memory_folding.engine.locking`) is held for reading
 by queries, stats, ``get`` and ``match_ids``, so one caller's long query does
 not hold up another's read. These tests check the lock itself, that a read
 goes on while another read is stopped half-way, and that reads at once, and
@@ -21,7 +21,7 @@ import numpy.typing as npt
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.locking import ReadWriteLock
+from prime_memory_folding.engine.locking import ReadWriteLock
 from prime_memory_folding.storage.sqlite import SQLiteStorage
 
 #: A bound on every wait, so a broken lock fails the test instead of hanging it.

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, RankingSettings, pushdown
+from prime_memory_folding import MemoryEngine, RankingSettings
+from prime_memory_folding.engine import pushdown
 
 from .backends import emptied, examples
 from .conftest import FakeClock

@@ -17,9 +17,9 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import tokens
 from prime_memory_folding.cli import cli
-from prime_memory_folding.engine import MemoryEngine
+from prime_memory_folding.engine import tokens
+from prime_memory_folding.engine.facade import MemoryEngine
 from prime_memory_folding.errors import InvalidInput, StoreError
 from prime_memory_folding.storage import open_storage
 from prime_memory_folding.storage.copy import DestinationNotEmpty, copy_store

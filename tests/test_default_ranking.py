@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.embeddings import EMBEDDER_ENV
-from prime_memory_folding.records import Hit
-from prime_memory_folding.text_embedding import BUILTIN_SPACE
+from prime_memory_folding.core.records import Hit
+from prime_memory_folding.recall.embeddings import EMBEDDER_ENV
+from prime_memory_folding.recall.text_embedding import BUILTIN_SPACE
 from tests import pg_helpers
 from tests.conftest import FakeClock
 

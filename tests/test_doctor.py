@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.doctor import SELF_TEST_DOMAIN, Check, check_store, self_test
+from prime_memory_folding.engine.doctor import SELF_TEST_DOMAIN, Check, check_store, self_test
 from prime_memory_folding.storage import SQLiteStorage
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
 from tests.old_stores import build_store

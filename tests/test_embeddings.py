@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prime_memory_folding.embeddings import (
+from prime_memory_folding.errors import EmbeddingError, InvalidInput
+from prime_memory_folding.recall.embeddings import (
     API_KEY_ENV,
     BUILTIN_MODEL,
     EMBEDDER_ENV,
@@ -29,7 +30,6 @@ from prime_memory_folding.embeddings import (
     builtin_model_path,
     load_embedder,
 )
-from prime_memory_folding.errors import EmbeddingError, InvalidInput
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
 

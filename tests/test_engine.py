@@ -16,7 +16,7 @@ from prime_memory_folding import (
     MemoryEngine,
     NotFound,
 )
-from prime_memory_folding.index import TagQuery
+from prime_memory_folding.core.index import TagQuery
 
 from .backends import dump, emptied, examples, is_postgres
 from .conftest import FakeClock

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import MemoryEngine, RankingSettings, asking
-from prime_memory_folding.feedback import telling_words
+from prime_memory_folding import MemoryEngine, RankingSettings
+from prime_memory_folding.recall import asking
+from prime_memory_folding.recall.feedback import telling_words
 from tests.conftest import FakeClock
 from tests.test_recall import WordEmbedder
 

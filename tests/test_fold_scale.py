@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import FoldPolicy, MemoryEngine, folding, links
-from prime_memory_folding.folding import prune_moments
-from prime_memory_folding.links import linked_pairs, word_set, word_table
+from prime_memory_folding import FoldPolicy, MemoryEngine
+from prime_memory_folding.fold import folding, links
+from prime_memory_folding.fold.folding import prune_moments
+from prime_memory_folding.fold.links import linked_pairs, word_set, word_table
 from prime_memory_folding.storage import archive, fold_marks
 from prime_memory_folding.storage.ranks import id_order
 from tests.conftest import FakeClock

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import FoldPolicy, InvalidInput, MemoryEngine, NotFound, Record
-from prime_memory_folding.folding import (
+from prime_memory_folding.fold.folding import (
     TIERS,
     FoldReport,
     cluster,

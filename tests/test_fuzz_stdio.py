@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from mcp_types import ErrorData
 from pydantic import ValidationError
 
-from prime_memory_folding.mcp_transport import MAX_LINE_BYTES
+from prime_memory_folding.mcp.transport import MAX_LINE_BYTES
 from tests.stdio_client import StdioServer
 
 SETTINGS = settings(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.gc_pause import paused_gc
+from prime_memory_folding.fold.gc_pause import paused_gc
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_memory_folding.announce import listening_socket
+from prime_memory_folding.net.announce import listening_socket
 from tests.test_mcp_http import TIMEOUT, TOKEN, HttpServer
 
 HTTP_LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "http_load.py"

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.importers import read_json_store, read_knowledge_graph, read_markdown
-from prime_memory_folding.packs import Source, read_pack, write_source
+from prime_memory_folding.transfer.importers import (
+    read_json_store,
+    read_knowledge_graph,
+    read_markdown,
+)
+from prime_memory_folding.transfer.packs import Source, read_pack, write_source
 
 Calls = list[tuple[int, "int | None"]]
 

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding.index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
+from prime_memory_folding.core.index import IndexColumns, IndexEntry, StructuralIndex, TagQuery
 
 #: Small primes, and large ones whose products reach 2**64 and more: a product
 #: of 2**64 or more cannot sit in the index's uint64 column and is tested as a

@@ -5,9 +5,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, StoreError
-from prime_memory_folding.index import TagQuery
-from prime_memory_folding.labels import LabelRegistry
-from prime_memory_folding.primes import Kind
+from prime_memory_folding.core.index import TagQuery
+from prime_memory_folding.core.labels import LabelRegistry
+from prime_memory_folding.core.primes import Kind
 
 
 class Store:

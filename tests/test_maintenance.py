@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.mcp_server import build_server
+from prime_memory_folding.mcp.server import build_server
 from tests.conftest import FakeClock
 
 DAY = 86_400.0
@@ -132,7 +132,7 @@ def test_the_archive_keeps_its_entries_and_sequence_across_its_rebuild(tmp_path:
 def test_recalled_memories_are_reinforced_in_few_shared_writes(
     engine: MemoryEngine, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prime_memory_folding import engine as engine_module
+    from prime_memory_folding.engine import facade as engine_module
 
     ids = [engine.store(f"note {n}", tags=["t"]).record_id for n in range(5)]
     storage = engine.storage

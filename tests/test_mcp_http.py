@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_memory_folding.mcp_http import http_bind_problem
+from prime_memory_folding.mcp.http import http_bind_problem
 from tests.inspector_process import ignore_sigint
 
 TIMEOUT = 60
@@ -51,7 +51,7 @@ class HttpServer:
             [
                 sys.executable,
                 "-m",
-                "prime_memory_folding.mcp_server",
+                "prime_memory_folding.mcp.server",
                 "--store",
                 str(store),
                 "--transport",
@@ -234,7 +234,7 @@ def test_binding_beyond_loopback_without_a_token_refuses_to_start(
         [
             sys.executable,
             "-m",
-            "prime_memory_folding.mcp_server",
+            "prime_memory_folding.mcp.server",
             "--store",
             str(tmp_path / "m.db"),
             "--transport",

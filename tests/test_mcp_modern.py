@@ -18,8 +18,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.scopes import resolve
+from prime_memory_folding.core.scopes import resolve
+from prime_memory_folding.mcp.server import build_server
 from tests.test_mcp_http import HttpServer
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +48,7 @@ async def connected(transport: str, tmp_path: Path) -> AsyncIterator[Client]:
     elif transport == "stdio":
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "prime_memory_folding.mcp_server", "--store", str(store)],
+            args=["-m", "prime_memory_folding.mcp.server", "--store", str(store)],
             env={**os.environ},
         )
         async with Client(params, mode=MODERN) as client:

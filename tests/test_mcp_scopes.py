@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.scopes import SCOPE_ENV, resolve
+from prime_memory_folding.core.scopes import SCOPE_ENV, resolve
+from prime_memory_folding.mcp.server import build_server
 from tests.stdio_client import StdioServer
 
 #: Neither the scope variable nor Claude Code's project variable: the working directory decides.
@@ -170,6 +170,6 @@ def test_tools_describe_scope_arguments_as_ones_to_leave_out(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("flag", ["--scope", "--project"])
 def test_the_server_help_names_the_scope_flags(flag: str) -> None:
-    from prime_memory_folding.mcp_args import parser
+    from prime_memory_folding.mcp.args import parser
 
     assert flag in parser().format_help()

@@ -16,14 +16,14 @@ from mcp_types import INVALID_PARAMS, TextContent
 from pydantic import BaseModel, Field
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.address import pack
-from prime_memory_folding.mcp_models import (
+from prime_memory_folding.core.address import pack
+from prime_memory_folding.mcp.models import (
     ForgetOutput,
     ReinforceOutput,
     UpdateOutput,
     compact_schema,
 )
-from prime_memory_folding.mcp_server import (
+from prime_memory_folding.mcp.server import (
     EncodeOutput,
     FoldOutput,
     QueryOutput,
@@ -628,7 +628,7 @@ async def test_a_bad_update_is_a_tool_error_and_changes_nothing(
 async def test_a_query_answer_never_exceeds_its_token_budget(
     client: Client, engine: MemoryEngine, max_tokens: int
 ) -> None:
-    from prime_memory_folding.budget import count_tokens
+    from prime_memory_folding.engine.budget import count_tokens
 
     engine.store_many(
         [{"content": f"note {n}: " + "a fairly long sentence " * (n * 7), "tags": ["t"]}

@@ -22,10 +22,10 @@ from mcp import Client, StdioServerParameters
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.budget import count_tokens
+from prime_memory_folding.engine.budget import count_tokens
 
 TIMEOUT = 60  # seconds; generous, since CI machines may be busy
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp_server"]
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server"]
 TOOLS = {
     "prime_memory_encode",
     "prime_memory_store",
@@ -422,7 +422,7 @@ def test_malformed_lines_before_initialize_are_answered(server: ServerProcess) -
 
 def test_importing_the_server_writes_nothing_to_stdout() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import prime_memory_folding.mcp_server"],
+        [sys.executable, "-c", "import prime_memory_folding.mcp.server"],
         capture_output=True,
         timeout=TIMEOUT,
         check=True,
@@ -452,7 +452,7 @@ def test_the_store_comes_from_prime_memory_home(tmp_path: Path) -> None:
 async def test_the_sdk_stdio_client_can_use_every_tool(tmp_path: Path, anyio_backend: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prime_memory_folding.mcp_server", "--store", str(tmp_path / "m.db")],
+        args=["-m", "prime_memory_folding.mcp.server", "--store", str(tmp_path / "m.db")],
     )
     async with Client(params) as client:
         listed = await client.list_tools()

@@ -16,9 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-from prime_memory_folding import MemoryEngine, tokens
-from prime_memory_folding.mcp_http import http_bind_problem
-from prime_memory_folding.mcp_transport import REQUEST, AccessMiddleware, RequestIdentity
+from prime_memory_folding import MemoryEngine
+from prime_memory_folding.engine import tokens
+from prime_memory_folding.mcp.http import http_bind_problem
+from prime_memory_folding.mcp.transport import REQUEST, AccessMiddleware, RequestIdentity
 from prime_memory_folding.storage import Storage, TokenRow, open_storage
 from tests import pg_helpers
 from tests.test_mcp_http import INITIALIZE, TIMEOUT, HttpServer

@@ -11,7 +11,7 @@ import io
 import pytest
 from mcp_types import JSONRPCError
 
-from prime_memory_folding.mcp_transport import MAX_LINE_BYTES, classify_line, read_line
+from prime_memory_folding.mcp.transport import MAX_LINE_BYTES, classify_line, read_line
 
 
 class EndlessLine(io.RawIOBase):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.packs import (
+from prime_memory_folding.transfer.packs import (
     PortableRecord,
     Source,
     parse_timestamp,

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.importers import (
+from prime_memory_folding.transfer.importers import (
     read_json_store,
     read_knowledge_graph,
     read_markdown,
 )
-from prime_memory_folding.packs import (
+from prime_memory_folding.transfer.packs import (
     PACK_FORMAT,
     PACK_VERSION,
     export_pack,

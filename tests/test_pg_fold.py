@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, NotFound
-from prime_memory_folding.folding import FoldPolicy
-from prime_memory_folding.packs import export_pack
+from prime_memory_folding.fold.folding import FoldPolicy
+from prime_memory_folding.transfer.packs import export_pack
 from tests.conftest import FakeClock
 from tests.pg_helpers import new_schema
 

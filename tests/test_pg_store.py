@@ -8,7 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from prime_memory_folding import MemoryEngine, pushdown
+from prime_memory_folding import MemoryEngine
+from prime_memory_folding.engine import pushdown
 from prime_memory_folding.storage.postgres import DEDUPE_BUCKETS
 from tests.conftest import FakeClock
 

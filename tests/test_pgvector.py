@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from prime_memory_folding import Filters, MemoryEngine, RankingSettings
-from prime_memory_folding.index import TagQuery
+from prime_memory_folding.core.index import TagQuery
 from tests import pg_helpers
 from tests.conftest import FakeClock, skip_unless_ci
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.primes import (
+from prime_memory_folding.core.primes import (
     DEFAULT_LABELS,
     Kind,
     is_prime,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding.priors import MIN_TIME_SCALE, time_closeness
+from prime_memory_folding.recall.priors import MIN_TIME_SCALE, time_closeness
 
 DAY = 86_400.0
 START, END = 1_700_000_000.0, 1_700_000_000.0 + 30 * DAY

@@ -278,7 +278,7 @@ def test_gates_combine_with_ranking(engine: MemoryEngine, with_vector: bool) -> 
 def test_best_positions_equals_a_full_sort(pairs: list[tuple[float, float]], k: int) -> None:
     import numpy as np
 
-    from prime_memory_folding.query import best_positions
+    from prime_memory_folding.recall.query import best_positions
 
     primary = np.array([p for p, _ in pairs])
     secondary = np.array([s for _, s in pairs])

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.embeddings import StaticEmbedder
-from prime_memory_folding.query_weights import (
+from prime_memory_folding.recall.embeddings import StaticEmbedder
+from prime_memory_folding.recall.query_weights import (
     MAX_WEIGHTED_WORDS,
     WeightedEmbedder,
     query_words,

@@ -21,9 +21,9 @@ from prime_memory_folding import (
     MemoryEngine,
     RankingSettings,
 )
+from prime_memory_folding.recall.text_embedding import BUILTIN_SPACE
 from prime_memory_folding.storage import SQLiteStorage, sqlite_text
 from prime_memory_folding.storage.sqlite_text import parse_query
-from prime_memory_folding.text_embedding import BUILTIN_SPACE
 from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 
@@ -618,7 +618,7 @@ def test_reembed_moves_the_store_and_reports_progress(backend_store: str, clock:
 def test_failed_reembed_changes_nothing(
     backend_store: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prime_memory_folding import space
+    from prime_memory_folding.recall import space
 
     monkeypatch.setattr(space, "REEMBED_BATCH", 2)
     with MemoryEngine(backend_store, clock=clock, embedder=WordEmbedder("test:one")) as memory:

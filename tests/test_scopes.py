@@ -14,10 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, NotFound
-from prime_memory_folding.address import unpack
-from prime_memory_folding.folding import FoldPolicy
-from prime_memory_folding.packs import export_pack, import_pack
-from prime_memory_folding.scopes import (
+from prime_memory_folding.core.address import unpack
+from prime_memory_folding.core.scopes import (
     GLOBAL,
     MAX_SCOPE_CHARS,
     SCOPE_ENV,
@@ -27,7 +25,9 @@ from prime_memory_folding.scopes import (
     origin_url,
     resolve,
 )
+from prime_memory_folding.fold.folding import FoldPolicy
 from prime_memory_folding.storage.migrations import latest_version
+from prime_memory_folding.transfer.packs import export_pack, import_pack
 from tests.backends import emptied, examples
 from tests.conftest import FakeClock
 from tests.old_stores import build_store
@@ -255,7 +255,7 @@ def test_the_same_memory_in_two_scopes_is_two_records(engine: MemoryEngine) -> N
 
 
 def test_global_records_keep_the_addresses_they_had_before_scopes(engine: MemoryEngine) -> None:
-    from prime_memory_folding.address import concept_bucket
+    from prime_memory_folding.core.address import concept_bucket
 
     record = engine.store("a fact", domain="fact", tags=["x"], scope="global")
     assert unpack(record.address)[2] == concept_bucket("fact", "general", ("x",))

@@ -2,7 +2,7 @@
 
 The session is stored with the record on both backends, kept through
 reinforcement, updates, the archive, packs and copies, and held by the index
-as a stable code (:func:`~prime_memory_folding.index.session_code`).
+as a stable code (:func:`~prime_memory_folding.core.index.session_code`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.index import (
+from prime_memory_folding.core.index import (
     IndexColumns,
     IndexEntry,
     StructuralIndex,
@@ -29,11 +29,11 @@ from prime_memory_folding.index import (
     session_code,
     session_code_column,
 )
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.packs import export_pack, import_pack
-from prime_memory_folding.records import MAX_SESSION_CHARS, check_session
+from prime_memory_folding.core.records import MAX_SESSION_CHARS, check_session
+from prime_memory_folding.mcp.server import build_server
 from prime_memory_folding.storage.base import GatedRead
 from prime_memory_folding.storage.copy import copy_store
+from prime_memory_folding.transfer.packs import export_pack, import_pack
 from tests.backends import dump
 from tests.conftest import FakeClock
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine, SchemaTooNew, StoreError
-from prime_memory_folding.engine import CHANGE_LOG_KEEP
-from prime_memory_folding.index import session_code
+from prime_memory_folding.core.index import session_code
+from prime_memory_folding.engine.facade import CHANGE_LOG_KEEP
 from prime_memory_folding.storage import SQLiteStorage, TokenRow
 from prime_memory_folding.storage.migrations import MIGRATIONS, latest_version
 from tests.conftest import FakeClock

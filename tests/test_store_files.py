@@ -408,7 +408,7 @@ def test_a_full_disk_refuses_the_write_and_keeps_what_was_stored(
         says(line, path, fragments)
 
         monkeypatch.setattr(
-            stdio_client, "SERVER", python(limit, "-m", "prime_memory_folding.mcp_server")
+            stdio_client, "SERVER", python(limit, "-m", "prime_memory_folding.mcp.server")
         )
         server = StdioServer(path, env={"PRIME_MEMORY_EMBEDDER": "none"})
         try:

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding import InvalidInput, tokens
-from prime_memory_folding.scopes import named_project
+from prime_memory_folding import InvalidInput
+from prime_memory_folding.core.scopes import named_project
+from prime_memory_folding.engine import tokens
 from prime_memory_folding.storage import Storage, TokenRow, open_storage
 
 KINDS = ("project", "team", "user")

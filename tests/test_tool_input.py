@@ -22,8 +22,8 @@ from mcp import Client
 from mcp_types import TextContent
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.mcp_server import build_server
-from prime_memory_folding.records import MAX_CONTENT_CHARS
+from prime_memory_folding.core.records import MAX_CONTENT_CHARS
+from prime_memory_folding.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

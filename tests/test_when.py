@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import InvalidInput, MemoryEngine
-from prime_memory_folding.when import parse_when, time_window
+from prime_memory_folding.core.when import parse_when, time_window
 from tests.backends import emptied, examples
 from tests.cli_helpers import one_line_error
 from tests.conftest import FakeClock

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from prime_memory_folding import InvalidInput
-from prime_memory_folding.address import concept_bucket, instance_id, pack, record_id
-from prime_memory_folding.primes import Kind
-from prime_memory_folding.writes import (
+from prime_memory_folding.core.address import concept_bucket, instance_id, pack, record_id
+from prime_memory_folding.core.primes import Kind
+from prime_memory_folding.engine.writes import (
     REINFORCE_RATE,
     StoreItem,
     allocate,

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .. import when
+from ..core import when
+from ..core.filters import Filters
+from ..core.records import Record
 from ..errors import InvalidInput, PrimeMemoryError
-from ..records import Record
 
 if TYPE_CHECKING:
-    from ..engine import MemoryEngine
-    from ..scopes import ScopeResolution
+    from ..core.scopes import ScopeResolution
+    from ..engine.facade import MemoryEngine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -188,6 +189,81 @@ def project_option(fn: F) -> F:
     )(fn)
 
 
+#: The options that gate a read, by the Filters field each fills: its flags, and how
+#: click reads it.
+_GATES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "domain": (("-d", "--domain"), {}),
+    "subdomain": (("-s", "--subdomain"), {}),
+    "tags": (("-t", "--tag"), {"multiple": True}),
+    "any_tags": (("--any-tag",), {"multiple": True}),
+    "exclude_tags": (("--exclude-tag",), {"multiple": True}),
+    "min_strength": (("--min-strength",), {"type": float, "default": 0.0, "show_default": True}),
+    "since": (("--since",), {}),
+    "until": (("--until",), {}),
+}
+_GATES_KEY = "prime_memory.gates"
+
+
+def _remember_gate(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if param.name is not None:
+        ctx.meta.setdefault(_GATES_KEY, {})[param.name] = value
+
+
+def gate_options(**help_texts: str) -> Callable[[F], F]:
+    """The options that gate a read, one for each keyword, with that keyword's help text.
+
+    Each keyword names a :class:`~prime_memory_folding.core.filters.Filters`
+    field (``domain``, ``subdomain``, ``tags``, ``any_tags``, ``exclude_tags``,
+    ``min_strength``, ``since``, ``until``), and the options come in that order.
+    Their values reach the command through :func:`read_filters` and
+    :func:`gates_given`, not as parameters.
+
+    Raises:
+        TypeError: a keyword names no gate.
+    """
+    unknown = sorted(help_texts.keys() - _GATES.keys())
+    if unknown:
+        raise TypeError(f"no gate option for {', '.join(unknown)}; gates: {', '.join(_GATES)}")
+
+    def attach(fn: F) -> F:
+        for name in reversed([name for name in _GATES if name in help_texts]):
+            flags, settings = _GATES[name]
+            fn = click.option(
+                *flags,
+                name,
+                expose_value=False,
+                callback=_remember_gate,
+                help=help_texts[name],
+                **settings,
+            )(fn)
+        return fn
+
+    return attach
+
+
+def gates_given(ctx: click.Context) -> bool:
+    """Whether any gate option (:func:`gate_options`) was given."""
+    return any(ctx.meta.get(_GATES_KEY, {}).values())
+
+
+def read_filters(ctx: click.Context, scopes: Sequence[str] | None) -> Filters:
+    """One read's gates: the gate options given (:func:`gate_options`) and ``scopes``.
+
+    ``--since`` and ``--until`` are read against the command's clock, so an age
+    such as ``7d`` counts back from when the command runs.
+
+    Raises:
+        click.ClickException: ``--since`` or ``--until`` is not a time; the
+            message names the option.
+        InvalidInput: another gate is bad; the message names it.
+    """
+    gates = dict(ctx.meta.get(_GATES_KEY, {}))
+    now = clock_of(ctx)()
+    for name in ("since", "until"):
+        gates[name] = parse_when(gates.get(name), now, f"--{name}")
+    return Filters(**gates, scopes=scopes)
+
+
 def given_scopes(ctx: click.Context) -> tuple[str, ...]:
     """Every ``--scope`` given, before and after the command name, in order."""
     return tuple(ctx.meta.get("prime_memory.scopes", ()))
@@ -205,7 +281,7 @@ def one_scope(ctx: click.Context, what: str) -> str | None:
         click.UsageError: several were given.
         InvalidInput: it is malformed (``*`` included: it names no one scope).
     """
-    from ..scopes import normalise_scope
+    from ..core.scopes import normalise_scope
 
     given = given_scopes(ctx)
     if len(given) > 1:
@@ -222,7 +298,7 @@ def resolution(ctx: click.Context) -> ScopeResolution:
     Raises:
         InvalidInput: a malformed scope, or a ``--project`` that is not a folder.
     """
-    from .. import scopes
+    from ..core import scopes
 
     given = given_scopes(ctx)
     explicit = given[0] if len(given) == 1 and given[0].strip() != scopes.ALL else None
@@ -261,7 +337,7 @@ def chosen_store(ctx: click.Context) -> str:
 
     A file path comes back with ``~`` expanded; a ``postgresql://`` URL as given.
     """
-    from ..engine import default_store
+    from ..engine.facade import default_store
 
     path = store_path(ctx)
     if path is None:
@@ -329,7 +405,7 @@ def open_engine(
     empty store behind. A PostgreSQL database is never created: it must
     exist, and its tables are made on first use.
     """
-    from ..engine import MemoryEngine
+    from ..engine.facade import MemoryEngine
 
     target = chosen_store(ctx)
     if not create and not is_url(target) and target != ":memory:" and not Path(target).exists():
@@ -456,7 +532,8 @@ def phases(label: str) -> Iterator[Callable[[str, int, int], None] | None]:
 
 
 def parse_when(value: str | None, now: float, option: str) -> float | None:
-    """A time option, as :func:`~prime_memory_folding.when.parse_when` reads it; None if absent."""
+    """A time option, as :func:`~prime_memory_folding.core.when.parse_when` reads it;
+    None if absent."""
     if value is None:
         return None
     try:

@@ -175,7 +175,7 @@ def doctor(ctx: click.Context, processes: int, writes: int, as_json: bool) -> No
     The write self-test runs on a temporary copy; the store itself is never written.
     Exits with status 1 when a check fails.
     """
-    from ..doctor import check_store
+    from ..engine.doctor import check_store
     from ._common import store_file
 
     path = store_file(ctx, "doctor (integrity, WAL mode, a concurrent-write self-test)")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..budget import Hits
+from ..engine.budget import Hits
 from ..errors import NotAvailable
 from ._common import (
     console,
@@ -205,7 +205,7 @@ def query(
     (prime-memory whoami); --scope reads exactly the scopes given, and
     --all-scopes every scope. A scope that holds nothing matches nothing.
     """
-    from ..filters import Filters
+    from ..core.filters import Filters
 
     gates = Filters(
         domain=domain,

@@ -160,9 +160,9 @@ def rescope(
     move (a missing id, or the same memory already in the target scope),
     nothing moves.
     """
-    from ..address import parse_record_id
-    from ..filters import Filters
-    from ..scopes import normalise_scope, normalise_scopes
+    from ..core.address import parse_record_id
+    from ..core.filters import Filters
+    from ..core.scopes import normalise_scope, normalise_scopes
 
     filters = any((domain, subdomain, tags, any_tags, exclude_tags))
     if record_ids and (sources or filters):

@@ -37,9 +37,9 @@ def _load_server_module() -> Any:
     import importlib
 
     try:
-        return importlib.import_module("prime_memory_folding.mcp_server")
+        return importlib.import_module("prime_memory_folding.mcp.server")
     except ModuleNotFoundError as exc:
-        if exc.name == "prime_memory_folding.mcp_server":
+        if exc.name == "prime_memory_folding.mcp.server":
             raise click.ClickException(
                 "the MCP server is not part of this install of prime-memory-folding; upgrade it"
             ) from None
@@ -143,7 +143,7 @@ def server_command(
     if script.is_file():
         command, args = str(script), []
     else:
-        command, args = sys.executable, ["-m", "prime_memory_folding.mcp_server"]
+        command, args = sys.executable, ["-m", "prime_memory_folding.mcp.server"]
     chosen = store_path(ctx)
     if chosen is None and (
         os.environ.get("PRIME_MEMORY_STORE", "").strip() or os.environ.get("PRIME_MEMORY_HOME")
@@ -262,7 +262,7 @@ def http_project(ctx: click.Context) -> str | None:
 
     None when none applies (the server then takes the token's default scope).
     """
-    from ..scopes import project_scope
+    from ..core.scopes import project_scope
     from ._common import resolution
 
     scope = one_scope(ctx, "the project the snippet names")
@@ -425,7 +425,7 @@ def demo(ctx: click.Context, keep: Path | None) -> None:
     existing store, so your own memories are never touched. It uses the
     built-in embedder, works offline and takes a few seconds.
     """
-    from ..engine import MemoryEngine
+    from ..engine.facade import MemoryEngine
     from ._common import clock_of
 
     chosen = store_path(ctx)

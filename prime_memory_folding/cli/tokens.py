@@ -60,7 +60,7 @@ def add_token(ctx: click.Context, name: str, patterns: str, read_only: bool) -> 
     SHA-256 stays in the store. Hand it to the user now; a lost token is
     revoked and replaced, never shown again.
     """
-    from .. import tokens
+    from ..engine import tokens
 
     # Bad input stops here, before a store is created or opened.
     user = tokens.normalise_name(name)
@@ -135,7 +135,7 @@ def revoke_token(ctx: click.Context, name: str) -> None:
     Every server on this store checks tokens on each request, so the revoke
     holds at once, without a restart.
     """
-    from .. import tokens
+    from ..engine import tokens
 
     with open_engine(ctx) as engine:
         row = tokens.revoke(engine.storage, name, now=clock_of(ctx)())

@@ -68,7 +68,7 @@ def export(
     Without --scope every scope is exported, so a pack of the whole store is
     a whole backup.
     """
-    from ..packs import export_pack
+    from ..transfer.packs import export_pack
 
     scopes = read_scopes(ctx, all_scopes)
     now = clock_of(ctx)()
@@ -259,11 +259,11 @@ def import_(
     each record's scope; what names none (notes, graphs, older packs) goes to
     the current scope (prime-memory whoami), or to --scope.
     """
-    from .. import importers, packs
+    from ..transfer import importers, packs
 
     target = one_scope(ctx, "the scope to import into")
     if only_scopes:
-        from ..scopes import normalise_scopes
+        from ..core.scopes import normalise_scopes
 
         normalise_scopes(only_scopes)  # a malformed one stops here, before anything is read
     kind = detect_format(source) if fmt == "auto" else fmt

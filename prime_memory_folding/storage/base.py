@@ -15,10 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ..core.index import TagQuery
+from ..core.primes import Kind
+from ..core.records import Record
 from ..errors import StoreError
-from ..index import TagQuery
-from ..primes import Kind
-from ..records import Record
 
 __all__ = [
     "SALIENCE_FLOOR",
@@ -186,7 +186,7 @@ class SqlStorage(Storage, Protocol):
     """A :class:`Storage` whose tables (records, archive, fold_marks, meta, changes) take SQL.
 
     Both backends qualify: the archive and folding (:mod:`.archive`,
-    :mod:`~prime_memory_folding.maintenance`) are written against this, in SQL
+    :mod:`~prime_memory_folding.engine.maintenance`) are written against this, in SQL
     that SQLite and PostgreSQL both accept.
     """
 
@@ -282,7 +282,7 @@ class Pushdown(Protocol):
 
     With one, the engine holds no record in memory: each query asks for the
     candidates that pass the gates, and ranks them with the same code as the
-    in-memory index (see :mod:`~prime_memory_folding.pushdown`).
+    in-memory index (see :mod:`~prime_memory_folding.engine.pushdown`).
     """
 
     def gated(self, gates: TagQuery, read: GatedRead) -> IndexTable: ...
@@ -299,7 +299,7 @@ class Pushdown(Protocol):
 
 # -- access tokens ---------------------------------------------------------------------
 #
-# Per-user bearer tokens for the HTTP server (see ``prime_memory_folding.tokens``).
+# Per-user bearer tokens for the HTTP server (see ``prime_memory_folding.engine.tokens``).
 # A backend keeps them beside the records, so that every server sharing a store
 # sees a new or revoked token at its next request.
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ..words import UNSEGMENTED_RUN
+from ..core.words import UNSEGMENTED_RUN
 from .base import SqlStorage
 from .sqlite import SQLiteStorage, _chunks
 

@@ -11,8 +11,8 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..primes import default_primes
-from ..words import UNSEGMENTED_GLOB
+from ..core.primes import default_primes
+from ..core.words import UNSEGMENTED_GLOB
 
 __all__ = [
     "MIGRATIONS",

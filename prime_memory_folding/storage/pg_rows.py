@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..index import TagQuery
+from ..core.index import TagQuery
 from .base import SALIENCE_FLOOR, GatedRead, IndexRow, IndexTable, StoredRow
 from .sqlite import index_row
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..primes import default_primes
+from ..core.primes import default_primes
 
 __all__ = ["PG_MIGRATIONS", "PgMigration", "folded", "latest_pg_version"]
 

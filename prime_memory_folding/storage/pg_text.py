@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..index import TagQuery
-from ..words import UNSEGMENTED_QUERY_RUN
+from ..core.index import TagQuery
+from ..core.words import UNSEGMENTED_QUERY_RUN, choose_rare
 from .base import LexicalCandidates
 from .pg_rows import gate_sql
 from .pg_schema import folded
@@ -189,16 +189,8 @@ class TextSearch:
         known = [lex for lex in lexemes if df[lex] > 0]
         if not known:
             return LexicalCandidates({}, True)
-        rarest = min(known, key=df.__getitem__)
-        kept = [lex for lex in known if df[lex] <= total / 2] or [rarest]
-        by_rarity = sorted(kept, key=df.__getitem__)
-        choosers = [by_rarity[0]]
-        expected = df[by_rarity[0]]
-        for lex in by_rarity[1:]:
-            if expected + df[lex] > budget:
-                break
-            choosers.append(lex)
-            expected += df[lex]
+        choosers, others = choose_rare(known, df.__getitem__, total, budget)
+        kept = [*choosers, *others]
         where, params = gate_sql(gates)
         where.insert(0, "lex @@ %s::tsquery")
         params.insert(0, _tsquery(choosers))

@@ -5,7 +5,7 @@ is what every other path reads and what a copy moves. With pgvector, each
 record also gets an ``embedding`` column of the extension's ``vector`` type
 under an HNSW index (cosine distance), made when the store's vectors first
 have a known length. The engine asks it for the nearest gated records, then
-ranks those exactly with numpy (:mod:`~prime_memory_folding.pushdown`), so
+ranks those exactly with numpy (:mod:`~prime_memory_folding.engine.pushdown`), so
 scores are the same as without it.
 
 ``embedding`` is written with each record. Rows that another path wrote

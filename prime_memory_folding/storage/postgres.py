@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.index import TagQuery
+from ..core.primes import MAX_PRIME, Kind, next_prime
 from ..errors import NotAvailable, SchemaTooNew, StoreError
-from ..index import TagQuery
-from ..primes import MAX_PRIME, Kind, next_prime
 from . import token_table
 from .base import GatedRead, IndexRow, IndexTable, LexicalCandidates, StoredRow
 from .pg_connect import (

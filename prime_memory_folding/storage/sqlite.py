@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.primes import MAX_PRIME, Kind, next_prime
+from ..core.records import Record, Vector
 from ..errors import SchemaTooNew, StoreError, StoreLocked
-from ..primes import MAX_PRIME, Kind, next_prime
-from ..records import Record, Vector
 from . import sqlite_text, token_table
 from .base import IndexRow, IndexTable, LexicalCandidates, StoredRow, damaged_vectors
 from .migrations import MIGRATIONS, Migration, latest_version

@@ -10,7 +10,7 @@ FTS5 computes BM25 for every row a query matches before it can sort them, and
 a query is an OR of its words, so a common word makes it score a large share of
 the store. Stores of up to ``exact_store`` records, and queries expected to
 match at most ``budget`` records (``exact_store`` and ``lexical_budget`` of
-:class:`~prime_memory_folding.ranking.RankingSettings`), are ranked exactly
+:class:`~prime_memory_folding.recall.ranking.RankingSettings`), are ranked exactly
 that way. In a larger store the other queries are planned (see
 :func:`lexical_scores`): the rarer words choose at most ``budget`` records to
 score, and each of those gets its BM25 over every word but the commonest.
@@ -23,7 +23,13 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..words import UNSEGMENTED_GLOB, UNSEGMENTED_QUERY_RUN, SharesOf, content_words
+from ..core.words import (
+    UNSEGMENTED_GLOB,
+    UNSEGMENTED_QUERY_RUN,
+    SharesOf,
+    choose_rare,
+    content_words,
+)
 from .base import LexicalCandidates
 
 __all__ = ["LEXICAL_DEPTH", "LexicalQuery", "WordShares", "lexical_scores", "parse_query"]
@@ -206,7 +212,7 @@ class WordShares:
 
     def of_store(self, db: sqlite3.Connection, total: int) -> SharesOf:
         """Words' shares of a store of ``total`` records, for a query's vector
-        (:func:`~prime_memory_folding.query_weights.word_weights`)."""
+        (:func:`~prime_memory_folding.recall.query_weights.word_weights`)."""
 
         def shares(words: Sequence[str]) -> tuple[list[float | None], int] | None:
             found = self.get(db, [_quote(word) for word in words])
@@ -261,19 +267,8 @@ def _plan_words(
     unsampled = [term for term, part in zip(terms, share) if part == 0.0]
     held = _held_terms(db, unsampled)
     known = [i for i in range(len(terms)) if share[i] > 0.0 or terms[i] in held]
-    by_rarity = sorted(known, key=lambda i: estimate[i])
-    kept = [i for i in by_rarity if estimate[i] <= store_size / 2] or by_rarity[:1]
-    rare = [kept[0]]
-    total = estimate[kept[0]]
-    for i in kept[1:]:
-        if total + estimate[i] > budget:
-            break
-        rare.append(i)
-        total += estimate[i]
-    return _WordPlan(
-        rare=tuple(terms[i] for i in rare),
-        other=tuple(terms[i] for i in kept[len(rare) :]),
-    )
+    rare, other = choose_rare(known, estimate.__getitem__, store_size, budget)
+    return _WordPlan(rare=tuple(terms[i] for i in rare), other=tuple(terms[i] for i in other))
 
 
 def _held_terms(db: sqlite3.Connection, terms: Sequence[str]) -> set[str]:

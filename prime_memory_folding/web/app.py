@@ -26,11 +26,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..address import unpack
-from ..engine import MemoryEngine
+from ..core.address import unpack
+from ..core.records import Hit, Record
+from ..engine.facade import MemoryEngine
 from ..errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError
-from ..folding import FoldReport
-from ..records import Hit, Record
+from ..fold.folding import FoldReport
 from ..storage.archive import REASONS
 from . import charts
 from .filters import ORDERS, PAGE_SIZES, BadFilter, Filters

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from starlette.datastructures import FormData, QueryParams
 
-from ..filters import Filters as Gates
+from ..core.filters import Filters as Gates
 
 __all__ = ["ORDERS", "PAGE_SIZES", "BadFilter", "Filters"]
 

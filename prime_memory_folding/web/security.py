@@ -5,7 +5,7 @@ which the guard swaps for an ``HttpOnly``, ``SameSite=Strict`` cookie and a
 redirect to the same address without it, then in that cookie. Requests whose
 ``Host`` is not one the server was started for are refused (DNS rebinding),
 and so are requests whose ``Origin`` is another site; both checks live in
-:mod:`~prime_memory_folding.http_guard`, which the MCP server shares. Forms
+:mod:`~prime_memory_folding.net.guard`, which the MCP server shares. Forms
 that change anything carry a CSRF token as well (see :func:`check_csrf`).
 """
 
@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..http_guard import LOOPBACK_HOSTS, HostRules, allowed_hosts, is_loopback
+from ..net.guard import LOOPBACK_HOSTS, HostRules, allowed_hosts, is_loopback
 
 __all__ = [
     "CSRF_FIELD",

@@ -8,9 +8,9 @@ import webbrowser
 from collections.abc import Callable
 from typing import TextIO
 
-from ..announce import listening_socket, run_announced
-from ..engine import MemoryEngine
-from ..tokens import MIN_TOKEN_CHARS
+from ..engine.facade import MemoryEngine
+from ..engine.tokens import MIN_TOKEN_CHARS
+from ..net.announce import listening_socket, run_announced
 from .app import create_app
 from .security import Secrets, allowed_hosts, is_loopback
 

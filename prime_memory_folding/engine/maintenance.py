@@ -1,0 +1,579 @@
+"""Folding's verbs on a live engine: fold, unfold, restore, reinforce, purge.
+
+:mod:`.folding` decides what a fold does from a snapshot and
+:mod:`.storage.archive` holds the archive's SQL; the functions here apply them
+to an engine's store and in-memory index, one transaction each, under the
+engine's lock. :class:`~prime_memory_folding.engine.facade.MemoryEngine` exposes them
+as methods of the same names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.address import parse_record_id
+from ..core.index import TagQuery
+from ..core.primes import Kind
+from ..core.records import Record
+from ..errors import InvalidInput, NotFound
+from ..fold.folding import (
+    MAX_REPORTED,
+    FoldPolicy,
+    FoldReport,
+    Merge,
+    Snapshot,
+    decay_terms,
+    effective_strength,
+    plan_fold,
+    prune_margin,
+)
+from ..fold.gc_pause import paused_gc
+from ..fold.links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, probe_rows, word_set
+from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
+from . import writes
+
+if TYPE_CHECKING:
+    from .parts import EngineParts
+
+__all__ = [
+    "FoldProgress",
+    "archive_by_hand",
+    "fold",
+    "purge_archive",
+    "reinforce",
+    "restore",
+    "unfold",
+]
+
+#: The store's meta key for when the last fold (not a dry run) ran, in Unix seconds.
+LAST_FOLD_KEY = "last_fold_at"
+
+#: ``progress(step, done, total)``: a fold names each step as it starts, with
+#: how many of its ``total`` steps are done.
+FoldProgress = Callable[[str, int, int], None]
+
+
+def policy_key(policy: FoldPolicy) -> str:
+    """What an incremental fold needs to match the last fold's policy on.
+
+    Decay, prune and link rules: a fold under other ones screens everything again.
+    """
+    fields = (
+        policy.working_half_life,
+        policy.short_term_half_life,
+        policy.long_term_half_life,
+        policy.short_term_from,
+        policy.long_term_from,
+        policy.permanent_from,
+        policy.spacing_factor,
+        policy.prune_below,
+        policy.similarity,
+        policy.word_overlap,
+    )
+    return f"v1:{fields!r}"
+
+
+#: An incremental fold that would screen more than this share of the store
+#: reads it all instead: past that, one pass over the table is cheaper.
+_INCREMENTAL_SHARE = 0.2
+
+
+def fold(
+    engine: EngineParts,
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
+    policy: FoldPolicy | None = None,
+    progress: FoldProgress | None = None,
+    keep_apart: Iterable[str] = (),
+    full: bool = False,
+) -> FoldReport:
+    """See :meth:`.MemoryEngine.fold`."""
+    if isinstance(keep_apart, str):
+        raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
+    apart = frozenset(parse_record_id(rid) for rid in keep_apart)
+    steps = 5
+    names = ("reading records", "decaying and pruning", "finding candidates",
+             "checking candidates")  # fmt: skip
+
+    def step(name: str) -> None:
+        if progress is not None:
+            done = names.index(name) if name in names else steps if name == "done" else steps - 1
+            progress(name, done, steps)
+
+    if policy is None:
+        policy = engine.fold_policy
+    elif not isinstance(policy, FoldPolicy):
+        raise InvalidInput(f"policy must be a FoldPolicy, got {type(policy).__name__}")
+    if now is not None and (
+        isinstance(now, bool) or not isinstance(now, (int, float)) or not np.isfinite(now)
+    ):
+        raise InvalidInput(f"now must be a time in Unix seconds, got {now!r}")
+    if not isinstance(full, bool):
+        raise InvalidInput(f"full must be True or False, got {full!r}")
+    full = full or policy.exhaustive
+    when = engine.now() if now is None else float(now)
+    storage = engine.storage
+    started = time.perf_counter()
+    with engine.lock, archive.bulk_cache(storage), paused_gc():
+        bytes_before = storage.size_bytes()
+        step("reading records")
+        if not (full or dry_run) and _changed_since_fold(storage, policy):
+            # An incremental fold looks up each new record's words: in fewer
+            # segments of the full-text index, each look-up seeks less.
+            tidy_text_index(storage)
+        with archive.read_snapshot(storage):
+            engine.refresh()
+            seen = storage.newest_change()
+            source = _read(engine, storage, policy, when, full, step)
+            plan = plan_fold(
+                source.planned(),
+                policy,
+                when,
+                incremental=source.incremental,
+                step=step,
+                apart=apart,
+            )
+            source = source.without_snapshot()  # the plan keeps what it needs
+        step("preparing folded records" if dry_run else "writing")
+        primes: dict[Kind, dict[str, int]] = {}
+        new_rows: list[StoredRow] = []
+        if dry_run:
+            engine.registry.reload()
+            new_rows = _folded_rows(engine, plan.merges, engine.registry.primes, when)
+        elif source.nothing_to_do and storage.newest_change() == seen:
+            pass  # nothing new, nothing due: an incremental fold writes nothing
+        else:
+            # No other writer overlaps this transaction (on PostgreSQL an advisory
+            # lock makes servers take turns), so a change since the read shows
+            # as a newer change-log position: the plan is then made again here.
+            with storage.exclusive():
+                engine.refresh()
+                if storage.newest_change() != seen:
+                    source = _read(engine, storage, policy, when, full, None)
+                    plan = plan_fold(
+                        source.planned(), policy, when, incremental=source.incremental, apart=apart
+                    )
+                    source = source.without_snapshot()
+                primes = writes.assign_primes(engine.registry, storage, _items(plan.merges))
+                new_rows = _folded_rows(engine, plan.merges, primes, when)
+                entries: list[tuple[str, str, str, str | None]] = [
+                    (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
+                    for rid, eff in plan.pruned
+                ]
+                for merge, row in zip(plan.merges, new_rows):
+                    into = row.record.record_id
+                    detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
+                    entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
+                archive.archive_records(storage, entries, when)
+                archive.set_strengths(storage, plan.decayed, when)
+                fold_marks.replace_marks(
+                    storage,
+                    plan.marks,
+                    forget=[*plan.unmarked, *source.vanished],
+                    everything=not source.incremental,
+                    compare=source.incremental,
+                )
+                # Everything up to here has been screened; the folded records
+                # inserted next are new to the next fold.
+                fold_marks.set_fold_state(storage, storage.newest_change(), policy_key(policy))
+                storage.insert(new_rows)
+                storage.set_meta(LAST_FOLD_KEY, repr(when))
+                newest = storage.newest_change()
+            engine.caught_up(newest)
+            engine.registry.add(primes)
+            index = engine.held_index
+            if index is not None:  # PostgreSQL holds none unless a survey read it
+                for rid, strength in plan.decayed:
+                    index.restamp(rid, strength, when)
+                # Most rows may go at once: drop them in one pass rather than reload the index.
+                index.remove_many([entry[0] for entry in entries])
+            engine.after_write(new_rows)
+            if len(entries) >= max(1_000, source.records // 10):
+                # A tenth of the store or more went: the full-text index is
+                # merged anew without their entries (every later word look-up
+                # seeks in one segment), and the log is copied into the file.
+                tidy_text_index(storage, everything=True)
+                archive.checkpoint(storage)
+        folded = sum(len(m.member_ids) for m in plan.merges)
+        created_ids = tuple(row.record.record_id for row in new_rows)
+        step("done")
+        return FoldReport(
+            dry_run=dry_run,
+            now=when,
+            records_before=source.records,
+            records_after=source.records - len(plan.pruned) - folded + len(plan.merges),
+            decayed=len(plan.decayed),
+            pruned=len(plan.pruned),
+            clustered=len(plan.merges),
+            folded=folded,
+            created=len(plan.merges),
+            bytes_before=bytes_before,
+            bytes_after=storage.size_bytes(),
+            duration_s=time.perf_counter() - started,
+            pruned_ids=tuple(rid for rid, _ in plan.pruned[:MAX_REPORTED]),
+            created_ids=created_ids[:MAX_REPORTED],
+            folded_from={
+                rid: m.member_ids for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)
+            },
+            summaries={rid: m.content for rid, m in zip(created_ids[:MAX_REPORTED], plan.merges)},
+            pruned_strengths=dict(plan.pruned[:MAX_REPORTED]),
+            incremental=source.incremental,
+            screened=source.screened,
+        )
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What a fold read: the records to plan over, and how they were chosen."""
+
+    snapshot: Snapshot | None
+    incremental: bool
+    #: Live records in the store.
+    records: int
+    #: Records screened for near-duplicates.
+    screened: int
+    #: Changed records that no longer exist: their prune moments go.
+    vanished: tuple[str, ...] = ()
+    #: Nothing changed since the last fold and nothing is due.
+    nothing_to_do: bool = False
+
+    def planned(self) -> Snapshot:
+        """The records to plan over (none when there is nothing to do)."""
+        return archive.empty_snapshot() if self.snapshot is None else self.snapshot
+
+    def without_snapshot(self) -> _Source:
+        return replace(self, snapshot=None)
+
+
+def _read(
+    engine: EngineParts,
+    storage: SqlStorage,
+    policy: FoldPolicy,
+    now: float,
+    full: bool,
+    step: Callable[[str], None] | None,
+) -> _Source:
+    """The records a fold plans over: all of them, or what changed and what it touches."""
+    source = None if full else _incremental(engine, storage, policy, now)
+    if source is None:
+        held = engine.held_index
+        snapshot = archive.read_snapshot_columns(storage, None if held is None else held.vectors_of)
+        source = _Source(snapshot, False, len(snapshot), len(snapshot))
+    if step is not None:
+        step("decaying and pruning")
+    return source
+
+
+def _incremental(
+    engine: EngineParts, storage: SqlStorage, policy: FoldPolicy, now: float
+) -> _Source | None:
+    """The records an incremental fold plans over, or None when it must be a full fold.
+
+    Those are the records new or changed since the last fold, every record
+    one of them might fold with, and the records due for pruning. Candidates
+    come from the full-text index: a record's rare words (held by at most
+    ``COMMON_WORD_ROWS`` records or a ``COMMON_WORD_SHARE`` of the store,
+    whichever is more) lead to every record it could overlap with
+    enough (see :func:`.links.linked_pairs`); a record of mostly common
+    words is compared by vector with every record instead, in the engine's
+    in-memory index.
+    """
+    state = fold_marks.fold_state(storage)
+    if state is None or state[1] != policy_key(policy):
+        return None
+    changed, _, gap = storage.changes_since(state[0])
+    if gap:
+        return None
+    held = engine.held_index
+    records = storage.count() if held is None else len(held)
+    changed_ids = [rid for rid in dict.fromkeys(changed) if rid]
+    if len(changed_ids) > max(1_000, _INCREMENTAL_SHARE * records):
+        return None
+    due = fold_marks.due_for_pruning(storage, now + prune_margin(now))
+    if not changed_ids and not due:
+        return _Source(None, True, records, 0, nothing_to_do=True)
+    with archive.mapped_file(storage):
+        return _screened(engine, storage, policy, records, changed_ids, due)
+
+
+def _changed_since_fold(storage: SqlStorage, policy: FoldPolicy) -> bool:
+    """Whether anything was written since the last fold, which had this policy's rules
+    (otherwise this fold is a full one, which looks no word up)."""
+    state = fold_marks.fold_state(storage)
+    if state is None or state[1] != policy_key(policy):
+        return False
+    return storage.newest_change() != state[0]
+
+
+def _screened(
+    engine: EngineParts,
+    storage: SqlStorage,
+    policy: FoldPolicy,
+    records: int,
+    changed_ids: list[str],
+    due: list[str],
+) -> _Source:
+    """:func:`_incremental`'s records: the changed ones and all they may fold with."""
+    fresh = archive.read_snapshot_of(storage, record_ids=changed_ids)
+    vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
+    rowids: set[int] = set()
+    scan: list[int] = []
+    lists: dict[str, npt.NDArray[np.int64] | None] = {}
+    # Common past a share of the store, as in a full fold: fewer records then
+    # consist mostly of common words, which only a pass over every vector finds.
+    limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
+
+    def posting(word: str) -> npt.NDArray[np.int64] | None:
+        """``word``'s rows from the full-text index (None when common), asked once."""
+        if word not in lists:
+            lists[word] = fold_marks.rows_with_word(storage, word, limit)
+        return lists[word]
+
+    for i in np.flatnonzero(fresh.has_vector).tolist():
+        probe = probe_rows(word_set(fresh.contents[i]), policy.word_overlap, posting)
+        if probe is None:
+            scan.append(i)
+            continue
+        lead, need = probe
+        found, times = np.unique(np.concatenate(lead), return_counts=True)
+        rowids.update(found[times >= need].tolist())
+    near = _similar(engine, storage, fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
+    snapshot = archive.read_snapshot_of(
+        storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
+    )
+    return _Source(snapshot, True, records, len(fresh), vanished)
+
+
+def _similar(
+    engine: EngineParts, storage: SqlStorage, queries: npt.NDArray[np.float32], threshold: float
+) -> list[str]:
+    """Ids of live records whose vector's cosine with one of ``queries`` reaches ``threshold``.
+
+    From the engine's index when it holds one; on a store that answers queries
+    itself (PostgreSQL), from its vectors read in batches, so that the fold
+    holds none of them for long.
+    """
+    held = engine.held_index
+    source = pushdown_of(storage)
+    if held is not None or source is None:
+        return engine.index.similar(queries, threshold)
+    if not len(queries):
+        return []
+    size = queries.shape[1] * 4
+    found: list[str] = []
+    for batch in source.vector_batches(TagQuery()):
+        fits = [(rid, blob) for rid, blob in batch if len(blob) == size]
+        if not fits:
+            continue
+        block = np.frombuffer(b"".join(blob for _, blob in fits), dtype="<f4")
+        block = block.reshape(len(fits), size // 4)
+        norms = np.linalg.norm(block, axis=1)
+        present = norms > 0
+        block = block / np.where(present, norms, 1.0).astype(np.float32)[:, None]
+        near = (block @ queries.T >= threshold).any(axis=1) & present
+        found.extend(rid for (rid, _), hit in zip(fits, near.tolist()) if hit)
+    return found
+
+
+def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
+    return [
+        writes.StoreItem(
+            m.content, m.domain, m.subdomain, m.tags, m.importance, m.vector, m.metadata,
+            m.instance_key, m.scope,
+        )
+        for m in merges
+    ]  # fmt: skip
+
+
+def _folded_rows(
+    engine: EngineParts,
+    merges: Sequence[Merge],
+    primes: Mapping[Kind, Mapping[str, int]],
+    now: float,
+) -> list[StoredRow]:
+    """Rows for the folded records; allocating addresses only reads the store."""
+    table = {kind: dict(primes.get(kind, {})) for kind in Kind}
+    for kind in Kind:
+        for label, prime in engine.registry.primes[kind].items():
+            table[kind].setdefault(label, prime)
+    keyed = [(item.dedupe_key, item) for item in _items(merges)]
+    addresses = writes.allocate(engine.storage, keyed, table)
+    rows = []
+    for merge, (key, item), address in zip(merges, keyed, addresses):
+        row = writes.new_row(item, key, address, table, now)
+        record = replace(row.record, strength=merge.strength, access_count=merge.access_count)
+        rows.append(replace(row, record=record))
+    return rows
+
+
+def _check_restorable(storage: SqlStorage, rows: Sequence[StoredRow]) -> None:
+    live = storage.existing_ids([row.record.record_id for row in rows])
+    live.update(
+        found.record.record_id
+        for found in storage.find_dedupe([row.dedupe_key for row in rows]).values()
+    )
+    if live:
+        raise InvalidInput(
+            f"live record(s) {sorted(live)} hold the same id or content as archived ones "
+            "(stored again since they were archived); forget them first, or keep them"
+        )
+
+
+def unfold(engine: EngineParts, record_id: str) -> list[Record]:
+    """See :meth:`.MemoryEngine.unfold`."""
+    rid = parse_record_id(record_id)
+    storage = engine.storage
+    with engine.lock:
+        engine.registry.reload()
+        with storage.exclusive():
+            folded = storage.fetch([rid]).get(rid)
+            if folded is None:
+                if archive.archived(storage, rid) is not None:
+                    raise InvalidInput(
+                        f"record {rid} is in the archive; restore it first, then unfold it"
+                    )
+                raise NotFound(f"no record {rid} in {engine.path}")
+            members = archive.members_of(storage, rid)
+            if not members:
+                raise InvalidInput(
+                    f"record {rid} is not a folded record (the archive holds no members "
+                    "folded into it); there is nothing to unfold"
+                )
+            # Give the members back in the fold's order: most representative first.
+            listed = folded.record.metadata.get("folded_from")
+            if isinstance(listed, list):
+                position = {member: i for i, member in enumerate(listed)}
+                members.sort(key=lambda m: position.get(m.stored.record.record_id, len(position)))
+            storage.delete([rid])
+            _check_restorable(storage, [m.stored for m in members])
+            archive.restore_entries(storage, [m.seq for m in members])
+        engine.after_write([m.stored for m in members], removed=[rid])
+    return [m.stored.record for m in members]
+
+
+def restore(engine: EngineParts, record_id: str) -> Record:
+    """See :meth:`.MemoryEngine.restore`."""
+    rid = parse_record_id(record_id)
+    storage = engine.storage
+    with engine.lock:
+        engine.registry.reload()
+        with storage.exclusive():
+            entry = archive.archived(storage, rid)
+            if entry is None:
+                if storage.fetch([rid]):
+                    raise InvalidInput(f"record {rid} is live, not archived; nothing to restore")
+                raise NotFound(
+                    f"no archived record {rid} in {engine.path}; it was never archived, "
+                    "or the archive was purged"
+                )
+            _check_restorable(storage, [entry.stored])
+            archive.restore_entries(storage, [entry.seq])
+        engine.after_write([entry.stored])
+    return entry.stored.record
+
+
+def archive_by_hand(engine: EngineParts, record_ids: Sequence[str], detail: str) -> int:
+    """See :meth:`.MemoryEngine.archive`."""
+    if not isinstance(detail, str) or not detail.strip():
+        raise InvalidInput("detail must say why the records are archived")
+    ids = list(dict.fromkeys(parse_record_id(rid) for rid in record_ids))
+    storage = engine.storage
+    with engine.lock:
+        with storage.exclusive():
+            writes.require_all(ids, storage.existing_ids(ids), engine.path, "archived")
+            entries = [(rid, "forgotten", detail.strip(), None) for rid in ids]
+            archive.archive_records(storage, entries, engine.now())
+        index = engine.held_index
+        if index is not None:
+            index.remove_many(ids)
+        engine.after_write(())
+    return len(ids)
+
+
+def reinforce(engine: EngineParts, record_id: str, rate: float) -> Record:
+    """See :meth:`.MemoryEngine.reinforce`.
+
+    Strength moves ``rate`` of the way from its decayed value to 1.
+    """
+    rid = parse_record_id(record_id)
+    storage = engine.storage
+    with engine.lock:
+        with storage.transaction():
+            current = storage.fetch([rid]).get(rid)
+            if current is None:
+                raise NotFound(f"no live record {rid} in {engine.path}; restore it if archived")
+            row = _reinforced(engine, current, rate, engine.now())
+            storage.replace([row])
+        engine.after_write([row])
+    return row.record
+
+
+def reinforce_many(engine: EngineParts, counts: Mapping[str, int], rate: float) -> int:
+    """Reinforce each record as often as ``counts`` says, in one transaction.
+
+    Records forgotten or folded away since are skipped. Returns how many were
+    reinforced.
+    """
+    storage = engine.storage
+    with engine.lock:
+        with storage.transaction():
+            found = storage.fetch(list(counts))
+            now = engine.now()
+            rows = []
+            for rid, current in found.items():
+                for _ in range(max(1, counts[rid])):
+                    current = _reinforced(engine, current, rate, now)
+                rows.append(current)
+            storage.replace(rows)
+        engine.after_write(rows)
+    return len(rows)
+
+
+def _reinforced(engine: EngineParts, current: StoredRow, rate: float, now: float) -> StoredRow:
+    """``current`` recalled at ``now``: strength ``rate`` of the way from decayed to 1."""
+    rec = current.record
+    since, half = decay_terms(
+        engine.fold_policy,
+        rec.importance,
+        rec.metadata.get("tier"),
+        rec.created_at,
+        rec.accessed_at,
+        rec.access_count,
+        current.strength_at,
+    )
+    decayed = effective_strength(rec.strength, since, half, now)
+    record = replace(
+        rec,
+        strength=min(1.0, decayed + (1.0 - decayed) * rate),
+        accessed_at=now,
+        access_count=rec.access_count + 1,
+    )
+    return replace(current, record=record, strength_at=None)
+
+
+def purge_archive(
+    engine: EngineParts, *, before: float | None = None, reason: str | None = None
+) -> int:
+    """See :meth:`.MemoryEngine.purge_archive`."""
+    if reason is not None and reason not in archive.REASONS:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(archive.REASONS)}, or None; got {reason!r}"
+        )
+    if before is not None and (
+        isinstance(before, bool) or not isinstance(before, (int, float)) or not np.isfinite(before)
+    ):
+        raise InvalidInput(f"before must be a time in Unix seconds, got {before!r}")
+    storage = engine.storage
+    with engine.lock:
+        with storage.exclusive():
+            purged = archive.purge(storage, before, reason)
+        if purged:
+            archive.vacuum(storage)
+    return purged

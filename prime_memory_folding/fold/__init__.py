@@ -1,0 +1,1 @@
+"""Folding: decay, tiers, the plan of a fold, and the near-duplicates it merges."""
