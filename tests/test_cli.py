@@ -173,6 +173,25 @@ def test_export_to_a_pipe_is_pure_json_lines(run: Any) -> None:
     assert lines[0]["format"] == "prime-memory-pack" and len(lines) == 3
 
 
+def test_export_gates_by_labels_and_time(run: Any, clock: Any) -> None:
+    _store(run, "old decision", "-d", "decision", "-t", "a")
+    clock.advance(100)
+    _store(run, "new decision", "-d", "decision", "-t", "a", "-t", "b")
+    _store(run, "a task", "-d", "task", "-t", "c")
+    cases = {
+        ("-d", "decision"): ["new decision", "old decision"],
+        ("-t", "a", "-t", "b"): ["new decision"],
+        ("--any-tag", "b", "--any-tag", "c"): ["a task", "new decision"],
+        ("--since", "50s"): ["a task", "new decision"],
+        ("-d", "decision", "--until", "50s"): ["old decision"],
+    }
+    for args, expected in cases.items():
+        result = run("export", *args)
+        assert result.exit_code == 0, result.output
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert sorted(line["content"] for line in lines[1:]) == expected, args
+
+
 def test_import_dry_run_writes_nothing(run: Any, tmp_path: Path) -> None:
     pack = tmp_path / "p.jsonl"
     pack.write_text('{"format": "prime-memory-pack", "version": 1}\n{"content": "x"}\n')

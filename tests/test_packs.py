@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prime_memory_folding import InvalidInput, MemoryEngine
+from prime_memory_folding import Filters, InvalidInput, MemoryEngine
 from prime_memory_folding.transfer.importers import (
     read_json_store,
     read_knowledge_graph,
@@ -154,7 +154,7 @@ def test_a_label_new_to_the_store_keeps_its_prime_when_free(
 ) -> None:
     engine.store("first", tags=["aaa"])
     engine.store("second", tags=["bbb"])
-    pack = _export(engine, tmp_path / "p.jsonl", tags=["bbb"])
+    pack = _export(engine, tmp_path / "p.jsonl", filters=Filters(tags=["bbb"]))
     with MemoryEngine(tmp_path / "other.db") as other:
         report = import_pack(other, pack)
         assert not report.relabelled
@@ -238,15 +238,21 @@ def test_export_filters_by_domain_tags_and_time(
     engine.store("other", domain="task", tags=["a"])
     since = clock.now - 1
     cases = {
-        "domain": ({"domain": "decision"}, ["old", "new"]),
-        "tags": ({"tags": ["b"]}, ["new"]),
-        "since": ({"since": since}, ["new", "other"]),
-        "until": ({"until": since}, ["old"]),
+        "domain": (Filters(domain="decision"), ["old", "new"]),
+        "tags": (Filters(tags=["b"]), ["new"]),
+        "since": (Filters(since=since), ["new", "other"]),
+        "until": (Filters(until=since), ["old"]),
+        "since_age": (Filters(since="50s"), ["new", "other"]),
     }
-    for name, (options, expected) in cases.items():
-        lines = _pack_lines(_export(engine, tmp_path / f"{name}.jsonl", **options))
+    for name, (gates, expected) in cases.items():
+        lines = _pack_lines(_export(engine, tmp_path / f"{name}.jsonl", filters=gates))
         assert lines[0]["records"] == len(expected)
         assert sorted(line["content"] for line in lines[1:]) == sorted(expected), name
+
+
+def test_export_takes_its_gates_as_filters_only(engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidInput, match="filters must be a Filters"):
+        export_pack(engine, io.StringIO(), filters={"domain": "decision"})  # type: ignore[arg-type]
 
 
 def test_vectors_are_left_out_unless_asked_for(engine: MemoryEngine, tmp_path: Path) -> None:

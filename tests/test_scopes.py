@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prime_memory_folding import InvalidInput, MemoryEngine, NotFound
+from prime_memory_folding import Filters, InvalidInput, MemoryEngine, NotFound
 from prime_memory_folding.core.address import unpack
 from prime_memory_folding.core.scopes import (
     GLOBAL,
@@ -451,7 +451,7 @@ def test_packs_keep_scopes_and_can_select_or_move_them(
         "gamma": "global",
     }
     only = io.StringIO()
-    assert export_pack(engine, only, scopes=["project:b"]).records == 1
+    assert export_pack(engine, only, filters=Filters(scopes=["project:b"])).records == 1
     pack = tmp_path / "all.jsonl"
     pack.write_text(out.getvalue(), encoding="utf-8")
     with MemoryEngine(tmp_path / "copy.db", scope="project:z") as copy:

@@ -9,16 +9,16 @@ from typing import Any
 import click
 
 from ._common import (
-    clock_of,
     count_of,
     echo_json,
     examples,
+    gate_options,
     one_scope,
     open_engine,
-    parse_when,
     phases,
     progress,
     project_option,
+    read_filters,
     read_scopes,
     scope_option,
     store_option,
@@ -32,12 +32,14 @@ FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
 
 @click.command()
 @click.argument("output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
-@click.option("-d", "--domain", help="Only this domain.")
-@click.option("-s", "--subdomain", help="Only this subdomain.")
-@click.option("-t", "--tag", "tags", multiple=True, help="Only records with every one of these.")
-@click.option("--any-tag", "any_tags", multiple=True, help="Only records with one of these.")
-@click.option("--since", help="Only records updated at or after: 2024-05-01, Unix seconds, 7d.")
-@click.option("--until", help="Only records updated before this time.")
+@gate_options(
+    domain="Only this domain.",
+    subdomain="Only this subdomain.",
+    tags="Only records with every one of these.",
+    any_tags="Only records with one of these.",
+    since="Only records updated at or after: 2024-05-01, Unix seconds, 7d.",
+    until="Only records updated before this time.",
+)
 @click.option("--vectors", is_flag=True, help="Include each record's vector.")
 @click.option("--all-scopes", is_flag=True, help="Every scope (the default for export).")
 @scope_option("Only this scope (repeat for several). Default: every scope.")
@@ -52,12 +54,6 @@ FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
 def export(
     ctx: click.Context,
     output: str,
-    domain: str | None,
-    subdomain: str | None,
-    tags: tuple[str, ...],
-    any_tags: tuple[str, ...],
-    since: str | None,
-    until: str | None,
     vectors: bool,
     all_scopes: bool,
 ) -> None:
@@ -70,24 +66,11 @@ def export(
     """
     from ..transfer.packs import export_pack
 
-    scopes = read_scopes(ctx, all_scopes)
-    now = clock_of(ctx)()
-    start = parse_when(since, now, "--since")
-    end = parse_when(until, now, "--until")
+    gates = read_filters(ctx, read_scopes(ctx, all_scopes))
     with open_engine(ctx) as engine, progress("exporting") as advance:
         if output == "-":
             report = export_pack(
-                engine,
-                sys.stdout,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                since=start,
-                until=end,
-                vectors=vectors,
-                progress=advance,
-                scopes=scopes,
+                engine, sys.stdout, filters=gates, vectors=vectors, progress=advance
             )
             sys.stdout.flush()
             return
@@ -97,19 +80,7 @@ def export(
         except OSError as exc:
             raise click.ClickException(f"cannot write {target}: {exc.strerror}") from None
         with handle:
-            report = export_pack(
-                engine,
-                handle,
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                since=start,
-                until=end,
-                vectors=vectors,
-                progress=advance,
-                scopes=scopes,
-            )
+            report = export_pack(engine, handle, filters=gates, vectors=vectors, progress=advance)
     with_vectors = " with vectors" if report.vectors else ""
     click.echo(f"exported {report.records} records{with_vectors} to {target}", err=True)
 

@@ -36,6 +36,8 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from ..core.address import concept_bucket, instance_id, pack, record_id, unpack
+from ..core.filters import Filters
+from ..core.filters import resolve as resolve_filters
 from ..core.portable import (
     BadLine,
     ExportReport,
@@ -217,38 +219,31 @@ def export_pack(
     engine: MemoryEngine,
     out: IO[str],
     *,
-    domain: str | None = None,
-    subdomain: str | None = None,
-    tags: Iterable[str] = (),
-    any_tags: Iterable[str] = (),
-    since: float | None = None,
-    until: float | None = None,
+    filters: Filters | None = None,
     vectors: bool = False,
     progress: Progress | None = None,
-    scopes: Iterable[str] | None = None,
 ) -> ExportReport:
-    """Write the matching records to ``out`` as a pack, oldest first.
+    """Write the records that pass ``filters`` to ``out`` as a pack, oldest first.
 
-    ``since`` and ``until`` (Unix seconds) bound the records' ``updated_at``,
-    so a pack "since" a date holds what was created or changed after it.
-    ``scopes`` selects scopes as in :meth:`.MemoryEngine.query`; None exports
+    ``filters`` gates as in :meth:`.MemoryEngine.match_ids`; its ``since`` and
+    ``until`` bound the records' ``updated_at``, so a pack "since" a date holds
+    what was created or changed after it. Its ``scopes`` left at None export
     every scope, so that a pack of the whole store is a whole backup.
+
+    Raises:
+        InvalidInput: ``filters`` is not a :class:`.Filters`.
     """
-    ids = engine.match_ids(
-        domain=domain,
-        subdomain=subdomain,
-        tags=tags,
-        any_tags=any_tags,
-        scopes=["*"] if scopes is None else scopes,
-    )
+    gates = resolve_filters(filters)
+    if gates.scopes is None:
+        gates = replace(gates, scopes=["*"])
+    ids = engine.match_ids(filters=gates)
     rows: list[StoredRow] = []
     storage = engine.storage
     for start in range(0, len(ids), _BATCH):
         found = storage.fetch(ids[start : start + _BATCH])
-        for stored in found.values():
-            stamp = stored.record.updated_at
-            if (since is None or stamp >= since) and (until is None or stamp < until):
-                rows.append(stored if vectors else replace(stored, vector_blob=None))
+        rows.extend(
+            stored if vectors else replace(stored, vector_blob=None) for stored in found.values()
+        )
     rows.sort(key=lambda row: (row.record.created_at, row.record.record_id))
     space = storage.get_meta(SPACE_KEY)
     dim = storage.get_meta(DIM_KEY)
