@@ -13,12 +13,14 @@ from ._common import (
     console,
     echo_json,
     examples,
+    gate_options,
     human_bytes,
     jsonable,
     one_scope,
     open_engine,
     parse_metadata,
     project_option,
+    read_filters,
     read_scopes,
     scope_option,
     short_time,
@@ -153,12 +155,16 @@ def store(
 
 @click.command()
 @click.argument("text", required=False)
-@click.option("-d", "--domain", help="Only this domain.")
-@click.option("-s", "--subdomain", help="Only this subdomain.")
-@click.option("-t", "--tag", "tags", multiple=True, help="A tag every hit must have (repeat).")
-@click.option("--any-tag", "any_tags", multiple=True, help="Hits need at least one of these.")
-@click.option("--exclude-tag", "exclude_tags", multiple=True, help="Hits must have none of these.")
-@click.option("--min-strength", type=float, default=0.0, show_default=True, help="0 to 1.")
+@gate_options(
+    domain="Only this domain.",
+    subdomain="Only this subdomain.",
+    tags="A tag every hit must have (repeat).",
+    any_tags="Hits need at least one of these.",
+    exclude_tags="Hits must have none of these.",
+    min_strength="0 to 1.",
+    since="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks.",
+    until="Only memories stored or changed before this time.",
+)
 @click.option("-n", "--limit", type=int, default=10, show_default=True, help="Most hits to show.")
 @click.option(
     "--max-tokens",
@@ -166,8 +172,6 @@ def store(
     default=None,
     help="Fill at most this many tokens with hits, best first (an estimate that errs high).",
 )
-@click.option("--since", help="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks.")
-@click.option("--until", help="Only memories stored or changed before this time.")
 @click.option("--all-scopes", is_flag=True, help=ALL_SCOPES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
 @vectors_option
@@ -185,16 +189,8 @@ def store(
 def query(
     ctx: click.Context,
     text: str | None,
-    domain: str | None,
-    subdomain: str | None,
-    tags: tuple[str, ...],
-    any_tags: tuple[str, ...],
-    exclude_tags: tuple[str, ...],
-    min_strength: float,
     limit: int,
     max_tokens: int | None,
-    since: str | None,
-    until: str | None,
     all_scopes: bool,
     as_json: bool,
     vectors: bool,
@@ -205,19 +201,7 @@ def query(
     (prime-memory whoami); --scope reads exactly the scopes given, and
     --all-scopes every scope. A scope that holds nothing matches nothing.
     """
-    from ..core.filters import Filters
-
-    gates = Filters(
-        domain=domain,
-        subdomain=subdomain,
-        tags=tags,
-        any_tags=any_tags,
-        exclude_tags=exclude_tags,
-        min_strength=min_strength,
-        scopes=read_scopes(ctx, all_scopes),
-        since=since,
-        until=until,
-    )
+    gates = read_filters(ctx, read_scopes(ctx, all_scopes))
     with open_engine(ctx) as engine:
         try:
             hits = engine.query(

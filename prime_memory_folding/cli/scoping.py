@@ -15,10 +15,13 @@ from ._common import (
     count_of,
     echo_json,
     examples,
+    gate_options,
+    gates_given,
     is_url,
     one_scope,
     open_engine,
     project_option,
+    read_filters,
     resolution,
     scope_option,
     shown_store,
@@ -122,11 +125,13 @@ def _stdin_is_terminal() -> bool:
     help="Move the records of this scope (repeat for several; '*' for all), narrowed by "
     "the label options.",
 )
-@click.option("-d", "--domain", help="With --from: only this domain.")
-@click.option("-s", "--subdomain", help="With --from: only this subdomain.")
-@click.option("-t", "--tag", "tags", multiple=True, help="With --from: records with every tag.")
-@click.option("--any-tag", "any_tags", multiple=True, help="With --from: one of these tags.")
-@click.option("--exclude-tag", "exclude_tags", multiple=True, help="With --from: none of these.")
+@gate_options(
+    domain="With --from: only this domain.",
+    subdomain="With --from: only this subdomain.",
+    tags="With --from: records with every tag.",
+    any_tags="With --from: one of these tags.",
+    exclude_tags="With --from: none of these.",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would move, and move nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Move by filter without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print what moved as JSON.")
@@ -142,11 +147,6 @@ def rescope(
     record_ids: tuple[str, ...],
     target: str,
     sources: tuple[str, ...],
-    domain: str | None,
-    subdomain: str | None,
-    tags: tuple[str, ...],
-    any_tags: tuple[str, ...],
-    exclude_tags: tuple[str, ...],
     dry_run: bool,
     yes: bool,
     as_json: bool,
@@ -161,10 +161,9 @@ def rescope(
     nothing moves.
     """
     from ..core.address import parse_record_id
-    from ..core.filters import Filters
     from ..core.scopes import normalise_scope, normalise_scopes
 
-    filters = any((domain, subdomain, tags, any_tags, exclude_tags))
+    filters = gates_given(ctx)
     if record_ids and (sources or filters):
         raise click.UsageError("give record ids, or --from with label options, not both")
     if not record_ids and not sources:
@@ -179,14 +178,7 @@ def rescope(
             records = [engine.get(rid) for rid in ids]  # a missing id stops here
             moving = [rec.record_id for rec in records if rec.scope != to]
         else:
-            gates = Filters(
-                domain=domain,
-                subdomain=subdomain,
-                tags=tags,
-                any_tags=any_tags,
-                exclude_tags=exclude_tags,
-                scopes=sources,
-            )
+            gates = read_filters(ctx, sources)
             there = set(engine.match_ids(filters=replace(gates, scopes=[to])))
             matched = engine.match_ids(filters=gates)
             moving = [rid for rid in matched if rid not in there]
