@@ -3,8 +3,9 @@
 :meth:`~prime_memory_folding.engine.facade.MemoryEngine.query`,
 :meth:`~prime_memory_folding.engine.facade.MemoryEngine.match_ids` and
 :meth:`~prime_memory_folding.engine.facade.MemoryEngine.browse` take their gates as
-keyword arguments, or as one ``filters=Filters(...)``; the command line, the
-MCP server and the inspector build one and pass it on.
+keyword arguments, or as one ``filters=Filters(...)``;
+:func:`~prime_memory_folding.transfer.packs.export_pack` takes only the latter.
+The command line, the MCP server and the inspector build one and pass it on.
 """
 
 from __future__ import annotations
