@@ -272,7 +272,7 @@ FLOAT = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32)
 ITEM = st.fixed_dictionaries(
     {
         "content": st.text(
-            st.characters(exclude_characters="\x00"), min_size=1, max_size=40
+            st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40
         ).filter(lambda text: text.strip() != ""),
         "domain": LABEL,
         "subdomain": LABEL,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prime_memory_folding import InvalidInput
+from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.core.address import concept_bucket, instance_id, pack, record_id
 from prime_memory_folding.core.primes import Kind
 from prime_memory_folding.engine.writes import (
@@ -124,3 +124,24 @@ def test_storing_again_reinforces_and_keeps_what_it_did_not_change() -> None:
     assert (got.created_at, got.updated_at, got.accessed_at, got.access_count) == (100, 200, 200, 1)
     assert got.vector is not None and list(got.vector) == [1.0, 0.0]
     assert got.record_id == row.record.record_id
+
+
+@pytest.mark.parametrize(
+    ("field", "item"),
+    [
+        ("content", {"content": "half a pair \ud800 here"}),
+        ("domain", {"content": "ok", "domain": "de\udfffcision"}),
+        ("tag", {"content": "ok", "tags": ["fine", "bro\ud83dken"]}),
+        ("metadata", {"content": "ok", "metadata": {"note": "\udc00"}}),
+        ("session", {"content": "ok", "session": "chat-\ud800"}),
+        ("instance_key", {"content": "ok", "instance_key": "k\ud800"}),
+    ],
+)
+def test_a_lone_surrogate_is_refused_by_name_and_nothing_is_stored(
+    backend_engine: MemoryEngine, field: str, item: dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidInput, match=f"{field} holds a lone surrogate"):
+        backend_engine.store(**item)
+    assert backend_engine.stats().records == 0
+    with pytest.raises(InvalidInput, match="text holds a lone surrogate"):
+        backend_engine.query("where is \ud800 it")

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from ..errors import InvalidInput
+from .records import check_unicode
 
 __all__ = [
     "DEFAULT_LABELS",
@@ -87,7 +88,7 @@ def normalise_label(label: object, kind: Kind | str = "label") -> str:
         raise InvalidInput(f"{name} {label!r} is empty once trimmed; give a non-empty {name}")
     if "\x00" in normal:
         raise InvalidInput(f"{name} {label!r} contains a NUL character; remove it")
-    return normal
+    return check_unicode(name, normal)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -194,6 +194,26 @@ class Stats:
     visible_scopes: tuple[str, ...] = ()
 
 
+def check_unicode(name: str, text: str) -> str:
+    """``text``, when it is text a store can keep: no lone surrogate (such as ``\\ud800``,
+    which a JSON escape can carry) that UTF-8 cannot encode.
+
+    Raises:
+        InvalidInput: it holds one; the message names ``name`` and where.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{name} holds a lone surrogate ({text[exc.start]!r} at character {exc.start}), "
+            "which is not text; send valid Unicode (a JSON string escapes a character "
+            "outside the BMP as a pair)"
+        ) from None
+    return text
+
+
 def check_content(content: object) -> str:
     """Raises InvalidInput unless ``content`` is a non-blank string within the size limit."""
     if not isinstance(content, str):
@@ -207,7 +227,7 @@ def check_content(content: object) -> str:
         )
     if "\x00" in content:
         raise InvalidInput("content contains a NUL character; remove it")
-    return content
+    return check_unicode("content", content)
 
 
 def limit_tags(name: str, tags: Any) -> Any:
@@ -264,7 +284,7 @@ def check_session(session: object) -> str | None:
         raise InvalidInput(
             "session contains a control character (a tab, newline or the like); remove it"
         )
-    return name
+    return check_unicode("session", name)
 
 
 def check_unit_interval(name: str, value: object) -> float:
@@ -291,6 +311,7 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> tuple[dict[str, Any], 
         text = json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
+    check_unicode("metadata", text)
     loaded: dict[str, Any] = json.loads(text)
     if len(loaded) != len(metadata):
         raise InvalidInput("metadata keys must be strings")

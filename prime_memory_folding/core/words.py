@@ -108,6 +108,7 @@ def check_text(text: object) -> str:
         InvalidInput: it is not.
     """
     from ..errors import InvalidInput
+    from .records import check_unicode
 
     if not isinstance(text, str):
         raise InvalidInput(f"text must be a string, got {type(text).__name__}")
@@ -115,7 +116,7 @@ def check_text(text: object) -> str:
         raise InvalidInput("text is empty; give words to search for, or leave text out")
     if "\x00" in text:
         raise InvalidInput("text contains a NUL character; remove it")
-    return text
+    return check_unicode("text", text)
 
 
 def content_words(text: str) -> list[str]:

@@ -28,6 +28,7 @@ from ..core.records import (
     check_content,
     check_metadata,
     check_session,
+    check_unicode,
     check_unit_interval,
     check_vector,
     limit_tags,
@@ -138,6 +139,8 @@ def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
     key = raw.get("instance_key")
     if key is not None and (not isinstance(key, str) or not key.strip()):
         raise InvalidInput("instance_key must be a non-empty string when given")
+    if key is not None:
+        check_unicode("instance_key", key)
     vector = raw.get("vector")
     return StoreItem(
         content=check_content(raw["content"]),
