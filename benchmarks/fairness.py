@@ -9,9 +9,14 @@ attacker runs A connections, each with its own MCP session, each sending
 maximal queries back to back: a text at the query limits (2,000 characters,
 100 different words, the store's commonest), 32 ``any_tags``, ``limit`` 100
 and a 100,000-token answer. It reports the victim's p50 and p95 both ways,
-their ratio (the target: at most 3x), what one maximal query costs alone, and
-the floor: the victim's unloaded p95 plus one maximal query, which is what it
-waits when it arrives just after an attacker's query has taken the store.
+their ratio (the target: at most 3x), and what one maximal query costs alone.
+
+Then the floor, in the same run: the same flood on a bare SDK server over
+streamable HTTP (``FLOOR_SERVER``), whose victim tool answers at once and
+whose attacking tool computes in Python, in a worker thread, one call at a
+time (as turns per token allow), for as long as one maximal query took. No
+Python MCP server can do better than that server lets its victim do; the
+script prints its ratio and ours over it.
 
     python3 benchmarks/fairness.py                              # 10,000 memories, 32 attackers
     python3 benchmarks/fairness.py --victim query --calls 300
@@ -38,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _shared import generate, scratch_database, store_in_batches
-from http_load import HttpClient, serve_http
+from http_load import HttpClient, serve_command, serve_http
 
 TARGET = 3.0
 
@@ -114,16 +119,18 @@ def timed_calls(
     return seconds, errors
 
 
-def attack(
+def attack_loop(
     port: int,
     secret: str,
-    maximal: dict[str, Any],
+    call: tuple[str, dict[str, Any]],
     stop: threading.Event,
     deadline: float,
     cap: int,
     out: dict[str, Any],
 ) -> None:
-    """Maximal queries back to back on one session until ``stop``, ``deadline`` or ``cap``."""
+    """Calls of ``call`` (a tool and its arguments) back to back on one session until
+    ``stop``, ``deadline`` or ``cap``."""
+    tool, arguments = call
     done, errors = 0, []
     try:
         client = HttpClient(port, secret)
@@ -133,7 +140,7 @@ def attack(
     while not stop.is_set() and done < cap and time.perf_counter() < deadline:
         client.conn.timeout = max(1.0, deadline - time.perf_counter())
         try:
-            client.call("prime_memory_query", maximal)
+            client.call(tool, arguments)
         except (RuntimeError, OSError, http.client.HTTPException) as exc:
             errors.append(str(exc))
             break
@@ -161,6 +168,108 @@ def quantiles(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
+#: A bare SDK server over streamable HTTP, for the floor: ``ping`` answers at
+#: once; ``busy`` computes in Python for ``ms`` milliseconds in a worker thread,
+#: one call at a time (as the server's turns per token allow an attacker). It
+#: sets Python's switch interval as the engine's HTTP server does.
+FLOOR_SERVER = """
+import socket, sys, time
+import anyio, uvicorn
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
+
+server = MCPServer("floor", log_level="WARNING")
+turn = anyio.Lock()
+sys.setswitchinterval(float(sys.argv[1]))  # as the engine's HTTP server sets it
+
+class Done(BaseModel):
+    loops: int
+
+@server.tool()
+async def ping() -> Done:
+    \"\"\"Answer at once.\"\"\"
+    return Done(loops=0)
+
+def burn(ms: float) -> int:
+    end, loops = time.perf_counter() + ms / 1000, 0
+    while time.perf_counter() < end:
+        loops += 1
+    return loops
+
+@server.tool()
+async def busy(ms: float) -> Done:
+    \"\"\"Compute for ms milliseconds.\"\"\"
+    async with turn:
+        return Done(loops=await anyio.to_thread.run_sync(burn, ms))
+
+# IPPROTO_TCP, so that asyncio turns Nagle off, as the engine's server does.
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+port = sock.getsockname()[1]
+config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+print(f"serving streamable HTTP on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+uvicorn.Server(config).run(sockets=[sock])
+"""
+
+
+def flood(
+    port: int,
+    secrets: tuple[str, str],
+    victim: tuple[str, dict[str, Any]],
+    attack: tuple[str, dict[str, Any]],
+    calls: int,
+    attackers: int,
+    deadline: float,
+    log: Any,
+) -> dict[str, Any]:
+    """The victim's calls alone and under ``attackers`` connections of ``attack``."""
+    victim_secret, attacker_secret = secrets
+    tool, arguments = victim
+    # The victim's connection opens now: the server closes one idle for 5 s.
+    client = HttpClient(port, victim_secret)
+    timed_calls(client, tool, arguments, 20, deadline)
+    log(f"victim alone: {calls} calls")
+    unloaded, errors = timed_calls(client, tool, arguments, calls, deadline)
+    log(f"victim under {attackers} attacking connections: {calls} calls")
+    stop = threading.Event()
+    outs: list[dict[str, Any]] = [{} for _ in range(attackers)]
+    threads = [
+        threading.Thread(
+            target=attack_loop,
+            args=(port, attacker_secret, attack, stop, deadline, 100_000, outs[i]),
+            daemon=True,
+        )
+        for i in range(attackers)
+    ]
+    for thread in threads:
+        thread.start()
+    # Let every attacker reach its first call before the victim starts timing.
+    started = time.perf_counter()
+    while time.perf_counter() - started < 2.0 and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    attack_started = time.perf_counter()
+    loaded, more = timed_calls(client, tool, arguments, calls, deadline)
+    errors += more
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=max(1.0, deadline - time.perf_counter()) + 60)
+    attack_seconds = time.perf_counter() - attack_started
+    end(client)
+    attacked = sum(out.get("done", 0) for out in outs)
+    errors += [f"attacker: {e}" for out in outs for e in out.get("errors", ["died"])]
+    unloaded_q, loaded_q = quantiles(unloaded), quantiles(loaded)
+    return {
+        "unloaded": unloaded_q,
+        "loaded": loaded_q,
+        "ratio_p95": loaded_q["p95_ms"] / unloaded_q["p95_ms"],
+        "attacks": attacked,
+        "attacks_per_s": attacked / attack_seconds if attack_seconds else 0.0,
+        "errors": errors,
+        "complete": len(loaded) == calls,
+    }
+
+
 def run(
     records: int,
     attackers: int,
@@ -177,72 +286,66 @@ def run(
     )
     env = {**os.environ}
     env.pop("PRIME_MEMORY_TOKEN", None)
+    deadline = time.perf_counter() + time_limit
     with prepared_store(records, store, log) as (target, secrets, maximal):
         proc, port = start_server(target, env)
         try:
-            deadline = time.perf_counter() + time_limit
             log("warming up, and timing maximal queries alone")
             probe = HttpClient(port, secrets["attacker"])
             timed_calls(probe, "prime_memory_query", maximal, 3, deadline)
             alone, errors = timed_calls(probe, "prime_memory_query", maximal, 10, deadline)
             end(probe)
-            # The victim's connection opens now: the server closes one idle for 5 s.
-            client = HttpClient(port, secrets["victim"])
-            timed_calls(client, tool, arguments, 20, deadline)
-            log(f"victim alone: {calls} calls")
-            unloaded, more = timed_calls(client, tool, arguments, calls, deadline)
-            errors += more
-            log(f"victim under {attackers} attacking connections: {calls} calls")
-            stop = threading.Event()
-            outs: list[dict[str, Any]] = [{} for _ in range(attackers)]
-            threads = [
-                threading.Thread(
-                    target=attack,
-                    args=(port, secrets["attacker"], maximal, stop, deadline, 100_000, outs[i]),
-                    daemon=True,
-                )
-                for i in range(attackers)
-            ]
-            for thread in threads:
-                thread.start()
-            # Let every attacker reach its first query before the victim starts timing.
-            started = time.perf_counter()
-            while time.perf_counter() - started < 2.0 and time.perf_counter() < deadline:
-                time.sleep(0.05)
-            attack_started = time.perf_counter()
-            loaded, more = timed_calls(client, tool, arguments, calls, deadline)
-            errors += more
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=max(1.0, deadline - time.perf_counter()) + 60)
-            attack_seconds = time.perf_counter() - attack_started
-            end(client)
+            ours = flood(
+                port,
+                (secrets["victim"], secrets["attacker"]),
+                (tool, arguments),
+                ("prime_memory_query", maximal),
+                calls,
+                attackers,
+                deadline,
+                log,
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    attacked = sum(out.get("done", 0) for out in outs)
-    errors += [f"attacker: {e}" for out in outs for e in out.get("errors", ["died"])]
-    unloaded_q, loaded_q, alone_q = quantiles(unloaded), quantiles(loaded), quantiles(alone)
-    ratio = loaded_q["p95_ms"] / unloaded_q["p95_ms"]
-    floor = unloaded_q["p95_ms"] + alone_q["p50_ms"]
+    alone_q = quantiles(alone)
+    log(f"the floor: a bare SDK server computing {alone_q['p50_ms']:.0f} ms a call")
+    from prime_memory_folding.mcp.http import SWITCH_INTERVAL_S
+
+    proc, port = serve_command([sys.executable, "-c", FLOOR_SERVER, str(SWITCH_INTERVAL_S)], env)
+    try:
+        floor = flood(
+            port,
+            ("floor", "floor"),
+            ("ping", {}),
+            ("busy", {"ms": alone_q["p50_ms"]}),
+            calls,
+            attackers,
+            deadline,
+            log,
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    errors += ours.pop("errors") + [f"floor: {e}" for e in floor.pop("errors")]
     return {
         "records": records,
         "backend": "sqlite" if store is None else "postgres",
         "attackers": attackers,
         "victim": tool,
         "calls": calls,
-        "unloaded": unloaded_q,
-        "loaded": loaded_q,
-        "ratio_p95": ratio,
+        "unloaded": ours["unloaded"],
+        "loaded": ours["loaded"],
+        "ratio_p95": ours["ratio_p95"],
         "target": TARGET,
         "maximal_query": alone_q,
-        "floor_p95_ms": floor,
-        "floor_ratio": floor / unloaded_q["p95_ms"],
-        "attacker_queries": attacked,
-        "attacker_queries_per_s": attacked / attack_seconds if attack_seconds else 0.0,
+        "attacker_queries": ours["attacks"],
+        "attacker_queries_per_s": ours["attacks_per_s"],
+        "floor": floor,
+        "over_floor": ours["ratio_p95"] / floor["ratio_p95"],
         "errors": len(errors),
         "first_errors": errors[:5],
-        "ok": not errors and len(loaded) == calls,
+        "ok": not errors and ours["complete"] and floor["complete"],
     }
 
 
@@ -273,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.store is not None and not args.store.startswith(("postgresql://", "postgres://")):
         parser.error("--store takes a postgresql:// URL")
     log = harness.Log(args.quiet)
+    # The attackers' threads share this process with the victim's: the victim's
+    # client takes its turns at the interpreter as the servers' threads do.
+    from prime_memory_folding.mcp.http import SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     before = harness.conditions()
     report = run(
         args.records, args.attackers, args.calls, args.victim, args.store, args.time_limit, log
@@ -285,14 +393,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{report['attackers']} attacking connections ({report['attacker_queries']} maximal "
         f"queries, {report['attacker_queries_per_s']:.1f}/s)"
     )
+    floor = report["floor"]
     print(f"maximal query alone: p50 {alone['p50_ms']:.1f} ms, p95 {alone['p95_ms']:.1f} ms")
     print(f"victim unloaded: p50 {u['p50_ms']:.2f} ms, p95 {u['p95_ms']:.2f} ms")
     print(f"victim loaded:   p50 {loaded['p50_ms']:.2f} ms, p95 {loaded['p95_ms']:.2f} ms")
-    print(
-        f"floor (unloaded p95 + one maximal query): {report['floor_p95_ms']:.1f} ms, "
-        f"{report['floor_ratio']:.1f}x"
-    )
     print(f"loaded / unloaded p95: {report['ratio_p95']:.1f}x (target {TARGET:g}x)")
+    print(
+        f"floor, a bare SDK server computing {alone['p50_ms']:.0f} ms a call, one at a time: "
+        f"victim p95 {floor['unloaded']['p95_ms']:.2f} ms alone, "
+        f"{floor['loaded']['p95_ms']:.2f} ms under attack, {floor['ratio_p95']:.1f}x "
+        f"({floor['attacks_per_s']:.1f} calls/s)"
+    )
+    print(f"ours over the floor: {report['over_floor']:.2f}x")
     return harness.conclude(report, args.json, report["first_errors"])
 
 

@@ -103,9 +103,20 @@ def serve_http(
 ) -> tuple[subprocess.Popen[bytes], int]:
     """The MCP server over streamable HTTP with ``options``, once it serves:
     (its process, the port it printed)."""
-    proc = subprocess.Popen(
+    return serve_command(
         [sys.executable, "-m", "prime_memory_folding.mcp.server", "--store", str(store),
          "--transport", "streamable-http", *options],
+        env,
+    )  # fmt: skip
+
+
+def serve_command(
+    command: Sequence[str], env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A server started by ``command``, once it prints ``serving streamable HTTP on
+    http://HOST:PORT/...`` to stderr: (its process, the port)."""
+    proc = subprocess.Popen(
+        list(command),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     lines: queue.Queue[bytes] = queue.Queue()

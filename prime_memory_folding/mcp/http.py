@@ -73,6 +73,14 @@ __all__ = [
 ]
 
 #: What a server that starts without authentication says on stderr.
+#: How often, in seconds, a thread that computes in Python lets the others run
+#: while the server serves HTTP (Python's default is 5 ms). A call that arrives
+#: while another token's long query computes then waits a fraction of a
+#: millisecond at each step it needs the interpreter for, not up to 5 ms
+#: (benchmarks/fairness.py; docs/security.md). It costs the long query a few
+#: per cent.
+SWITCH_INTERVAL_S = 0.0005
+
 OPEN_NOTICE = (
     "prime-memory-mcp: serving without authentication: loopback only, no tokens in the "
     "store; --require-token refuses this"
@@ -452,6 +460,7 @@ def run_http(
         calls_per_token=calls_per_token,
     )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     name = f"[{host}]" if ":" in host else host
     address = f"http://{name}:{bound_port}/mcp"
 
