@@ -702,7 +702,8 @@ def test_tokens_are_checked_without_waiting_for_the_engine(tmp_path: Path) -> No
 def test_a_flood_of_maximal_queries_leaves_another_users_calls_near_the_floor(
     tmp_path: Path,
 ) -> None:
-    # The victim waits for the attacker's query under way (the floor), not its queue.
+    # Reads run side by side: the victim waits for no attacking query, only for its
+    # turns at the interpreter, about as a bare SDK server's victim does (the floor).
     out = tmp_path / "fairness.json"
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "fairness.py"), "--records", "1000",
@@ -712,5 +713,5 @@ def test_a_flood_of_maximal_queries_leaves_another_users_calls_near_the_floor(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
     report = json.loads(out.read_text())
-    assert report["attacker_queries"] > 0
-    assert report["loaded"]["p95_ms"] < 3 * report["floor_p95_ms"], report
+    assert report["attacker_queries"] > 0 and report["floor"]["attacks"] > 0
+    assert report["over_floor"] < 4, report
