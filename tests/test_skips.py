@@ -34,7 +34,7 @@ def run_node_tests(tmp_path: Path, ci: bool) -> subprocess.CompletedProcess[str]
     selected = " or ".join(NODE_TESTS)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "tests/test_mcp_node.py", "-k", selected,
-         "-p", "no:cacheprovider", "-q", "-rfEs", "--no-header"],
+         "-p", "no:cacheprovider", "-q", "-rfEs", "--no-header", "-n", "0"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )  # fmt: skip
 
