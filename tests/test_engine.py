@@ -458,3 +458,21 @@ def test_a_storage_that_takes_no_sql_is_refused_at_open() -> None:
 
     with pytest.raises(InvalidInput, match="takes SQL"):
         MemoryEngine(storage=Bare())  # type: ignore[arg-type]
+
+
+def test_a_verbatim_write_is_kept_unless_it_is_a_dry_run_and_the_index_takes_it_in(
+    store_path: Path,
+) -> None:
+    with MemoryEngine(store_path, embedder="none") as memory:
+        kept = memory.store("one note").record_id
+
+        def forget(storage: Any) -> int:
+            storage.delete([kept])
+            return 1
+
+        assert memory.write_verbatim(forget, dry_run=True) == 1
+        assert memory.get(kept).content == "one note"
+        assert memory.write_verbatim(forget) == 1
+        assert memory.match_ids() == [] and memory.stats().records == 0
+        with pytest.raises(NotFound):
+            memory.get(kept)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core import scopes as scope_rules
 from ..core.address import Encoded, parse_record_id
@@ -48,6 +48,13 @@ from .pushdown import PushdownReader
 from .reads import MAX_LIMIT, Reader
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store", "default_store_path"]
+
+WriteResult = TypeVar("WriteResult")
+
+
+class _DryRun(Exception):
+    """Raised inside :meth:`MemoryEngine.write_verbatim`'s transaction to roll a dry run back."""
+
 
 logger = logging.getLogger(__name__)
 
@@ -570,6 +577,36 @@ class MemoryEngine:
             NotFound: no record has this id.
         """
         return writes.update(self._parts, record_id, changes)
+
+    def now(self) -> float:
+        """The engine's clock: Unix seconds (the clock it was given, else the system's)."""
+        return float(self._clock())
+
+    def write_verbatim(
+        self, write: Callable[[SqlStorage], WriteResult], *, dry_run: bool = False
+    ) -> WriteResult:
+        """``write(storage)`` in one write transaction that no other writer overlaps,
+        under the engine's lock, and the index read again after it.
+
+        For writers that put records into the store as they were kept elsewhere
+        (ids, addresses, primes and times), as an import of a pack does
+        (:mod:`~prime_memory_folding.transfer.packs`), rather than through
+        :meth:`store`. With ``dry_run`` the transaction is rolled back and
+        nothing changes; ``write``'s result is returned either way.
+        """
+        storage = self.storage
+        result: list[WriteResult] = []
+        with self._lock:
+            try:
+                with storage.exclusive():
+                    result.append(write(storage))
+                    if dry_run:
+                        raise _DryRun
+            except _DryRun:
+                pass
+            else:
+                self._load()
+        return result[0]
 
     def encode(
         self,

@@ -252,7 +252,7 @@ def export_pack(
         "format": PACK_FORMAT,
         "version": PACK_VERSION,
         "records": len(rows),
-        "exported_at": datetime.fromtimestamp(float(engine._clock()), tz=timezone.utc).isoformat(
+        "exported_at": datetime.fromtimestamp(engine.now(), tz=timezone.utc).isoformat(
             timespec="seconds"
         ),
         "registries": stats.registries,
@@ -301,10 +301,6 @@ def _pack_line(stored: StoredRow, vectors: bool) -> dict[str, Any]:
 # -- the verbatim writer -------------------------------------------------------------
 
 
-class _DryRun(Exception):
-    """Raised inside the transaction to roll a dry run back."""
-
-
 def write_source(
     engine: MemoryEngine,
     source: Source,
@@ -345,20 +341,9 @@ def write_source(
     if not vectors:
         records = [replace(rec, vector=None) for rec in records]
     writer = _Writer(engine, source, records, progress)
-    storage = engine.storage
     # With no other writer at once (PostgreSQL's servers take turns), the
     # registries read at the start stay true, and a pack's own primes can be kept.
-    begin = storage.exclusive
-    with engine._lock:
-        try:
-            with begin():
-                writer.run()
-                if dry_run:
-                    raise _DryRun
-        except _DryRun:
-            pass
-        else:
-            engine._load()
+    engine.write_verbatim(lambda storage: writer.run(), dry_run=dry_run)
     return ImportReport(
         source=source.name,
         lines=source.lines or len(source.records) + len(source.bad),
@@ -392,7 +377,7 @@ class _Writer:
         self.source = source
         self.records = records
         self.progress = progress
-        self.now = float(engine._clock())
+        self.now = engine.now()
         self.per_domain: dict[str, int] = {}
         self.per_scope: dict[str, int] = {}
         self.present = 0
