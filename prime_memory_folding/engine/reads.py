@@ -31,7 +31,7 @@ from ..core import words
 from ..core.filters import Filters
 from ..core.index import Rows, StructuralIndex, TagQuery
 from ..core.primes import Kind
-from ..core.records import Hit, Stats, check_unit_interval, limit_tags
+from ..core.records import Hit, Stats
 from ..core.scopes import ScopeResolution
 from ..core.when import parse_when, time_window
 from ..errors import InvalidInput
@@ -137,16 +137,8 @@ class Reader(ABC):
         label is added, so a repeated query skips normalising and resolving.
         ``since`` and ``until`` take what :func:`~.when.parse_when` reads.
         """
-        f = filters
-        tags, any_tags, exclude_tags = (
-            limit_tags(name, value)
-            for name, value in (
-                ("tags", f.tags),
-                ("any_tags", f.any_tags),
-                ("exclude_tags", f.exclude_tags),
-            )
-        )
-        strength = check_unit_interval("min_strength", f.min_strength)
+        f = filters  # checked when it was made: tag counts, strength, scope names
+        tags, any_tags, exclude_tags, strength = f.tags, f.any_tags, f.exclude_tags, f.min_strength
         visible = self.visible(f.scopes)
         now = self.query_time(f)
         start = None if f.since is None else parse_when(f.since, now, "since")
