@@ -27,7 +27,7 @@ from ._common import (
 
 __all__ = ["copy_command", "export", "import_"]
 
-FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph")
+FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph", "mem0", "claude-mem")
 
 
 @click.command()
@@ -93,6 +93,11 @@ def detect_format(path: Path) -> str:
         return "markdown"
     if not path.exists():
         raise click.ClickException(f"{path} does not exist; check the path")
+    from ..transfer.tool_exports import sniff_format
+
+    sniffed = sniff_format(path)
+    if sniffed is not None:
+        return sniffed
     try:
         with path.open(encoding="utf-8") as handle:
             first = handle.readline(1_000_000)
@@ -176,7 +181,8 @@ def _report(report: Any) -> None:
     "--domain",
     default="memory",
     show_default=True,
-    help="Markdown and knowledge graphs: the domain for notes at the top of the folder.",
+    help="Markdown, knowledge graphs and mem0: the domain for notes at the top of the "
+    "folder, or for every memory.",
 )
 @click.option(
     "--only-scope",
@@ -201,6 +207,8 @@ def _report(report: Any) -> None:
     "prime-memory import old-store.json --dry-run",
     "prime-memory import ~/notes --format markdown",
     "prime-memory import memory.jsonl --format knowledge-graph --skip-bad",
+    "prime-memory import mem0-memories.json --dry-run",
+    "prime-memory import ~/.claude-mem/claude-mem.db --scope project:github.com/acme/api",
 )
 def import_(
     ctx: click.Context,
@@ -224,13 +232,17 @@ def import_(
     knowledge-graph  the reference MCP memory server's memory.jsonl: one memory
                      per observation, tagged with the entity's name and type;
                      one per relation ("alice works_at acme")
+    mem0             mem0's memories as get_all returns them (a JSON list or
+                     {"results": [...]}): tags from categories, ids in metadata
+    claude-mem       claude-mem's SQLite database, read-only: one memory per
+                     observation (its type as domain) and per session summary
 
     Importing the same input twice adds nothing. Without --skip-bad, one
     malformed line stops the import before anything is written. A pack keeps
     each record's scope; what names none (notes, graphs, older packs) goes to
     the current scope (prime-memory whoami), or to --scope.
     """
-    from ..transfer import importers, packs
+    from ..transfer import importers, packs, tool_exports
 
     target = one_scope(ctx, "the scope to import into")
     if only_scopes:
@@ -243,6 +255,10 @@ def import_(
             read = importers.read_markdown(source, domain=domain, progress=advance)
         elif kind == "knowledge-graph":
             read = importers.read_knowledge_graph(source, domain=domain, progress=advance)
+        elif kind == "mem0":
+            read = tool_exports.read_mem0(source, domain=domain, progress=advance)
+        elif kind == "claude-mem":
+            read = tool_exports.read_claude_mem(source, progress=advance)
         elif kind == "json-store":
             read = importers.read_json_store(source, progress=advance)
         else:
