@@ -28,6 +28,8 @@ from ._common import (
 __all__ = ["copy_command", "export", "import_"]
 
 FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph", "mem0", "claude-mem")
+#: Formats of the files coding agents keep (transfer/agent_files.py).
+AGENT_FORMATS = ("agents-md", "claude-auto-memory", "basic-memory")
 
 
 @click.command()
@@ -86,9 +88,15 @@ def export(
 
 
 def detect_format(path: Path) -> str:
-    """Guess an input's format from what it is and its first line."""
+    """Guess an input's format from its name, what it is and its first line."""
     import json
 
+    from ..transfer.agent_files import AGENT_FILES, AUTO_MEMORY_INDEX
+
+    if path.name in AGENT_FILES:
+        return "agents-md"
+    if path.name == AUTO_MEMORY_INDEX:
+        return "claude-auto-memory"
     if path.is_dir():
         return "markdown"
     if not path.exists():
@@ -114,8 +122,20 @@ def detect_format(path: Path) -> str:
     if '"prime-memory-folding-store-v1"' in first or first.strip() in {"{", ""}:
         return "json-store"
     raise click.ClickException(
-        f"cannot tell the format of {path}; give --format ({', '.join(FORMATS[1:])})"
+        f"cannot tell the format of {path}; give --format "
+        f"({', '.join(FORMATS[1:] + AGENT_FORMATS)})"
     )
+
+
+def _read_agent_files(kind: str, source: Path, domain: str, advance: Any) -> Any:
+    """Read one of the AGENT_FORMATS."""
+    from ..transfer import agent_files
+
+    if kind == "agents-md":
+        return agent_files.read_agents_md(source, progress=advance)
+    if kind == "claude-auto-memory":
+        return agent_files.read_claude_auto_memory(source, progress=advance)
+    return agent_files.read_basic_memory(source, domain=domain, progress=advance)
 
 
 def _report(report: Any) -> None:
@@ -168,7 +188,7 @@ def _report(report: Any) -> None:
     "-f",
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(FORMATS + AGENT_FORMATS),
     default="auto",
     show_default=True,
     help="The input's format; auto tells them apart by their first line.",
@@ -207,6 +227,9 @@ def _report(report: Any) -> None:
     "prime-memory import old-store.json --dry-run",
     "prime-memory import ~/notes --format markdown",
     "prime-memory import memory.jsonl --format knowledge-graph --skip-bad",
+    "prime-memory import . --format agents-md --dry-run",
+    "prime-memory import ~/.claude/projects/-home-alice-api/memory/MEMORY.md",
+    "prime-memory import ~/basic-memory --format basic-memory --scope user:alice",
     "prime-memory import mem0-memories.json --dry-run",
     "prime-memory import ~/.claude-mem/claude-mem.db --scope project:github.com/acme/api",
 )
@@ -232,6 +255,13 @@ def import_(
     knowledge-graph  the reference MCP memory server's memory.jsonl: one memory
                      per observation, tagged with the entity's name and type;
                      one per relation ("alice works_at acme")
+    agents-md        CLAUDE.md and AGENTS.md files (one, or all under a folder):
+                     one memory per rule, domain convention, subdomain the heading
+    claude-auto-memory
+                     Claude Code's auto memory folder (MEMORY.md and topic
+                     files): one memory per entry, domain the topic file's name
+    basic-memory     a basic-memory project folder: one memory per observation
+                     and per relation, and one for each note's text
     mem0             mem0's memories as get_all returns them (a JSON list or
                      {"results": [...]}): tags from categories, ids in metadata
     claude-mem       claude-mem's SQLite database, read-only: one memory per
@@ -259,6 +289,8 @@ def import_(
             read = tool_exports.read_mem0(source, domain=domain, progress=advance)
         elif kind == "claude-mem":
             read = tool_exports.read_claude_mem(source, progress=advance)
+        elif kind in AGENT_FORMATS:
+            read = _read_agent_files(kind, source, domain, advance)
         elif kind == "json-store":
             read = importers.read_json_store(source, progress=advance)
         else:
