@@ -378,6 +378,11 @@ def test_formats_are_told_apart_by_their_contents(tmp_path: Path) -> None:
     store = {"format": "prime-memory-folding-store-v1", "records": [{"content": "x"}]}
     assert sniff_format(_mem0(tmp_path, store, "c.json")) is None
     assert sniff_format(_mem0(tmp_path, [{"content": "x"}], "d.json")) is None
+    pack = tmp_path / "p.jsonl"
+    header = {"format": "prime-memory-pack", "version": 1}
+    line = {"content": "x", "metadata": {"results": [], "memory": "y"}}
+    pack.write_text(json.dumps(header) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
+    assert sniff_format(pack) is None
 
 
 def test_readers_report_progress_to_the_end(tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def sniff_format(path: Path) -> str | None:
     has_memory = re.search(r'"memory"\s*:\s*"', text) is not None
     if text.startswith("[") and has_memory and re.match(r"\[\s*\{", text):
         return "mem0"
-    if text.startswith("{") and has_memory and re.search(r'"results"\s*:\s*\[', text):
+    envelope = re.match(r'\{\s*"(?:results|count|next|previous)"\s*:', text)
+    if envelope and has_memory and re.search(r'"results"\s*:\s*\[', text):
         return "mem0"
     return None
 
