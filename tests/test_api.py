@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("storage",),
     ("recall", "fold"),
     ("engine",),
-    ("transfer",),
+    ("transfer", "capture"),
     ("net",),
     ("mcp", "web"),
     ("cli", "mcp_server", "__init__"),

@@ -1,0 +1,1 @@
+"""What a host's hooks capture, made safe to keep."""
