@@ -439,3 +439,12 @@ def test_no_planted_secret_survives(
         words.insert(min(at, len(words)), before.lstrip(" ") + secret)
     found = redact(" ".join(words))
     assert not any(secret in found.text for secret in secrets)
+
+
+def test_a_token_glued_to_another_secret_goes_in_the_same_call() -> None:
+    rng = random.Random(9)
+    github = "ghp_" + _draw(rng, ALNUM, 36)
+    block, _ = _pem(rng, "RSA PRIVATE KEY")
+    found = redact(f"{github}{block}")
+    assert found.text == "[redacted:github-token][redacted:private-key]"
+    assert redact(found.text).text == found.text

@@ -41,9 +41,11 @@ PRIVATE_MARKER = "[private]"
 
 _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
 
-# A token's characters: a token must not be the tail of a longer word. The
-# check is made on each find, not as a look-behind, so that the patterns start
-# with their literal prefix, which the regex engine searches for quickly.
+# A token's characters: a token with a common prefix (sk-, hf_, npm_) must not
+# be the tail of a longer word (task-2024-...); one with a prefix no word has
+# (ghp_, glpat-) is taken even glued to one. The check is made on each find,
+# not as a look-behind, so that the patterns start with their literal prefix,
+# which the regex engine searches for quickly.
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _T = r"A-Za-z0-9_\-"
 _END = rf"(?![{_T}])"
@@ -345,7 +347,7 @@ _RULES: tuple[_Rule, ...] = (
         flags=re.DOTALL,
         bounded=False,
     ),
-    _rule("anthropic-api-key", rf"sk-ant-[A-Za-z0-9_\-]{{20,}}{_END}", ("sk-ant-",)),
+    _rule("anthropic-api-key", rf"sk-ant-[A-Za-z0-9_\-]{{20,}}{_END}", ("sk-ant-",), bounded=False),
     _rule(
         "openai-api-key",
         rf"sk-(?:proj-|svcacct-|admin-)?[{_T}]{{20,}}{_END}",
@@ -354,10 +356,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "github-token",
-        rf"(?:gh[pousr]_[A-Za-z0-9]{{36,}}|github_pat_[A-Za-z0-9_]{{22,}}){_END}",
+        r"(?:gh[pousr]_[A-Za-z0-9]{36,}(?![A-Za-z0-9])|github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_]))",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        bounded=False,
     ),
-    _rule("gitlab-token", rf"glpat-[A-Za-z0-9_\-]{{20,}}{_END}", ("glpat-",)),
+    _rule("gitlab-token", rf"glpat-[A-Za-z0-9_\-]{{20,}}{_END}", ("glpat-",), bounded=False),
     _rule("aws-access-key", r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", ("AKIA", "ASIA")),
     _rule(
         "aws-secret-key",
@@ -368,11 +371,12 @@ _RULES: tuple[_Rule, ...] = (
         lower=True,
         bounded=False,
     ),
-    _rule("google-api-key", rf"AIza[0-9A-Za-z_\-]{{35}}{_END}", ("AIza",)),
+    _rule("google-api-key", rf"AIza[0-9A-Za-z_\-]{{35}}{_END}", ("AIza",), bounded=False),
     _rule(
         "slack-token",
-        rf"(?:xox[baprs]-[A-Za-z0-9\-]{{10,}}|xapp-\d-[A-Za-z0-9\-]{{10,}}){_END}",
+        r"(?:xox[baprs]-|xapp-\d-)[A-Za-z0-9\-]{10,}(?![A-Za-z0-9\-])",
         ("xox", "xapp-"),
+        bounded=False,
     ),
     _rule(
         "slack-webhook",
@@ -381,8 +385,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "stripe-key",
-        rf"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}{_END}",
+        r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}(?![A-Za-z0-9])",
         ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        bounded=False,
     ),
     _rule("sendgrid-key", rf"SG\.[A-Za-z0-9_\-]{{16,32}}\.[A-Za-z0-9_\-]{{16,64}}{_END}", ("SG.",)),
     _rule(
@@ -390,13 +395,14 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:AC|SK)[0-9a-f]{32}(?::[0-9a-f]{32})?(?![A-Za-z0-9])",
         ("AC", "SK"),
     ),
-    _rule("npm-token", rf"npm_[A-Za-z0-9]{{36}}{_END}", ("npm_",)),
+    _rule("npm-token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ("npm_",)),
     _rule("pypi-token", rf"pypi-[A-Za-z0-9_\-]{{40,}}{_END}", ("pypi-",)),
-    _rule("huggingface-token", rf"hf_[A-Za-z0-9]{{30,}}{_END}", ("hf_",), accept=_mixed),
+    _rule("huggingface-token", r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("hf_",), accept=_mixed),
     _rule(
         "jwt",
         rf"eyJ[A-Za-z0-9_\-]{{8,}}\.eyJ[A-Za-z0-9_\-]{{8,}}\.[A-Za-z0-9_\-]*{_END}",
         ("eyJ",),
+        bounded=False,
     ),
     _rule(
         "authorization",
@@ -474,6 +480,20 @@ def redact(text: str) -> Redaction:
         The safe text and the kinds of what was taken out, in order.
     """
     text, found = _drop_private(text) if "<" in text else (text, [])
+    text, kinds = _replace(text, found)
+    # A marker in place of one secret may end the word another was glued to;
+    # go round until nothing more is found, so that redacting again is a no-op.
+    more = kinds
+    for _ in range(3):
+        if not more:
+            break
+        text, more = _replace(text, [])
+        kinds.extend(more)
+    return Redaction(text, tuple(kinds))
+
+
+def _replace(text: str, found: list[tuple[int, int, str]]) -> tuple[str, list[str]]:
+    """``text`` with ``found`` and every secret in it replaced, and their kinds in order."""
     end = -1
     for start, stop, _, kind in sorted(_finds(text), key=lambda f: (f[0], f[2], -f[1])):
         if start < end:
@@ -494,4 +514,4 @@ def redact(text: str) -> Redaction:
         kinds.append(kind)
         at = stop
     pieces.append(text[at:])
-    return Redaction("".join(pieces), tuple(kinds))
+    return "".join(pieces), kinds
