@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..net.announce import INSPECTOR_PORT, CannotListen
 from ._common import examples, open_engine, store_option
 
 __all__ = ["ui"]
@@ -16,7 +17,7 @@ __all__ = ["ui"]
 @click.option(
     "--port",
     type=click.IntRange(0, 65_535),
-    default=8_765,
+    default=INSPECTOR_PORT,
     show_default=True,
     help="The port to bind; 0 picks a free one.",
 )
@@ -57,5 +58,7 @@ def ui(ctx: click.Context, host: str, port: int, no_browser: bool, token: str | 
                 out=sys.stdout,
                 warn=lambda line: click.echo(line, err=True),
             )
+        except CannotListen as exc:
+            raise click.ClickException(str(exc)) from None
         except OSError as exc:
             raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..net.announce import MCP_HTTP_PORT
+
 __all__ = ["CALLS_PER_TOKEN", "parser"]
 
 #: Requests one caller may have under way at once over HTTP, by default.
@@ -52,7 +54,10 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     found.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     found.add_argument(
-        "--port", type=int, default=8765, help="HTTP port; 0 picks a free one (default: 8765)"
+        "--port",
+        type=int,
+        default=MCP_HTTP_PORT,
+        help=f"HTTP port; 0 picks a free one (default: {MCP_HTTP_PORT})",
     )
     found.add_argument(
         "--token",

@@ -42,7 +42,7 @@ import anyio.to_thread
 from ..engine import tokens as access
 from ..engine.tokens import MIN_TOKEN_CHARS
 from ..errors import PrimeMemoryError
-from ..net.announce import listening_socket, run_announced
+from ..net.announce import CannotListen, listening_socket, run_announced
 from ..net.guard import HostRules, allowed_hosts, is_loopback
 from .args import CALLS_PER_TOKEN
 from .sessions import OwnedSessions, SessionLimits, caller_of
@@ -500,7 +500,8 @@ def check_start(
 def serve(server: MCPServer, args: argparse.Namespace, token: str | None) -> int:
     """Run ``prime-memory-mcp --transport streamable-http`` with its parsed ``args``.
 
-    Returns 2, having said why on stderr, when :func:`check_start` refuses to start.
+    Returns 2, having said why on stderr, when :func:`check_start` refuses to
+    start, and 1 when the address cannot be bound (a port in use, say).
     """
     start = check_start(args.host, token, args.store, require_token=args.require_token)
     if start.problem is not None:
@@ -520,6 +521,9 @@ def serve(server: MCPServer, args: argparse.Namespace, token: str | None) -> int
             limits=SessionLimits(per_caller=args.sessions_per_token, idle_s=args.session_idle),
             calls_per_token=args.calls_per_token,
         )
+    except CannotListen as exc:
+        print(f"prime-memory-mcp: {exc}", file=sys.stderr)
+        return 1
     finally:
         tokens.close()
     return 0
