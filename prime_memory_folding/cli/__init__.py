@@ -16,7 +16,8 @@ import click
 from .. import __version__
 from ._common import STORE_HELP, Group, _remember_store, examples, project_option, scope_option
 from .maintenance import doctor, fold, reembed, restore, unfold
-from .records import encode, forget, get, query, stats, store, update
+from .manage import forget, history, list_, purge, retag
+from .records import encode, get, query, stats, store, update
 from .scoping import rescope, scopes, whoami
 from .setup import demo, ide_config, serve
 from .tokens import token
@@ -63,6 +64,10 @@ for command in (
     query,
     get,
     forget,
+    list_,
+    history,
+    retag,
+    purge,
     update,
     encode,
     stats,
