@@ -180,20 +180,24 @@ def test_nan_and_infinite_vectors_are_refused_by_the_engine(
         ("prime_memory_encode", {"domain": "work", "extra": [1, 2]}),
     ],
 )
-async def test_extra_arguments_are_ignored_and_the_call_works(
+async def test_extra_arguments_are_refused_and_change_nothing(
     client: Client, memory: MemoryEngine, tool: str, arguments: dict[str, Any]
 ) -> None:
     before = dump(memory)
     result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
+    assert result.is_error
+    assert "Unknown argument" in result.content[0].text  # type: ignore[union-attr]
     assert dump(memory) == before
 
 
-async def test_extra_arguments_on_store_do_not_leak_into_the_record(client: Client) -> None:
+async def test_an_extra_argument_on_store_stores_nothing(
+    client: Client, memory: MemoryEngine
+) -> None:
+    before = dump(memory)
     result = await client.call_tool("prime_memory_store", {"content": "plain", "record_id": "0"})
-    assert not result.is_error
-    assert result.structured_content is not None
-    assert result.structured_content["record"]["record_id"] != "0"
+    assert result.is_error
+    assert result.structured_content is None
+    assert dump(memory) == before
 
 
 @pytest.mark.parametrize("limit", [1, 100])

@@ -25,6 +25,7 @@ opens the store in the background, or on the first tool call.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import os
@@ -147,6 +148,13 @@ class _MemoryServer(MCPServer):
                 code=INVALID_PARAMS,
                 message=f"Unknown tool: {name}; call tools/list for the available tools",
             )
+        schema = self._tool_input_schema(name) or {}
+        takes = list(schema.get("properties", {}))
+        unknown = [key for key in arguments if key not in takes]
+        if unknown:
+            # Pydantic would drop them silently: a misspelt filter would widen a
+            # query, or a misspelt label be lost from a stored memory.
+            raise ToolError(_explain_unknown(name, unknown, takes))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -162,6 +170,20 @@ class _MemoryServer(MCPServer):
             return await super().get_prompt(name, arguments, context)
         except ValueError as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+
+
+def _explain_unknown(tool: str, unknown: list[str], takes: list[str]) -> str:
+    named = []
+    for key in unknown[:10]:  # a hostile call may send thousands, each of any length
+        close = difflib.get_close_matches(key, takes, n=1)
+        named.append(f"{key[:64]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if len(unknown) > 10:
+        named.append(f"and {len(unknown) - 10} more")
+    return (
+        f"Unknown argument{'s' if len(unknown) > 1 else ''} for {tool}: {', '.join(named)}; "
+        f"it takes {', '.join(takes) if takes else 'no arguments'}. Nothing was done; "
+        "call again with those names."
+    )
 
 
 def _explain_arguments(tool: str, error: ValidationError) -> str:
