@@ -14,7 +14,6 @@ import pytest
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.cli import manage
-from tests.cli_helpers import one_line_error
 
 PRIME_MEMORY = str(Path(sys.executable).with_name("prime-memory"))
 MISSING = "0000000b0000000200c0ffee12345678"
@@ -256,10 +255,3 @@ def test_purge_with_a_bad_option_is_one_line_and_purges_nothing(
 def test_purge_help_says_it_cannot_be_undone(pm: Run) -> None:
     shown = pm("purge", "--help")
     assert shown.returncode == 0 and "cannot be undone" in shown.stdout
-
-
-def test_the_runner_and_the_installed_command_agree_on_list(run: Any, ids: dict[str, str]) -> None:
-    result = run("--scope", "global", "list", "--json")
-    assert result.exit_code == 0
-    assert json.loads(result.stdout)["total"] == 3
-    one_line_error(run("list", "--order", "sideways"), "--order")
