@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -65,6 +66,127 @@ def _record_table(
         row.append(content)
         table.add_row(*(Text(cell) for cell in row))
     return table
+
+
+#: The widest the label columns of a query's table grow; longer labels wrap.
+_LABEL_WIDTHS = {"scope": 32, "domain/subdomain": 24, "tags": 24}
+#: Narrower than this, a query's content column would be hard to read: the hits
+#: are shown as blocks instead.
+_CONTENT_MIN_WIDTH = 40
+
+
+def _hit_table(records: list[Any], scores: list[float], width: int) -> Any | None:
+    """The hits as a table at most ``width`` columns wide, or None if none fits.
+
+    Every column gets a fixed width, so nothing is cut at the right edge: the
+    id and the numbers their own, the labels what they need up to
+    :data:`_LABEL_WIDTHS`, and the content, whole and wrapped, the rest. None
+    when that leaves the content fewer than :data:`_CONTENT_MIN_WIDTH` columns.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = [
+        [
+            rec.record_id,
+            rec.scope,
+            f"{rec.domain}/{rec.subdomain}",
+            ", ".join(rec.tags),
+            f"{rec.strength:.2f}",
+            f"{score:.3f}",
+            rec.content,
+        ]
+        for rec, score in zip(records, scores, strict=True)
+    ]
+    names = ["id", "scope", "domain/subdomain", "tags", "strength", "score", "content"]
+    widths = [max(len(name), *(len(row[n]) for row in rows)) for n, name in enumerate(names)]
+    widths = [min(w, _LABEL_WIDTHS.get(name, w)) for w, name in zip(widths, names, strict=True)]
+    # Seven columns: eight borders and one space of padding beside each inner border.
+    room = width - sum(widths[:-1]) - 8 - 2 * (len(names) - 1)
+    if room < _CONTENT_MIN_WIDTH:
+        return None
+    longest_line = max(len(line) for row in rows for line in [*row[-1].splitlines(), ""])
+    widths[-1] = min(room, max(longest_line, len("content")))
+    table = Table(show_lines=False, pad_edge=False)
+    for name, column_width in zip(names, widths, strict=True):
+        table.add_column(
+            name,
+            width=column_width,
+            style="cyan" if name == "id" else None,
+            justify="right" if name in ("strength", "score") else "left",
+            overflow="fold",
+        )
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
+
+
+def _record_blocks(records: list[Any], scores: list[float]) -> Any:
+    """Each record as a block for a narrow terminal: a heading line, then its content.
+
+    The id leads its own line, so that nothing beside it squeezes the content,
+    which wraps whole under it, indented.
+    """
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+
+    parts: list[Any] = []
+    for n, (rec, score) in enumerate(zip(records, scores, strict=True)):
+        if n:
+            parts.append(Text(""))
+        heading = Text(rec.record_id, style="cyan")
+        heading.append(f"  score {score:.3f}  strength {rec.strength:.2f}")
+        parts.append(heading)
+        tags = ", ".join(rec.tags) or "-"
+        for line in (f"{rec.domain}/{rec.subdomain}  scope {rec.scope}", f"tags {tags}"):
+            parts.append(
+                Padding(Text(line, style="dim", overflow="fold"), (0, 0, 0, 2), expand=False)
+            )
+        parts.append(Padding(Text(rec.content, overflow="fold"), (0, 0, 0, 2), expand=False))
+    return Group(*parts)
+
+
+def _escaped(field: str) -> str:
+    """A field for one tab-separated line: backslash, tab, newline and return escaped."""
+    return (
+        field.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+def record_line(rec: Any, score: float) -> str:
+    r"""One hit as one tab-separated line: id, score, scope, domain/subdomain, tags, content.
+
+    Tags are comma-joined; every field has its backslashes, tabs, newlines and
+    carriage returns escaped (``\\``, ``\t``, ``\n``, ``\r``), so a hit is
+    always exactly one line of six fields.
+    """
+    fields = [
+        rec.record_id,
+        f"{score:.3f}",
+        rec.scope,
+        f"{rec.domain}/{rec.subdomain}",
+        ",".join(rec.tags),
+        rec.content,
+    ]
+    return "\t".join(_escaped(field) for field in fields)
+
+
+def show_hits(records: list[Any], scores: list[float]) -> None:
+    """Print a query's hits in the layout that suits where the output goes.
+
+    A terminal (as rich detects it, ``TTY_COMPATIBLE`` and ``FORCE_COLOR``
+    included) or a width given in ``COLUMNS`` gets a table where one fits
+    (:func:`_hit_table`) and a block per hit where it does not. Anything else,
+    a pipe or a file, gets :func:`record_line` lines, one per hit.
+    """
+    out = console()
+    if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        for rec, score in zip(records, scores, strict=True):
+            click.echo(record_line(rec, score))
+        return
+    table = _hit_table(records, scores, out.width)
+    out.print(_record_blocks(records, scores) if table is None else table)
 
 
 def show_record(rec: Any, verb: str) -> None:
@@ -200,6 +322,10 @@ def query(
     By default a query sees the current scope, the user's scope and global
     (prime-memory whoami); --scope reads exactly the scopes given, and
     --all-scopes every scope. A scope that holds nothing matches nothing.
+
+    On a terminal the hits show as a table, or as one block each where a
+    table would not fit; piped, as one tab-separated line each: id, score,
+    scope, domain/subdomain, tags and content, newlines and tabs escaped.
     """
     gates = read_filters(ctx, read_scopes(ctx, all_scopes))
     with open_engine(ctx) as engine:
@@ -218,7 +344,7 @@ def query(
     if not hits:
         click.echo("no memories match", err=True)
         return
-    console().print(_record_table([h.record for h in hits], [h.score for h in hits]))
+    show_hits([h.record for h in hits], [h.score for h in hits])
     if isinstance(hits, Hits) and hits.left_out:
         click.echo(
             f"{hits.left_out} more did not fit {hits.max_tokens:,} tokens "
