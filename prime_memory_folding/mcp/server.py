@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import anyio
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import (
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedResourceError,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
 from mcp_types import Tool as ToolDefinition
@@ -49,7 +54,7 @@ from ..core.records import MAX_CONTENT_CHARS
 from ..core.scopes import ScopeResolution
 from ..engine import tokens as access
 from ..engine.budget import count_tokens, fit
-from ..errors import PrimeMemoryError
+from ..errors import InvalidRecordId, NotFound, PrimeMemoryError
 from .access import (
     Access,
     EngineHolder,
@@ -161,6 +166,29 @@ class _MemoryServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(_explain_arguments(name, exc.__cause__)) from exc.__cause__
             raise
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        # The SDK answers an unknown URI with a bare "Unknown resource", and a
+        # crash with "Error creating resource from template" plus a traceback
+        # in the log. Say what this server offers, and log a crash in one line.
+        shown = str(uri)[:200]
+        try:
+            return await super().read_resource(uri, context)
+        except UnexpectedResourceError as exc:
+            cause = exc.__cause__ or exc
+            logger.warning("reading %s failed: %s: %r", shown, type(cause).__name__, str(cause))
+            raise ResourceError(
+                f"could not read {shown} ({type(cause).__name__}; the server's log says why); "
+                "retry, and tell the server's operator if it keeps failing"
+            ) from None
+        except ResourceNotFoundError as exc:
+            if not str(exc).startswith("Unknown resource"):
+                raise
+            offered = [str(r.uri) for r in await self.list_resources()]
+            offered += [t.uri_template for t in await self.list_resource_templates()]
+            raise ResourceNotFoundError(
+                f"no resource {shown}; this server reads " + ", ".join(offered)
+            ) from None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
@@ -704,6 +732,18 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         try:
             return record_output(await call(fetch)).model_dump_json()
         except ToolError as exc:
+            if isinstance(exc.__cause__, InvalidRecordId):
+                raise ResourceNotFoundError(
+                    f"{record_id[:64]!r} is not a record id: memory://record/ takes the 32 hex "
+                    "digits that prime_memory_store and prime_memory_query return as record_id"
+                ) from None
+            if isinstance(exc.__cause__, NotFound):
+                # The engine's words, as the tools say them: a record outside a
+                # token's scopes must answer exactly as a missing one.
+                raise ResourceNotFoundError(
+                    f"{exc}: it may have been forgotten, or folded into another; find current "
+                    "ids with prime_memory_query"
+                ) from None
             raise ResourceError(str(exc)) from exc
 
     @server.prompt(
