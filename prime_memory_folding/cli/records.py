@@ -1,4 +1,4 @@
-"""Commands over single records and queries: store, query, get, forget, update, encode, stats."""
+"""Commands over single records and queries: store, query, get, update, encode, stats."""
 
 from __future__ import annotations
 
@@ -377,23 +377,6 @@ def get(ctx: click.Context, record_id: str, as_json: bool, history: bool, vector
     show_record(rec, "record")
     for version in versions:
         click.echo(f"  replaced {short_time(version.replaced_at)}: {version.record.content[:200]}")
-
-
-@click.command()
-@click.argument("record_id")
-@click.option("--json", "as_json", is_flag=True, help="Print what was forgotten as JSON.")
-@vectors_option
-@store_option
-@click.pass_context
-@examples("prime-memory forget 0000000b0000000200c0ffee12345678")
-def forget(ctx: click.Context, record_id: str, as_json: bool, vectors: bool) -> None:
-    """Forget a memory by its id: it moves to the archive, and `restore` brings it back."""
-    with open_engine(ctx) as engine:
-        rec = engine.forget(record_id)
-    if as_json:
-        echo_json(rec, vectors=vectors)
-    else:
-        click.echo(f"forgot {rec.record_id} (archived; prime-memory restore brings it back)")
 
 
 @click.command()

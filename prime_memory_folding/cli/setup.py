@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import PrimeMemoryError
+from ..net.announce import MCP_HTTP_PORT
 from ._common import (
     F,
     chosen_store,
@@ -59,7 +60,9 @@ def _load_server_module() -> Any:
     help="stdio for IDEs and agent hosts; http for streamable HTTP.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option("--port", type=int, default=8765, show_default=True, help="HTTP port; 0 picks one.")
+@click.option(
+    "--port", type=int, default=MCP_HTTP_PORT, show_default=True, help="HTTP port; 0 picks one."
+)
 @click.option(
     "--token", help="Bearer token HTTP requests must carry (default: $PRIME_MEMORY_TOKEN)."
 )
