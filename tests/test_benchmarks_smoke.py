@@ -41,14 +41,14 @@ def pg_server() -> str:
     return pg_helpers.server_url()
 
 
-def bench_databases(server: str) -> set[str]:
+def bench_databases(server: str, prefix: str) -> set[str]:
+    """The scratch databases whose names start with ``prefix`` (one benchmark's own:
+    the tests run on two workers, so another benchmark's may come and go meanwhile)."""
     import psycopg
 
+    pattern = prefix.replace("_", "\\_") + "%"
     with psycopg.connect(server, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE 'pmf\\_bench\\_%' "
-            "OR datname LIKE 'pmf\\_locomo\\_%'"
-        )
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,))
         return {row[0] for row in rows}
 
 
@@ -945,12 +945,17 @@ def test_tools_list_benchmark_checks_that_every_tool_is_listed() -> None:
 
 # -- PostgreSQL -------------------------------------------------------------------------
 
+#: The benchmarks that make scratch databases on the server run on one worker, one
+#: after the other, so that each sees only its own come and go (--dist loadgroup).
+PG_BENCHMARKS = pytest.mark.xdist_group("postgres-benchmarks")
+
 
 @pytest.mark.slow
+@PG_BENCHMARKS
 def test_postgres_benchmark_checks_three_systems_and_reports(
     tmp_path: Path, pg_server: str
 ) -> None:
-    before = bench_databases(pg_server)
+    before = bench_databases(pg_server, "pmf_bench_")
     out = tmp_path / "postgres.json"
     result = run(
         "postgres.py", "--quick", "--pg", pg_server, "--dir", str(tmp_path), "--json", str(out),
@@ -984,10 +989,11 @@ def test_postgres_benchmark_checks_three_systems_and_reports(
     assert "pg/sql" in result.stdout and "start-up to the first answered tag query" in (
         result.stdout
     )
-    assert bench_databases(pg_server) == before  # its database was dropped
+    assert bench_databases(pg_server, "pmf_bench_") == before  # its database was dropped
 
 
 @pytest.mark.slow
+@PG_BENCHMARKS
 def test_postgres_benchmark_fails_when_plain_sql_disagrees(tmp_path: Path, pg_server: str) -> None:
     result = run(
         "postgres.py", "--quick", "--sizes", "300", "--pg", pg_server, "--dir", str(tmp_path),
@@ -1010,8 +1016,9 @@ def test_postgres_benchmark_says_when_no_server_answers(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@PG_BENCHMARKS
 def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server: str) -> None:
-    before = bench_databases(pg_server)
+    before = bench_databases(pg_server, "pmf_locomo_")
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
     out = tmp_path / "locomo.json"
     result = run(
@@ -1026,10 +1033,11 @@ def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server:
     assert set(report["backend_r10"]) == {"bm25", "builtin", "hybrid (default)"}
     assert "R@10, PostgreSQL against SQLite (target: within 1 point):" in result.stdout
     assert result.stdout.splitlines()[-1].startswith("overall R@5=100.0")
-    assert bench_databases(pg_server) == before
+    assert bench_databases(pg_server, "pmf_locomo_") == before
 
 
 @pytest.mark.slow
+@PG_BENCHMARKS
 def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_server: str) -> None:
     out = tmp_path / "results"
     skip = [
