@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.cli import manage
+from prime_memory_folding.cli import _common
 
 PRIME_MEMORY = str(Path(sys.executable).with_name("prime-memory"))
 MISSING = "0000000b0000000200c0ffee12345678"
@@ -198,7 +198,7 @@ def test_forget_by_filter_asks_with_the_count_on_a_terminal(
     answer: str,
     forgets: bool,
 ) -> None:
-    monkeypatch.setattr(manage, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(_common, "stdin_is_terminal", lambda: True)
     result = run("--scope", "global", "forget", "-d", "decision", input=answer)
     assert "Forget 2 records?" in result.stderr and ids["wal"] in result.stderr
     if forgets:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.cli import cli, scoping
+from prime_memory_folding.cli import _common, cli
 from prime_memory_folding.core.scopes import user_scope
 from tests.cli_helpers import one_line_error
 
@@ -440,7 +440,7 @@ def test_rescope_by_filter_asks_with_the_count(
     answer: str,
     moves: bool,
 ) -> None:
-    monkeypatch.setattr(scoping, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(_common, "stdin_is_terminal", lambda: True)
     result = _filter_move(run, input=answer)
     assert "Move 2 records from" in result.stderr and "team:core?" in result.stderr
     assert four_scopes[REPO] in result.stderr

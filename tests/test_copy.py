@@ -354,7 +354,7 @@ def test_copy_command_asks_before_replacing(
 ) -> None:
     from prime_memory_folding.cli import transfer
 
-    monkeypatch.setattr(transfer, "interactive", lambda: True)
+    monkeypatch.setattr(transfer, "stdin_is_terminal", lambda: True)
     target = tmp_path / "dest.db"
     with MemoryEngine(target, scope="global", embedder="none") as engine:
         engine.store("already here")

@@ -574,3 +574,33 @@ def human_bytes(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"
+
+
+def stdin_is_terminal() -> bool:
+    """Whether someone can answer a question on standard input."""
+    return sys.stdin.isatty()
+
+
+def confirm_or_refuse(plan: str, listing: list[str], nothing: str, hint: str) -> None:
+    """Ask before ``plan`` (e.g. ``forget 3 records``); refuse when no one can answer.
+
+    Args:
+        plan: what would happen, starting with a verb.
+        listing: lines that show what it would touch, printed before the question.
+        nothing: what is said when the answer is no, e.g. ``nothing was forgotten``.
+        hint: what to do instead without a terminal, e.g. ``add --yes``.
+
+    Raises:
+        click.ClickException: standard input is not a terminal.
+        click.exceptions.Exit: the answer was no (status 1).
+    """
+    if not stdin_is_terminal():
+        raise click.ClickException(
+            f"this would {plan}; standard input is not a terminal to confirm on, so "
+            f"{nothing}: {hint}"
+        )
+    for line in listing:
+        click.echo(line, err=True)
+    if not click.confirm(f"{plan[0].upper()}{plan[1:]}?", default=False, err=True):
+        click.echo(nothing, err=True)
+        raise click.exceptions.Exit(1)

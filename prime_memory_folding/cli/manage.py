@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -12,6 +11,7 @@ from ..errors import NotFound
 from ..storage.archive import REASONS
 from ._common import (
     clock_of,
+    confirm_or_refuse,
     console,
     count_of,
     echo_json,
@@ -40,38 +40,8 @@ ALL_SCOPES_HELP = "Read every scope (the same as --scope '*')."
 LIST_ORDERS = tuple(order for order in ORDERS if order != "given")
 
 
-def _stdin_is_terminal() -> bool:
-    """Whether someone can answer a question on standard input."""
-    return sys.stdin.isatty()
-
-
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def confirm_or_refuse(plan: str, listing: list[str], nothing: str, hint: str) -> None:
-    """Ask before ``plan`` (e.g. ``forget 3 records``); refuse when no one can answer.
-
-    Args:
-        plan: what would happen, starting with a verb.
-        listing: lines that show what it would touch, printed before the question.
-        nothing: what is said when the answer is no, e.g. ``nothing was forgotten``.
-        hint: what to do instead without a terminal, e.g. ``add --yes``.
-
-    Raises:
-        click.ClickException: standard input is not a terminal.
-        click.exceptions.Exit: the answer was no (status 1).
-    """
-    if not _stdin_is_terminal():
-        raise click.ClickException(
-            f"this would {plan}; standard input is not a terminal to confirm on, so "
-            f"{nothing}: {hint}"
-        )
-    for line in listing:
-        click.echo(line, err=True)
-    if not click.confirm(f"{plan[0].upper()}{plan[1:]}?", default=False, err=True):
-        click.echo(nothing, err=True)
-        raise click.exceptions.Exit(1)
 
 
 def _record_lines(engine: Any, ids: list[str]) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import click
 
 from ._common import (
     chosen_store,
+    confirm_or_refuse,
     console,
     count_of,
     echo_json,
@@ -107,11 +107,6 @@ def scopes(ctx: click.Context, as_json: bool) -> None:
     out = console()
     out.print(f"current scope: {found.current} - {found.reason}", markup=False, soft_wrap=True)
     out.print(scope_table(counts, found.current, found.visible))
-
-
-def _stdin_is_terminal() -> bool:
-    """Whether someone can answer a question on standard input."""
-    return sys.stdin.isatty()
 
 
 @click.command()
@@ -252,20 +247,10 @@ def _show_plan(
 
 
 def _confirm(engine: Any, moving: list[str], to: str, source: str) -> None:
-    """Ask before a move by filter; refuse when no one can answer.
-
-    Raises:
-        click.ClickException: standard input is not a terminal.
-        click.exceptions.Exit: the answer was no (status 1).
-    """
-    plan = f"move {count_of(len(moving), 'record')} from {source} to {to}"
-    if not _stdin_is_terminal():
-        raise click.ClickException(
-            f"this would {plan}; standard input is not a terminal to confirm on, so nothing "
-            "was moved: check with --dry-run, then add --yes"
-        )
-    for line in _listing(engine, moving):
-        click.echo(line, err=True)
-    if not click.confirm(f"{plan[0].upper()}{plan[1:]}?", default=False, err=True):
-        click.echo("nothing was moved", err=True)
-        raise click.exceptions.Exit(1)
+    """Ask before a move by filter; refuse when no one can answer (:func:`confirm_or_refuse`)."""
+    confirm_or_refuse(
+        f"move {count_of(len(moving), 'record')} from {source} to {to}",
+        _listing(engine, moving),
+        "nothing was moved",
+        "check with --dry-run, then add --yes",
+    )

@@ -21,6 +21,7 @@ from ._common import (
     read_filters,
     read_scopes,
     scope_option,
+    stdin_is_terminal,
     store_option,
     store_path,
 )
@@ -312,11 +313,6 @@ def import_(
         _report(report)
 
 
-def interactive() -> bool:
-    """Whether a person can answer a question: standard input is a terminal."""
-    return sys.stdin.isatty()
-
-
 @click.command(name="copy")
 @click.argument("source", metavar="SRC")
 @click.argument("destination", metavar="DST")
@@ -363,7 +359,7 @@ def copy_command(ctx: click.Context, source: str, destination: str, force: bool,
                 "copy into a new store, or give --force to replace them (copy never merges)"
             ) from None
         if not yes:
-            if not interactive():
+            if not stdin_is_terminal():
                 raise click.ClickException(
                     f"{exc.destination} holds {held}; "
                     "add --yes to replace them without a terminal to confirm on"
