@@ -31,7 +31,7 @@ from typing import Any
 
 from ..core.portable import LeftOut
 from ..errors import InvalidInput
-from . import folders
+from .importers import BadFile, front_matter, read_note, read_notes, walk_folder
 from .packs import BadLine, PortableRecord, Progress, Source, portable_record
 
 __all__ = [
@@ -162,37 +162,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[\W_]+", "-", plain.lower()).strip("-")[:60].strip("-")
 
 
-def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
-    """Split simple YAML front matter (``key: value``, ``[a, b]`` and ``- item`` lists).
-
-    Raises:
-        _BadFile: the front matter never closes.
-    """
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}, text, 1
-    meta: dict[str, Any] = {}
-    key: str | None = None
-    for number, line in enumerate(lines[1:], start=2):
-        stripped = line.strip()
-        if stripped in {"---", "..."}:
-            return meta, "\n".join(lines[number:]), number + 1
-        if stripped.startswith("- ") and key is not None:
-            existing = meta.get(key)
-            items = existing if isinstance(existing, list) else []
-            items.append(stripped[2:].strip().strip("\"'"))
-            meta[key] = items
-        elif ":" in stripped and not stripped.startswith("#") and not line[0].isspace():
-            key, _, value = stripped.partition(":")
-            key = key.strip()
-            value = value.strip()
-            if value.startswith("[") and value.endswith("]"):
-                meta[key] = [v.strip().strip("\"'") for v in value[1:-1].split(",") if v.strip()]
-            else:
-                meta[key] = value.strip("\"'") if value else []
-    raise _BadFile(1, "the front matter never closes with ---")
-
-
 def _text(meta: dict[str, Any], key: str) -> str:
     value = meta.get(key)
     return value.strip() if isinstance(value, str) else ""
@@ -204,14 +173,6 @@ def _tag_list(value: object) -> list[str]:
     if isinstance(value, list):
         return [t for t in value if isinstance(t, str) and t]
     return []
-
-
-class _BadFile(Exception):
-    """A file that cannot be read, with the line where the problem is."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
 
 
 @dataclass
@@ -231,30 +192,17 @@ def _walk(root: Path, wanted: set[str] | None) -> _Files:
     Raises:
         InvalidInput: ``root`` cannot be read.
     """
-    try:
-        found = folders.walk(root)
-    except OSError as exc:
-        raise InvalidInput(f"{root} cannot be read ({exc.strerror})") from None
+    found = walk_folder(root)
     files = [pair for pair in found.files if wanted is None or pair[0].name in wanted]
     markdown = {relative.as_posix(): real for relative, real in found.files}
     return _Files(root, files, found.left_out, markdown)
-
-
-def _read(bad: list[BadLine], relative: Path, real: Path) -> tuple[str, float] | None:
-    try:
-        return folders.read_text(real)
-    except UnicodeDecodeError:
-        bad.append(BadLine(relative.as_posix(), 0, "not UTF-8 text"))
-    except OSError as exc:
-        bad.append(BadLine(relative.as_posix(), 0, f"cannot read it ({exc.strerror})"))
-    return None
 
 
 def _record(raw: dict[str, Any], relative: Path, line: int) -> PortableRecord:
     try:
         return portable_record(raw, line)
     except InvalidInput as exc:
-        raise _BadFile(line, str(exc)) from None
+        raise BadFile(line, str(exc)) from None
 
 
 # -- CLAUDE.md and AGENTS.md -----------------------------------------------------------
@@ -303,14 +251,14 @@ def read_agents_md(path: str | os.PathLike[str], *, progress: Progress | None = 
         read.add(relative.as_posix())
         if progress is not None and len(read) % _PROGRESS_EVERY == 0:
             progress(len(read), None)
-        loaded = _read(bad, relative, real)
+        loaded = read_note(bad, relative, real)
         if loaded is None:
             continue
         text, stamp = loaded
         imports: list[str] = []
         try:
             records.extend(_rule_records(text, relative, kind, stamp, imported_by, imports))
-        except _BadFile as exc:
+        except BadFile as exc:
             bad.append(BadLine(relative.as_posix(), exc.line, str(exc)))
             continue
         for target in imports:
@@ -436,30 +384,14 @@ def read_claude_auto_memory(
             f"{given} is not a Claude Code auto memory folder: it has no {AUTO_MEMORY_INDEX}; "
             "give the folder that holds it (~/.claude/projects/<project>/memory)"
         )
-    files = _walk(root, None)
-    topics = {relative.as_posix() for relative, _ in files.files}
-    records: list[PortableRecord] = []
-    bad: list[BadLine] = []
-    for done, (relative, real) in enumerate(files.files):
-        if progress is not None and done % _PROGRESS_EVERY == 0:
-            progress(done, len(files.files))
-        loaded = _read(bad, relative, real)
-        if loaded is None:
-            continue
-        text, stamp = loaded
-        try:
-            records.extend(_topic_records(text, relative, stamp, topics))
-        except _BadFile as exc:
-            bad.append(BadLine(relative.as_posix(), exc.line, str(exc)))
-    if progress is not None:
-        progress(len(files.files), len(files.files))
-    return Source(
-        name=str(root),
-        records=records,
-        bad=bad,
-        lines=len(files.files),
+    found = walk_folder(root)
+    topics = {relative.as_posix() for relative, _ in found.files}
+    return read_notes(
+        root,
+        found,
+        lambda text, relative, stamp: _topic_records(text, relative, stamp, topics),
         unit="file",
-        left_out=files.left_out,
+        progress=progress,
     )
 
 
@@ -477,7 +409,7 @@ def _links_to_topic(content: str, relative: Path, topics: set[str]) -> bool:
 def _topic_records(
     text: str, relative: Path, stamp: float, topics: set[str]
 ) -> Iterator[PortableRecord]:
-    meta, body, body_line = _front_matter(text)
+    meta, body, body_line = front_matter(text)
     is_index = relative.name == AUTO_MEMORY_INDEX
     domain = _slug(relative.stem) or "memory"
     kind = _text(meta, "type")
@@ -541,36 +473,19 @@ def read_basic_memory(
         raise InvalidInput(f"{root} does not exist; check the path")
     if not root.is_dir():
         raise InvalidInput(f"{root} is a file; give the basic-memory project folder")
-    files = _walk(root, None)
-    records: list[PortableRecord] = []
-    bad: list[BadLine] = []
-    for done, (relative, real) in enumerate(files.files):
-        if progress is not None and done % _PROGRESS_EVERY == 0:
-            progress(done, len(files.files))
-        loaded = _read(bad, relative, real)
-        if loaded is None:
-            continue
-        text, stamp = loaded
-        try:
-            records.extend(_basic_memory_records(text, relative, stamp, domain))
-        except _BadFile as exc:
-            bad.append(BadLine(relative.as_posix(), exc.line, str(exc)))
-    if progress is not None:
-        progress(len(files.files), len(files.files))
-    return Source(
-        name=str(root),
-        records=records,
-        bad=bad,
-        lines=len(files.files),
+    return read_notes(
+        root,
+        walk_folder(root),
+        lambda text, relative, stamp: _basic_memory_records(text, relative, stamp, domain),
         unit="note",
-        left_out=files.left_out,
+        progress=progress,
     )
 
 
 def _basic_memory_records(
     text: str, relative: Path, stamp: float, default_domain: str
 ) -> Iterator[PortableRecord]:
-    meta, body, body_line = _front_matter(text)
+    meta, body, body_line = front_matter(text)
     title = _text(meta, "title") or relative.stem
     kind = _slug(_text(meta, "type"))
     domain = (kind if kind != "note" else "") or _slug(relative.parent.name) or default_domain

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,15 @@ from .packs import (
 
 __all__ = [
     "JSON_STORE_FORMAT",
+    "BadFile",
+    "front_matter",
+    "load_json",
     "read_json_store",
     "read_knowledge_graph",
     "read_markdown",
+    "read_note",
+    "read_notes",
+    "walk_folder",
 ]
 
 JSON_STORE_FORMAT = "prime-memory-folding-store-v1"
@@ -72,13 +78,7 @@ def read_json_store(path: str | os.PathLike[str], *, progress: Progress | None =
         InvalidInput: the file is missing, not JSON, or not that format.
     """
     name = str(path)
-    with open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{name}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{name} is not UTF-8 text") from None
+    data = load_json(path)
     if not isinstance(data, dict) or data.get("format") != JSON_STORE_FORMAT:
         found = data.get("format") if isinstance(data, dict) else None
         raise InvalidInput(
@@ -129,12 +129,89 @@ _TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$")
 _HASHTAG = re.compile(r"(?<![\w#&/])#([A-Za-z][\w/-]*)")
 
 
-class _BadNote(Exception):
-    """A note that cannot be read, with the line where the problem is."""
+class BadFile(Exception):
+    """A note or file that cannot be read, with the line where the problem is.
+
+    A reader's per-file function raises it; :func:`read_notes` records the file
+    as bad (``Source.bad``) and goes on with the next.
+    """
 
     def __init__(self, line: int, message: str) -> None:
         super().__init__(message)
         self.line = line
+
+
+def load_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON document in the file at ``path``.
+
+    Raises:
+        InvalidInput: the file is missing, not UTF-8, or not valid JSON.
+    """
+    name = str(path)
+    with open_text(path) as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{name}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{name} is not UTF-8 text") from None
+
+
+def read_note(bad: list[BadLine], relative: Path, real: Path) -> tuple[str, float] | None:
+    """A note's text and modification time, or None after adding to ``bad`` why it
+    cannot be read (not UTF-8, or an OS error)."""
+    try:
+        return folders.read_text(real)
+    except UnicodeDecodeError:
+        bad.append(BadLine(relative.as_posix(), 0, "not UTF-8 text"))
+    except OSError as exc:
+        bad.append(BadLine(relative.as_posix(), 0, f"cannot read it ({exc.strerror})"))
+    return None
+
+
+#: What a reader makes of one note: (its text, its path under the root, its
+#: modification time) -> its memories; it raises :class:`BadFile` for a bad note.
+NoteRecords = Callable[[str, Path, float], Iterable[PortableRecord]]
+
+
+def read_notes(
+    root: Path,
+    found: folders.Walk,
+    records_of: NoteRecords,
+    *,
+    unit: str,
+    progress: Progress | None = None,
+) -> Source:
+    """Every note ``found`` under ``root`` read into memories by ``records_of``.
+
+    A note that cannot be read, or that ``records_of`` finds bad, is listed in
+    ``Source.bad`` and the others go on. ``progress(notes_read, notes)`` is
+    called as the notes are read; ``unit`` names what the report counts.
+    """
+    notes = found.files
+    records: list[PortableRecord] = []
+    bad: list[BadLine] = []
+    for done, (relative, real) in enumerate(notes):
+        if progress is not None and done % _PROGRESS_EVERY == 0:
+            progress(done, len(notes))
+        loaded = read_note(bad, relative, real)
+        if loaded is None:
+            continue
+        text, stamp = loaded
+        try:
+            records.extend(records_of(text, relative, stamp))
+        except BadFile as exc:
+            bad.append(BadLine(relative.as_posix(), exc.line, str(exc)))
+    if progress is not None:
+        progress(len(notes), len(notes))
+    return Source(
+        name=str(root),
+        records=records,
+        bad=bad,
+        lines=len(notes),
+        unit=unit,
+        left_out=found.left_out,
+    )
 
 
 def read_markdown(
@@ -165,45 +242,33 @@ def read_markdown(
         raise InvalidInput(f"{root} does not exist; check the path")
     if not root.is_dir():
         raise InvalidInput(f"{root} is a file; give the folder that holds the notes")
-    records: list[PortableRecord] = []
-    bad: list[BadLine] = []
+    return read_notes(
+        root,
+        walk_folder(root),
+        lambda text, relative, stamp: _note_records(
+            text, relative, relative.parent.name or domain, subdomain, stamp
+        ),
+        unit="note",
+        progress=progress,
+    )
+
+
+def walk_folder(root: Path) -> folders.Walk:
+    """The files under ``root`` an import reads (:func:`.folders.walk`).
+
+    Raises:
+        InvalidInput: ``root`` cannot be read.
+    """
     try:
-        found = folders.walk(root)
+        return folders.walk(root)
     except OSError as exc:
         raise InvalidInput(f"{root} cannot be read ({exc.strerror})") from None
-    notes = found.files
-    for done, (relative, real) in enumerate(notes):
-        if progress is not None and done % _PROGRESS_EVERY == 0:
-            progress(done, len(notes))
-        try:
-            text, stamp = folders.read_text(real)
-        except UnicodeDecodeError:
-            bad.append(BadLine(str(relative), 0, "not UTF-8 text"))
-            continue
-        except OSError as exc:
-            bad.append(BadLine(str(relative), 0, f"cannot read it ({exc.strerror})"))
-            continue
-        folder_domain = relative.parent.name or domain
-        try:
-            records.extend(_note_records(text, relative, folder_domain, subdomain, stamp))
-        except _BadNote as exc:
-            bad.append(BadLine(str(relative), exc.line, str(exc)))
-    if progress is not None:
-        progress(len(notes), len(notes))
-    return Source(
-        name=str(root),
-        records=records,
-        bad=bad,
-        lines=len(notes),
-        unit="note",
-        left_out=found.left_out,
-    )
 
 
 def _note_records(
     text: str, relative: Path, domain: str, subdomain: str, stamp: float
 ) -> Iterator[PortableRecord]:
-    meta, body, body_line = _front_matter(text)
+    meta, body, body_line = front_matter(text, _scalar)
     title = str(meta.get("title") or "") or None
     try:
         labels = {
@@ -211,7 +276,7 @@ def _note_records(
             "subdomain": normalise_label(meta.get("subdomain", subdomain), Kind.SUBDOMAIN),
         }
     except InvalidInput as exc:
-        raise _BadNote(1, str(exc)) from None
+        raise BadFile(1, str(exc)) from None
     front_tags = meta.get("tags", [])
     if isinstance(front_tags, str):
         front_tags = [t for t in re.split(r"[,\s]+", front_tags) if t]
@@ -239,11 +304,22 @@ def _note_records(
                 line,
             )
         except InvalidInput as exc:
-            raise _BadNote(line, str(exc)) from None
+            raise BadFile(line, str(exc)) from None
 
 
-def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
-    """Split simple YAML front matter (``key: value``, ``[a, b]`` and ``- item`` lists)."""
+def front_matter(
+    text: str, value: Callable[[str], Any] = lambda raw: raw.strip().strip("\"'")
+) -> tuple[dict[str, Any], str, int]:
+    """Split simple YAML front matter: top-level ``key: value``, ``[a, b]`` and ``- item``
+    lists; each value (and list item) as ``value`` reads it (by default, the text
+    without quotes). A line indented under a key belongs to a nested mapping,
+    which is not read.
+
+    Returns (the keys and values, the body after it, the body's first line number).
+
+    Raises:
+        BadFile: the front matter never closes.
+    """
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         return {}, text, 1
@@ -256,17 +332,17 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         if stripped.startswith("- ") and key is not None:
             existing = meta.get(key)
             items = existing if isinstance(existing, list) else []
-            items.append(_scalar(stripped[2:]))
+            items.append(value(stripped[2:]))
             meta[key] = items
-        elif ":" in stripped and not stripped.startswith("#"):
-            key, _, value = stripped.partition(":")
+        elif ":" in stripped and not stripped.startswith("#") and not line[0].isspace():
+            key, _, raw = stripped.partition(":")
             key = key.strip()
-            value = value.strip()
-            if value.startswith("[") and value.endswith("]"):
-                meta[key] = [_scalar(v) for v in value[1:-1].split(",") if v.strip()]
+            raw = raw.strip()
+            if raw.startswith("[") and raw.endswith("]"):
+                meta[key] = [value(v) for v in raw[1:-1].split(",") if v.strip()]
             else:
-                meta[key] = _scalar(value) if value else []
-    raise _BadNote(1, "the front matter never closes with ---")
+                meta[key] = value(raw) if raw else []
+    raise BadFile(1, "the front matter never closes with ---")
 
 
 def _scalar(value: str) -> Any:

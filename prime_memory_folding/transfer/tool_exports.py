@@ -34,12 +34,12 @@ from typing import Any
 from ..core.primes import Kind, normalise_label
 from ..core.records import MAX_TAGS
 from ..errors import InvalidInput
+from .importers import load_json
 from .packs import (
     BadLine,
     PortableRecord,
     Progress,
     Source,
-    open_text,
     parse_timestamp,
     portable_record,
 )
@@ -117,13 +117,7 @@ def read_mem0(
         InvalidInput: the file is missing, not UTF-8 JSON, or not one of those shapes.
     """
     name = str(path)
-    with open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{name}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{name} is not UTF-8 text") from None
+    data = load_json(path)
     items = data.get("results") if isinstance(data, dict) else data
     if not isinstance(items, list):
         found = f"an object with keys {sorted(data)[:5]}" if isinstance(data, dict) else None
