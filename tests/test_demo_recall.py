@@ -15,13 +15,11 @@ from dataclasses import dataclass
 import pytest
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.cli.setup import demo_memories
+from prime_memory_folding.cli.setup import demo_memories, store_demo
 from prime_memory_folding.core.records import Hit
 from prime_memory_folding.recall.embeddings import EMBEDDER_ENV
 from prime_memory_folding.recall.text_embedding import BUILTIN_SPACE
 from tests.conftest import FakeClock
-
-DAY = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -78,16 +76,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Answers:
         env.delenv("CLAUDE_PROJECT_DIR", raising=False)
         store = tmp_path_factory.mktemp("demo") / "memory.db"
         with MemoryEngine(store, clock=clock) as memory:
-            for item in demo_memories():
-                clock.now = start - float(item.get("age_days", 0)) * DAY
-                memory.store(
-                    item["content"],
-                    domain=item["domain"],
-                    subdomain=item.get("subdomain", "general"),
-                    tags=item.get("tags", ()),
-                    importance=item.get("importance", 0.5),
-                )
-            clock.now = start
+            store_demo(memory, demo_memories(), lambda at: setattr(clock, "now", at), start)
             hits = {q.text: memory.query(text=q.text, limit=10) for q in QUESTIONS}
             return Answers(memory.stats().embedding_space, hits)
 

@@ -458,14 +458,11 @@ def demo(ctx: click.Context, keep: Path | None) -> None:
             out.print(f"\nThe demo store is kept at {path}", markup=False)
 
 
-def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
-    from rich.rule import Rule
-
-    from .records import _record_table
-
-    memories = demo_memories()
+def store_demo(engine: Any, memories: list[dict[str, Any]], set_clock: Any, start: float) -> None:
+    """Store the demo's memories, each ``age_days`` before ``start`` by the engine's
+    clock (``set_clock(at)`` sets it), then set the clock back to ``start``."""
     for item in memories:
-        moment[0] = start - float(item.get("age_days", 0)) * 86_400
+        set_clock(start - float(item.get("age_days", 0)) * 86_400)
         engine.store(
             item["content"],
             domain=item["domain"],
@@ -473,7 +470,16 @@ def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
             tags=item.get("tags", ()),
             importance=item.get("importance", 0.5),
         )
-    moment[0] = start
+    set_clock(start)
+
+
+def _demo(engine: Any, moment: list[float], start: float, out: Any) -> None:
+    from rich.rule import Rule
+
+    from .records import _record_table
+
+    memories = demo_memories()
+    store_demo(engine, memories, lambda at: moment.__setitem__(0, at), start)
     summary = engine.stats()
     out.print(Rule("1. store"))
     out.print(f"Stored {summary.records} memories an IDE agent kept about a project:")
