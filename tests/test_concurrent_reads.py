@@ -79,6 +79,50 @@ def test_a_reader_cannot_take_it_for_writing() -> None:
     assert in_thread(lambda: _write_once(lock)) == "wrote"
 
 
+class WaitSignals(threading.Condition):
+    """The lock's condition, signalling each thread's first wait on it (by name)."""
+
+    def __init__(self) -> None:
+        super().__init__(threading.Lock())
+        self.waiting: dict[str, threading.Event] = {
+            "writer": threading.Event(),
+            "reader": threading.Event(),
+        }
+
+    def wait(self, timeout: float | None = None) -> bool:
+        signal = self.waiting.get(threading.current_thread().name)
+        if signal is not None:
+            signal.set()
+        return super().wait(timeout)
+
+
+def test_a_waiting_writer_goes_before_readers_that_come_after_it() -> None:
+    lock = ReadWriteLock()
+    signals = WaitSignals()
+    lock._state = signals  # what each thread waits on is visible to the test
+    order: list[str] = []
+
+    def write() -> None:
+        with lock:
+            order.append("writer")
+
+    def read() -> None:
+        with lock.shared():
+            order.append("reader")
+
+    with lock.shared():  # a read under way
+        writer = threading.Thread(target=write, name="writer")
+        writer.start()
+        assert signals.waiting["writer"].wait(WAIT_S)
+        reader = threading.Thread(target=read, name="reader")
+        reader.start()
+        # The later reader waits too, though only a read holds the lock.
+        assert signals.waiting["reader"].wait(WAIT_S)
+    writer.join(WAIT_S)
+    reader.join(WAIT_S)
+    assert order == ["writer", "reader"]
+
+
 def test_releasing_what_is_not_held_is_an_error() -> None:
     lock = ReadWriteLock()
     with pytest.raises(RuntimeError, match="not held for writing"):

@@ -72,15 +72,14 @@ __all__ = [
     "token_problem",
 ]
 
-#: What a server that starts without authentication says on stderr.
 #: How often, in seconds, a thread that computes in Python lets the others run
 #: while the server serves HTTP (Python's default is 5 ms). A call that arrives
 #: while another token's long query computes then waits a fraction of a
 #: millisecond at each step it needs the interpreter for, not up to 5 ms
-#: (benchmarks/fairness.py; docs/security.md). It costs the long query a few
-#: per cent.
+#: (benchmarks/fairness.py; docs/security.md).
 SWITCH_INTERVAL_S = 0.0005
 
+#: What a server that starts without authentication says on stderr.
 OPEN_NOTICE = (
     "prime-memory-mcp: serving without authentication: loopback only, no tokens in the "
     "store; --require-token refuses this"
