@@ -45,6 +45,8 @@ from typing import Any
 from _shared import generate, scratch_database, store_in_batches
 from http_load import HttpClient, serve_command, serve_http
 
+from prime_memory_folding.mcp.http import SWITCH_INTERVAL_S
+
 TARGET = 3.0
 
 
@@ -213,6 +215,17 @@ uvicorn.Server(config).run(sockets=[sock])
 """
 
 
+@contextmanager
+def serving(started: tuple[subprocess.Popen[bytes], int]) -> Iterator[int]:
+    """The port of a server started as :func:`serve_command` starts one; stopped after."""
+    proc, port = started
+    try:
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def flood(
     port: int,
     secrets: tuple[str, str],
@@ -286,33 +299,29 @@ def run(
     env = {**os.environ}
     env.pop("PRIME_MEMORY_TOKEN", None)
     deadline = time.perf_counter() + time_limit
-    with prepared_store(records, store, log) as (target, secrets, maximal):
-        proc, port = start_server(target, env)
-        try:
-            log("warming up, and timing maximal queries alone")
-            probe = HttpClient(port, secrets["attacker"])
-            timed_calls(probe, "prime_memory_query", maximal, 3, deadline)
-            alone, errors = timed_calls(probe, "prime_memory_query", maximal, 10, deadline)
-            end(probe)
-            ours = flood(
-                port,
-                (secrets["victim"], secrets["attacker"]),
-                (tool, arguments),
-                ("prime_memory_query", maximal),
-                calls,
-                attackers,
-                deadline,
-                log,
-            )
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+    with (
+        prepared_store(records, store, log) as (target, secrets, maximal),
+        serving(start_server(target, env)) as port,
+    ):
+        log("warming up, and timing maximal queries alone")
+        probe = HttpClient(port, secrets["attacker"])
+        timed_calls(probe, "prime_memory_query", maximal, 3, deadline)
+        alone, errors = timed_calls(probe, "prime_memory_query", maximal, 10, deadline)
+        end(probe)
+        ours = flood(
+            port,
+            (secrets["victim"], secrets["attacker"]),
+            (tool, arguments),
+            ("prime_memory_query", maximal),
+            calls,
+            attackers,
+            deadline,
+            log,
+        )
     alone_q = quantiles(alone)
     log(f"the floor: a bare SDK server computing {alone_q['p50_ms']:.0f} ms a call")
-    from prime_memory_folding.mcp.http import SWITCH_INTERVAL_S
-
-    proc, port = serve_command([sys.executable, "-c", FLOOR_SERVER, str(SWITCH_INTERVAL_S)], env)
-    try:
+    floor_server = [sys.executable, "-c", FLOOR_SERVER, str(SWITCH_INTERVAL_S)]
+    with serving(serve_command(floor_server, env)) as port:
         floor = flood(
             port,
             ("floor", "floor"),
@@ -323,9 +332,6 @@ def run(
             deadline,
             log,
         )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     errors += ours.pop("errors") + [f"floor: {e}" for e in floor.pop("errors")]
     return {
         "records": records,
@@ -377,8 +383,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = harness.Log(args.quiet)
     # The attackers' threads share this process with the victim's: the victim's
     # client takes its turns at the interpreter as the servers' threads do.
-    from prime_memory_folding.mcp.http import SWITCH_INTERVAL_S
-
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     before = harness.conditions()
     report = run(
