@@ -27,6 +27,9 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import InvalidInput
+from .records import check_unicode
+
 __all__ = [
     "STOPWORDS",
     "UNSEGMENTED_GLOB",
@@ -107,9 +110,6 @@ def check_text(text: object) -> str:
     Raises:
         InvalidInput: it is not.
     """
-    from ..errors import InvalidInput
-    from .records import check_unicode
-
     if not isinstance(text, str):
         raise InvalidInput(f"text must be a string, got {type(text).__name__}")
     if not text.strip():

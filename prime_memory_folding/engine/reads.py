@@ -258,7 +258,6 @@ class Reader(ABC):
             raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, got {limit!r}")
         query_vector = None if vector is None else writes.as_vector(vector)
         checked = None if text is None else check_query_text(text)
-        terms = None if checked is None else len(words.content_words(checked))
         with self.reading():
             storage = self._parts.storage
             space = store_space(storage)
@@ -270,12 +269,12 @@ class Reader(ABC):
             unit = None
             if query_vector is not None:
                 unit = (query_vector / float(np.linalg.norm(query_vector))).astype(np.float32)
-            if checked is None or terms is None:
+            if checked is None:
                 now = self.query_time(filters)  # scores show strength decayed to now (folding)
                 if unit is not None:
                     return self.by_vector(gates, unit, limit, now)
                 return self.by_salience(gates, limit, now)
-            settings = self.ranking.for_query(terms)
+            settings = self.ranking.for_query(len(words.content_words(checked)))
             named = time_window(checked, self.query_time(filters)) if settings.time_weight else None
             if (
                 unit is None
