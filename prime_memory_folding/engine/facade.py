@@ -595,18 +595,16 @@ class MemoryEngine:
         nothing changes; ``write``'s result is returned either way.
         """
         storage = self.storage
-        result: list[WriteResult] = []
         with self._lock:
             try:
                 with storage.exclusive():
-                    result.append(write(storage))
+                    result = write(storage)
                     if dry_run:
-                        raise _DryRun
+                        raise _DryRun  # rolls the transaction back
             except _DryRun:
-                pass
-            else:
-                self._load()
-        return result[0]
+                return result
+            self._load()
+        return result
 
     def encode(
         self,
