@@ -10,6 +10,7 @@ its best matches it looks again at every match.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -19,6 +20,7 @@ import numpy.typing as npt
 from ..core.index import Rows, StructuralIndex, TagQuery
 from ..core.records import Hit
 from ..errors import NotAvailable
+from ..recall.context import SessionCache
 from ..recall.fusion import TextQuery, gated_rows, rank_text
 from ..recall.query import rank_by_salience, rank_by_vector
 from ..recall.query_weights import SharesOf
@@ -34,6 +36,12 @@ __all__ = ["IndexReader"]
 
 class IndexReader(Reader):
     """The read side of an engine whose whole index is in memory."""
+
+    @functools.cached_property
+    def _sessions(self) -> SessionCache:
+        """The index's session order, kept between text queries (:mod:`.context`); only
+        this reader keeps one, since a window a PostgreSQL query reads is new each time."""
+        return SessionCache()
 
     @property
     def _index(self) -> StructuralIndex:

@@ -44,7 +44,6 @@ import numpy.typing as npt
 from ..core.index import IndexColumns, Rows, StructuralIndex, TagQuery
 from ..core.primes import Kind
 from ..core.records import Hit
-from ..recall.context import SessionCache
 from ..recall.fusion import TextQuery, gated_rows, rank_text
 from ..recall.query import RankedRow, rank_by_salience, rank_by_vector
 from ..recall.query_weights import SharesOf
@@ -179,7 +178,6 @@ def by_text(
     gates: TagQuery,
     query: TextQuery,
     limit: int,
-    sessions: SessionCache | None = None,
 ) -> Window:
     """BM25 and cosine fused (:func:`~.fusion.rank_text`), as the embedded store ranks
     a text query, over a window of the gated records.
@@ -219,7 +217,7 @@ def by_text(
         return gated_rows(index, store.lexical(words, gates, budget).scores, rows)
 
     lexical = gated_rows(index, found.scores, rows)
-    return Window(index, rank_text(query, index, rows, lexical, search, limit, sessions))
+    return Window(index, rank_text(query, index, rows, lexical, search, limit))
 
 
 class PushdownReader(Reader):
@@ -252,8 +250,7 @@ class PushdownReader(Reader):
         return self._hits_of(window)
 
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
-        window = by_text(self._store, self._live.columns, gates, query, limit, self._sessions)
-        return self._hits_of(window)
+        return self._hits_of(by_text(self._store, self._live.columns, gates, query, limit))
 
     def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
         window = _window(self._live.columns, self._store.gated(gates, GatedRead()))

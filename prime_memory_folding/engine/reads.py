@@ -36,7 +36,6 @@ from ..core.scopes import ScopeResolution
 from ..core.when import parse_when, time_window
 from ..errors import InvalidInput
 from ..recall import asking, feedback
-from ..recall.context import SessionCache
 from ..recall.fusion import TextQuery
 from ..recall.query import RankedRow
 from ..recall.query_weights import SharesOf
@@ -106,8 +105,6 @@ class Reader(ABC):
         self._live = live
         self._scope = scope
         self._scope_names: dict[tuple[str, ...], tuple[str, ...] | None] = {}
-        #: The index's session order, kept between text queries (:mod:`.context`).
-        self._sessions = SessionCache()
 
     @contextmanager
     def reading(self) -> Iterator[None]:
