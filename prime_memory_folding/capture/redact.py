@@ -1,9 +1,10 @@
 """Secrets taken out of captured text before anything is stored.
 
 A capture (a prompt, an answer, a failed command) is to pass through
-:func:`redact` before it is stored; no hook captures anything yet. Text inside ``<private>…</private>`` goes entirely; API keys
-and tokens of the common providers, private key blocks, passwords in URLs
-and connection strings, and the values of credential-like names are each
+:func:`redact` before it is stored; no hook captures anything yet. Text
+inside ``<private>…</private>`` goes entirely; API keys and tokens of the
+common providers, private key blocks, passwords in URLs and connection
+strings, and the values of credential-like names are each
 replaced by a marker naming their kind, such as ``[redacted:github-token]``.
 docs/hooks.md lists exactly what is redacted and what is kept.
 
