@@ -615,6 +615,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pg", default=DEFAULT_PG, help=f"a PostgreSQL server (default {DEFAULT_PG})"
     )
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
+    parser.add_argument(
+        "--db-prefix",
+        default="pmf_bench_",
+        help="the scratch database's name, before a random suffix (default pmf_bench_)",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -658,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = lambda: T0  # noqa: E731
     failed = False
     with (
-        scratch_database(args.pg, "pmf_bench_") as url,
+        scratch_database(args.pg, args.db_prefix) as url,
         tempfile.TemporaryDirectory(prefix="pmf-pg-", dir=args.dir) as folder,
     ):
         sqlite_path = Path(folder) / "bench.db"

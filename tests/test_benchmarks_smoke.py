@@ -42,8 +42,8 @@ def pg_server() -> str:
 
 
 def bench_databases(server: str, prefix: str) -> set[str]:
-    """The scratch databases whose names start with ``prefix`` (one benchmark's own:
-    the tests run on two workers, so another benchmark's may come and go meanwhile)."""
+    """The scratch databases whose names start with ``prefix``: one test's own, since
+    the tests run on two workers and another benchmark's may come and go meanwhile."""
     import psycopg
 
     pattern = prefix.replace("_", "\\_") + "%"
@@ -945,20 +945,16 @@ def test_tools_list_benchmark_checks_that_every_tool_is_listed() -> None:
 
 # -- PostgreSQL -------------------------------------------------------------------------
 
-#: The benchmarks that make scratch databases on the server run on one worker, one
-#: after the other, so that each sees only its own come and go (--dist loadgroup).
-PG_BENCHMARKS = pytest.mark.xdist_group("postgres-benchmarks")
-
 
 @pytest.mark.slow
-@PG_BENCHMARKS
 def test_postgres_benchmark_checks_three_systems_and_reports(
     tmp_path: Path, pg_server: str
 ) -> None:
-    before = bench_databases(pg_server, "pmf_bench_")
+    before = bench_databases(pg_server, "pmf_bench_checks_")
     out = tmp_path / "postgres.json"
     result = run(
         "postgres.py", "--quick", "--pg", pg_server, "--dir", str(tmp_path), "--json", str(out),
+        "--db-prefix", "pmf_bench_checks_",
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -989,11 +985,10 @@ def test_postgres_benchmark_checks_three_systems_and_reports(
     assert "pg/sql" in result.stdout and "start-up to the first answered tag query" in (
         result.stdout
     )
-    assert bench_databases(pg_server, "pmf_bench_") == before  # its database was dropped
+    assert bench_databases(pg_server, "pmf_bench_checks_") == before  # its database was dropped
 
 
 @pytest.mark.slow
-@PG_BENCHMARKS
 def test_postgres_benchmark_fails_when_plain_sql_disagrees(tmp_path: Path, pg_server: str) -> None:
     result = run(
         "postgres.py", "--quick", "--sizes", "300", "--pg", pg_server, "--dir", str(tmp_path),
@@ -1016,7 +1011,6 @@ def test_postgres_benchmark_says_when_no_server_answers(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@PG_BENCHMARKS
 def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server: str) -> None:
     before = bench_databases(pg_server, "pmf_locomo_")
     data = _tiny_locomo(tmp_path / "tiny-locomo.json")
@@ -1037,7 +1031,6 @@ def test_locomo_recall_runs_on_postgres_beside_sqlite(tmp_path: Path, pg_server:
 
 
 @pytest.mark.slow
-@PG_BENCHMARKS
 def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_server: str) -> None:
     out = tmp_path / "results"
     skip = [
