@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from ._common import STORE_HELP, Group, _remember_store, examples, project_option, scope_option
+from .hooks import hooks
 from .maintenance import doctor, fold, reembed, restore, unfold
 from .manage import forget, history, list_, purge, retag
 from .records import encode, get, query, stats, store, update
@@ -87,6 +88,7 @@ for command in (
     demo,
     ui,
     copy_command,
+    hooks,
 ):
     cli.add_command(command)
 
