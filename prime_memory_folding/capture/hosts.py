@@ -243,13 +243,18 @@ def is_ours(command: object, host: str, executable: str | None = None) -> str | 
     if found is None or found["host"] != host or found["event"] not in EVENTS:
         return None
     head = command[: found.start()].strip()
-    try:
-        words = shlex.split(head)
-    except ValueError:
+    if head[:1] in ("'", '"'):
+        try:
+            words = shlex.split(head)
+        except ValueError:
+            return None
+        if len(words) != 1:
+            return None
+        program = words[0]
+    elif head and not any(c.isspace() for c in head):
+        program = head  # unquoted, so a Windows path keeps its backslashes
+    else:
         return None
-    if len(words) != 1:
-        return None
-    program = words[0]
     name = re.split(r"[\\/]", program)[-1]
     if name in EXECUTABLE_NAMES or (executable is not None and program == executable):
         return found["event"]

@@ -394,6 +394,20 @@ def _normal(doc: dict[str, Any]) -> dict[str, Any]:
     return {**rest, "hooks": kept} if kept else rest
 
 
+def _same(host: Host, old: dict[str, Any], left: dict[str, Any]) -> bool:
+    """Whether ``left`` is what ``old`` held, but for what install adds besides our entries."""
+    if _normal(old) == _normal(left):
+        return True
+    added_version = (
+        host.skeleton_version is not None
+        and "version" not in old
+        and left.get("version") == host.skeleton_version
+    )
+    return added_version and _normal(old) == _normal(
+        {k: v for k, v in left.items() if k != "version"}
+    )
+
+
 def _with_ours(host: Host, doc: dict[str, Any], executable: str) -> dict[str, Any]:
     doc = copy.deepcopy(doc)
     if host.skeleton_version is not None and "version" not in doc:
@@ -485,18 +499,19 @@ def uninstall(
     if before is None or not _ours(spec, doc.get("hooks") or {}, command_exe):
         return Change(host, where, path, before, before, None)
     left = _prune_hooks(doc, _without_ours(spec, doc, command_exe))
+    backups = _backups(path)
     after: bytes | None = None
-    for backup in _backups(path):
+    for backup in backups:
         try:
             data = backup.read_bytes()
             old, _ = _parse(backup, data)
         except (OSError, InvalidInput):
             continue
-        if _normal(old) == _normal(left):
+        if _same(spec, old, left):
             after = data
             break
     else:
-        after = None if left == _skeleton(spec) else _dump(left, style)
+        after = None if left == _skeleton(spec) and not backups else _dump(left, style)
     if not dry_run:
         _write(path, after)
     return Change(host, where, path, before, after, None)
