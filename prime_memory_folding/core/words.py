@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InvalidInput
+from .lexicon import STOPWORDS, WORD
 from .records import check_unicode
 
 __all__ = [
@@ -49,23 +50,6 @@ __all__ = [
 IntT = TypeVar("IntT", np.int64, np.uint64)
 WordT = TypeVar("WordT")
 
-#: A word: a run of word characters.
-WORD = re.compile(r"\w+")
-
-# Words too common to say anything: a text query drops them unless nothing else is
-# left, and an incremental fold looks them up last.
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves
-"""
-#: Words too common to say anything (lower case).
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 # Scripts written without spaces between words, and emoji: unicode61 makes one
 # token of a whole run of them (or none at all), so they go to the trigram index.

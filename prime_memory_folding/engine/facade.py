@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ from ..core.filters import Filters
 from ..core.filters import resolve as resolve_filters
 from ..core.index import Rows, StructuralIndex, TagQuery
 from ..core.labels import LabelRegistry
+from ..core.places import default_store, default_store_path
 from ..core.records import (
     Hit,
     Record,
@@ -68,21 +68,6 @@ CHANGE_LOG_TRIM_EVERY = 1_000
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
 RECALL_FLUSH_SECONDS = 30.0
-
-
-def default_store() -> str:
-    """``$PRIME_MEMORY_STORE`` (a file or a ``postgresql://`` URL), else the default file."""
-    return os.environ.get("PRIME_MEMORY_STORE", "").strip() or str(default_store_path())
-
-
-def default_store_path() -> Path:
-    """``$PRIME_MEMORY_HOME/memory.db``, else ``memory.db`` in the per-user data folder."""
-    home = os.environ.get("PRIME_MEMORY_HOME")
-    if home:
-        return Path(home).expanduser() / "memory.db"
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("prime-memory-folding", appauthor=False)) / "memory.db"
 
 
 class MemoryEngine:

@@ -161,7 +161,7 @@ class StaticEmbedder:
         """
         import numpy as np
 
-        from ..core.words import WORD  # imports numpy too, so here and not at the top
+        from ..core.lexicon import WORD
 
         model = self._model
         encoding = model.tokenizer.encode(text, add_special_tokens=False)

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
-from .base import (
-    GatedRead,
-    IndexRow,
-    IndexTable,
-    LexicalCandidates,
-    Pushdown,
-    SqlStorage,
-    Storage,
-    StoredRow,
-    TokenRow,
-    TokenStore,
-)
-from .sqlite import SQLiteStorage
+if TYPE_CHECKING:
+    from .base import (
+        GatedRead,
+        IndexRow,
+        IndexTable,
+        LexicalCandidates,
+        Pushdown,
+        SqlStorage,
+        Storage,
+        StoredRow,
+        TokenRow,
+        TokenStore,
+    )
+    from .sqlite import SQLiteStorage
 
 __all__ = [
     "GatedRead",
@@ -37,6 +39,36 @@ __all__ = [
 ]
 
 
+_FROM_BASE = frozenset(
+    (
+        "GatedRead",
+        "IndexRow",
+        "IndexTable",
+        "LexicalCandidates",
+        "Pushdown",
+        "SqlStorage",
+        "Storage",
+        "StoredRow",
+        "TokenRow",
+        "TokenStore",
+    )
+)
+
+
+def __getattr__(name: str) -> Any:
+    # The backends load numpy; a short-lived process that only reads a store's
+    # file (sqlite_peek.py) imports this package without them.
+    if name in _FROM_BASE:
+        from . import base
+
+        return getattr(base, name)
+    if name == "SQLiteStorage":
+        from .sqlite import SQLiteStorage
+
+        return SQLiteStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def is_postgres_url(path: object) -> bool:
     """Whether a store path names a PostgreSQL database (``postgresql://...``)."""
     if not isinstance(path, str) or "://" not in path:
@@ -50,6 +82,8 @@ def open_storage(path: str | os.PathLike[str]) -> SqlStorage:
         from .postgres import PostgresStorage
 
         return PostgresStorage(str(path))
+    from .sqlite import SQLiteStorage
+
     return SQLiteStorage(path)
 
 
@@ -65,6 +99,8 @@ def tidy_text_index(storage: Storage, *, everything: bool = False) -> None:
     ``everything`` all of them (see :meth:`SQLiteStorage.merge_text_segments`),
     in a transaction of its own. PostgreSQL keeps its indexes itself.
     """
+    from .sqlite import SQLiteStorage
+
     if isinstance(storage, SQLiteStorage):
         with storage.transaction():
             storage.merge_text_segments(everything=everything)
