@@ -444,3 +444,21 @@ def add_sessions(db: sqlite3.Connection) -> None:
         ALTER TABLE archive ADD COLUMN session TEXT;
         """,
     )
+
+
+# -- reads without the engine: migration 11 -------------------------------------------------
+
+
+@migration(11)
+def index_scopes_and_sessions(db: sqlite3.Connection) -> None:
+    """Indexes for the reads a hook makes without loading the engine (``sqlite_peek.py``):
+    a scope's memories of some domains, best first, from the index alone; and one
+    session's records in order (only records that belong to a session are in it).
+    """
+    run_script(
+        db,
+        """
+        CREATE INDEX records_scope_domain ON records (scope, domain, importance, strength);
+        CREATE INDEX records_session ON records (session, created_at) WHERE session IS NOT NULL;
+        """,
+    )
