@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("transfer", "capture"),
     ("net",),
     ("mcp", "web"),
-    ("cli", "mcp_server", "__init__"),
+    ("cli", "mcp_server", "console", "__init__"),
 )
 #: The adapters: the only places a protocol, a web page or a terminal is spoken.
 ADAPTERS = ("net", "mcp", "web", "cli", "mcp_server")

@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from ._common import STORE_HELP, Group, _remember_store, examples, project_option, scope_option
+from .hook import hook
 from .hooks import hooks
 from .maintenance import doctor, fold, reembed, restore, unfold
 from .manage import forget, history, list_, purge, retag
@@ -89,6 +90,7 @@ for command in (
     ui,
     copy_command,
     hooks,
+    hook,
 ):
     cli.add_command(command)
 
