@@ -78,6 +78,7 @@ STYLES: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "two-spaces": _indent(2),
     "four-spaces": _indent(4),
     "tabs": _indent("\t"),
+    "flush-left": _indent(0),
     "compact": lambda doc: json.dumps(doc, separators=(",", ":")).encode(),
     "one-line-spaced": lambda doc: (json.dumps(doc) + "\n").encode(),
     "crlf": lambda doc: (json.dumps(doc, indent=2) + "\n").replace("\n", "\r\n").encode(),
@@ -121,7 +122,9 @@ def test_install_then_uninstall_gives_back_the_users_file_byte_for_byte(
     assert path.read_bytes() == original
 
 
-@pytest.mark.parametrize("style", ["two-spaces", "four-spaces", "tabs", "crlf", "compact"])
+@pytest.mark.parametrize(
+    "style", ["two-spaces", "four-spaces", "tabs", "flush-left", "crlf", "compact"]
+)
 @pytest.mark.parametrize("host", HOST_NAMES)
 def test_the_file_keeps_its_style_when_no_backup_is_left(
     tmp_path: Path, host: str, style: str
@@ -193,6 +196,34 @@ def test_claude_code_captures_in_the_background_and_recalls_in_the_foreground() 
     assert not any(
         b.background for h in HOSTS.values() if h.name != "claude-code" for b in h.bindings
     )
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini"])
+def test_a_hook_the_user_put_in_our_group_stays_and_install_stays_idempotent(
+    tmp_path: Path, host: str
+) -> None:
+    home, project = _places(tmp_path)
+    path = _path(host, home, project)
+    _install(host, home, project)
+    doc = json.loads(path.read_text())
+    event = HOSTS[host].bindings[0].host_event
+    doc["hooks"][event][0]["hooks"].append({"type": "command", "command": "mine.sh"})
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    assert not _install(host, home, project).changed
+    _uninstall(host, home, project)
+    left = json.loads(path.read_text())
+    assert left["hooks"] == {
+        event: [
+            {
+                **(
+                    {"matcher": HOSTS[host].bindings[0].matcher}
+                    if HOSTS[host].bindings[0].matcher
+                    else {}
+                ),
+                "hooks": [{"type": "command", "command": "mine.sh"}],
+            }
+        ]
+    }
 
 
 @pytest.mark.parametrize("host", HOST_NAMES)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from ..errors import InvalidInput
 from .hosts import EVENTS, HOSTS, Binding, Host, hook_command, is_ours
 
-__all__ = ["Change", "Installed", "install", "status", "uninstall"]
+__all__ = ["Change", "Installed", "entry", "install", "status", "uninstall"]
 
 Where = Literal["user", "project"]
 Clock = Callable[[], datetime]
@@ -132,7 +132,7 @@ def _style_of(text: str, bom: bool) -> _Style:
     if "\n" not in body:
         item_sep = ", " if re.search(r",\s", body) else ","
         return _Style(None, newline, final, item_sep, key_sep, ensure_ascii, bom)
-    indent: int | str = 2
+    indent: int | str = 0
     for line in body.splitlines()[1:]:
         stripped = line.lstrip(" \t")
         if stripped and stripped != line:
@@ -320,17 +320,20 @@ def _handler_is_ours(item: Any, host: str, executable: str | None) -> str | None
     return is_ours(item.get("command"), host, executable)
 
 
-def _ours(host: Host, hooks: dict[str, Any], executable: str | None) -> list[tuple[str, str]]:
-    """Each of our entries as (host event, its JSON), in file order."""
-    found: list[tuple[str, str]] = []
+def _ours(host: Host, hooks: dict[str, Any], executable: str | None) -> list[tuple[str, ...]]:
+    """Each of our handlers as (host event, its group's matcher, its JSON), in file order."""
+    found: list[tuple[str, ...]] = []
     for event, entries in hooks.items():
         for item in entries:
             handlers = item.get("hooks") if isinstance(item, dict) else None
             if host.layout == "grouped" and isinstance(handlers, list):
-                mine = any(_handler_is_ours(h, host.name, executable) for h in handlers)
-            else:
-                mine = _handler_is_ours(item, host.name, executable) is not None
-            if mine:
+                matcher = json.dumps(item.get("matcher"))
+                found += [
+                    (event, matcher, json.dumps(h, sort_keys=True))
+                    for h in handlers
+                    if _handler_is_ours(h, host.name, executable)
+                ]
+            elif _handler_is_ours(item, host.name, executable):
                 found.append((event, json.dumps(item, sort_keys=True)))
     return found
 
