@@ -51,10 +51,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("transfer", "capture"),
     ("net",),
     ("mcp", "web"),
-    ("cli", "mcp_server", "console", "__init__"),
+    ("cli", "mcp_server", "__init__"),
+    ("console",),
 )
 #: The adapters: the only places a protocol, a web page or a terminal is spoken.
-ADAPTERS = ("net", "mcp", "web", "cli", "mcp_server")
+ADAPTERS = ("net", "mcp", "web", "cli", "mcp_server", "console")
 ADAPTER_LIBRARIES = (
     *("mcp", "pydantic", "click", "typer", "rich"),
     *("starlette", "jinja2", "uvicorn", "markupsafe"),

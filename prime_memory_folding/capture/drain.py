@@ -23,7 +23,8 @@ from typing import Any, Protocol
 from ..core.places import default_store
 from ..storage import is_postgres_url
 from .keep import memories
-from .spool import Spool
+from .log import HookLog
+from .spool import Spool, spool_path
 
 __all__ = ["Drained", "drain", "main"]
 
@@ -117,8 +118,6 @@ def _open_engine(store: str) -> Writer:
 
 def main() -> int:
     """Drain the default spool, logging to the hooks' log; always exits 0."""
-    from .runtime import HookLog, spool_path
-
     log = HookLog()
     try:
         with Spool(spool_path()) as spool:

@@ -30,58 +30,27 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
 from ..core import scopes as scope_rules
-from ..core.places import data_folder, default_store
+from ..core.places import default_store
 from ..storage import is_postgres_url
 from .hosts import EVENTS, HOSTS
 from .keep import clip, tool_capture, worth_keeping
+from .log import HookLog
 from .payloads import HookInput, parse, render
 from .redact import redact
-from .spool import Spool
+from .spool import Spool, spool_path
 
 __all__ = ["FOREGROUND_ENV", "HookLog", "command_line", "run", "spool_path"]
 
 #: Set to 1 to drain in the hook's own process instead of a detached one.
 FOREGROUND_ENV = "PRIME_MEMORY_HOOK_FOREGROUND"
-#: The log grows to this size, then starts again beside one old copy.
-LOG_MAX_BYTES = 1_000_000
 #: Events after which a drain stores what the session captured.
 DRAIN_EVENTS = frozenset(("stop", "compact", "session-end"))
 #: Where an unknown session's captures go.
 NO_SESSION = "unknown-session"
-
-
-def spool_path() -> Path:
-    """The hooks' spool, in the data folder."""
-    return data_folder() / "hooks" / "spool.db"
-
-
-class HookLog:
-    """The hooks' log, ``hooks.log`` in the data folder: one redacted line per event."""
-
-    def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.time) -> None:
-        self.path = path or data_folder() / "hooks.log"
-        self.clock = clock
-
-    def write(self, event: str, message: str) -> None:
-        when = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
-        line = " ".join(redact(f"{when} {event}: {message}").text.split())
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists() and self.path.stat().st_size > LOG_MAX_BYTES:
-                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-            with open(self.path, "a", encoding="utf-8") as file:
-                file.write(line + "\n")
-        except OSError:
-            pass  # a log that cannot be written must not fail the hook
-
-    def failure(self, event: str, exc: BaseException) -> None:
-        message = str(exc).splitlines()[0] if str(exc) else ""
-        self.write(event, f"{type(exc).__name__}: {message}"[:500])
 
 
 def _scope(hook: HookInput) -> scope_rules.ScopeResolution:

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Captured", "Spool"]
+from ..core.places import data_folder
+
+__all__ = ["Captured", "Spool", "spool_path"]
 
 #: A claim older than this belongs to a drain that died: its rows are free again.
 STALE_CLAIM_S = 600.0
@@ -62,6 +64,11 @@ CREATE TABLE IF NOT EXISTS sessions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_scope ON sessions (scope, last_at);
 """
+
+
+def spool_path() -> Path:
+    """The hooks' spool, in the data folder."""
+    return data_folder() / "hooks" / "spool.db"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import click
 
 from ..capture.hosts import EVENTS, HOSTS
 from ..capture.runtime import command_line
-from ._common import examples, store_path
+from ._common import examples, store_option, store_path
 
 __all__ = ["hook"]
 
@@ -23,6 +23,7 @@ __all__ = ["hook"]
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED, metavar="EVENT [--host HOST]")
+@store_option
 @click.pass_context
 @examples(
     'echo \'{"session_id": "s1", "cwd": "."}\' | prime-memory hook session-start',
