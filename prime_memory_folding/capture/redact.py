@@ -1,7 +1,7 @@
 """Secrets taken out of captured text before anything is stored.
 
 A capture (a prompt, an answer, a failed command) is to pass through
-:func:`redact` before it is stored; no hook captures anything yet. Text
+:func:`redact` before it is written anywhere (the spool, the store, the log). Text
 inside ``<private>…</private>`` goes entirely; API keys and tokens of the
 common providers, private key blocks, passwords in URLs and connection
 strings, and the values of credential-like names are each
