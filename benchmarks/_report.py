@@ -202,6 +202,21 @@ def _inspector_target(i: dict[str, Any]) -> Judged:
     return ms(worst) + " (slowest page)", at, worst <= 0.100, ""
 
 
+#: Hooks' target sizes: a hook process's p50 may exceed the floor's by this much.
+HOOK_MARGINS = {10_000: 0.150, 100_000: 0.300}
+
+
+def _hooks_target(h: dict[str, Any]) -> Judged:
+    sizes = h.get("latency", {}).get("sizes", {})
+    if not sizes:
+        return None
+    records = min(sizes, key=lambda size: abs(int(size) - 10_000))
+    row = sizes[records]
+    over = max(row[p]["p50_s"] for p in ("prompt", "session-start")) - row["floor"]["p50_s"]
+    at = _at(int(records), "records", int(records) == 10_000)
+    return f"+{over * 1000:.0f} ms", at + ", the slower hook", over <= HOOK_MARGINS[10_000], ""
+
+
 def _postgres_target(words: str) -> Callable[[dict[str, Any]], Judged]:
     """The target of ``postgres.py`` whose name holds ``words``, as it judged it."""
 
@@ -229,6 +244,7 @@ TARGETS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Judged]], 
     (">= 10x the reference memory server's store throughput", ("mcp",), _peer_target),
     ("MCP tools/list < 2,000 tokens", ("tools",), _tools_target),
     ("inspector page p50 <= 100 ms", ("inspector",), _inspector_target),
+    ("hook process p50 <= the floor + 150 ms", ("hooks",), _hooks_target),
     ("PostgreSQL tag query <= 1.5x plain SQL", ("postgres",), _postgres_target("tag query")),
     (
         "PostgreSQL server start-up at 1,000,000 <= 1.5x at 10,000",
@@ -329,7 +345,8 @@ def markdown(results: dict[str, Any]) -> str:
         "warmth": ("8. Warm and cold calls", _warmth),
         "inspector": ("9. The inspector's pages", _inspector),
         "tools": ("10. The size of `tools/list`", _tools),
-        "postgres": ("11. PostgreSQL beside SQLite and plain SQL", _postgres),
+        "hooks": ("11. Hook processes", _hooks),
+        "postgres": ("12. PostgreSQL beside SQLite and plain SQL", _postgres),
     }
     for name, section in results["sections"].items():
         title, render = sections[name]
@@ -598,6 +615,23 @@ def _tools(section: dict[str, Any]) -> str:
         table(["tool", *counters, "bytes"], rows)
         + "\nThe stdio server's reply to `tools/list`, as it arrived; each tool's row counts "
         "its description, schemas and annotations, without the JSON that joins them.\n"
+    )
+
+
+def _hooks(section: dict[str, Any]) -> str:
+    latency = section.get("latency", {})
+    rows = []
+    for records, row in latency.get("sizes", {}).items():
+        floor = row["floor"]["p50_s"]
+        for process in ("prompt", "session-start", "floor"):
+            p = row[process]
+            over = "" if process == "floor" else f"+{(p['p50_s'] - floor) * 1000:.0f} ms"
+            rows.append([f"{int(records):,}", process, ms(p["p50_s"]), ms(p["p95_s"]), over])
+    return (
+        table(["records", "process", "p50", "p95", "p50 - floor"], rows)
+        + "\nWhole `prime-memory hook` processes, JSON on standard input, taking turns "
+        "with the floor: a Python process that imports json and sqlite3 and reads "
+        "standard input.\n"
     )
 
 

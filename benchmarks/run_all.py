@@ -59,7 +59,7 @@ from _shared import REPO_ROOT
 BENCHMARKS = REPO_ROOT / "benchmarks"
 SECTIONS = (
     "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
-    "tools",
+    "tools", "hooks",
     "postgres",
 )  # fmt: skip
 
@@ -97,6 +97,9 @@ SETTINGS: dict[str, tuple[Any, Any, Any]] = {
     "postgres": ("--sizes 10000 100000 1000000", "--sizes 1000 10000 --queries 10 --stores 50",
                  "--quick"),
     "tools": ("", "", ""),
+    "hooks": ("", "--sizes 10000 --runs 10 --decisions-repos 3 --locomo-conversations 2 "
+                  "--longmemeval-questions 20",
+              "--part latency --sizes 300 --runs 2"),
 }  # fmt: skip
 PROFILES: dict[str, dict[str, Any]] = {
     name: {key: value.split() if isinstance(value, str) else value for key, value in (
@@ -373,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmth": scripted("warmth", "warmth.py", inject=True),
         "inspector": scripted("inspector", "inspector.py"),
         "tools": scripted("tools", "tools_list.py"),
+        "hooks": scripted("hooks", "hooks.py"),
         "postgres": postgres,
     }
     chosen = [s for s in SECTIONS if s not in args.skip]

@@ -174,11 +174,12 @@ def test_run_all_writes_a_report_at_tiny_sizes(tmp_path: Path) -> None:
     assert "## 8. Warm and cold calls" in report
     results = json.loads((out / "results.json").read_text())
     assert set(results["sections"]) == {
-        "structure", "vector", "recall", "warmth", "inspector", "tools", "postgres",
+        "structure", "vector", "recall", "warmth", "inspector", "tools", "hooks", "postgres",
     }  # fmt: skip
     postgres = results["sections"]["postgres"]
     assert "unavailable" in postgres or [r["agreement"] for r in postgres["sizes"]] == [True, True]
-    assert "## 11. PostgreSQL beside SQLite and plain SQL" in report
+    assert "## 12. PostgreSQL beside SQLite and plain SQL" in report
+    assert "## 11. Hook processes" in report
     assert "## 9. The inspector's pages" in report
     assert "## 10. The size of `tools/list`" in report
     assert results["sections"]["vector"]["sizes"][0]["agreement"] is True
@@ -270,7 +271,8 @@ def test_run_all_fails_and_judges_nothing_when_every_section_disagrees(tmp_path:
     result = subprocess.run(
         [
             sys.executable, str(BENCHMARKS / "run_all.py"), "--smoke", "--quiet",
-            "--skip", "fold", "ingest", "soak", "inspector", "tools", "postgres", "--out", str(out),
+            "--skip", "fold", "ingest", "soak", "inspector", "tools", "hooks", "postgres",
+            "--out", str(out),
             "--inject-mismatch", "--peer-command", *STAND_IN_PEER,
         ],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
@@ -1035,7 +1037,7 @@ def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_ser
     out = tmp_path / "results"
     skip = [
         "structure", "vector", "mcp", "recall", "fold", "ingest", "soak", "warmth", "inspector",
-        "tools",
+        "tools", "hooks",
     ]  # fmt: skip
     result = subprocess.run(
         [
@@ -1051,4 +1053,4 @@ def test_run_all_lists_the_postgres_sections_failed_check(tmp_path: Path, pg_ser
     assert len(results["targets"]) == 3
     for target in results["targets"]:
         assert (target["comparable"], target["pass"], target["measured"]) == (False, None, None)
-    assert "## 11. PostgreSQL beside SQLite and plain SQL" in (out / "report.md").read_text()
+    assert "## 12. PostgreSQL beside SQLite and plain SQL" in (out / "report.md").read_text()

@@ -279,3 +279,11 @@ def test_the_hook_process_exits_0_and_is_silent_on_standard_error(
     done = _hook_process(args, b"\x00garbage", memory_home)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert (memory_home / "hooks.log").read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_a_prompt_about_what_the_store_does_not_know_gets_nothing(store: Path) -> None:
+    # It shares "stored" and "timestamps" with a memory, but most of its weight
+    # is in words no memory holds.
+    prompt = "are kafka offsets and zookeeper quorum timestamps stored by the broker cluster?"
+    assert _relevant(store, prompt).text == ""
+    assert "ISO 8601" in _relevant(store, "are timestamps stored as ISO strings?").text

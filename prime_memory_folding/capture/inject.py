@@ -16,8 +16,11 @@ the MCP tools for more. An empty store gets one short line.
 **A prompt** (:func:`relevant`): memories that share the prompt's rare words.
 A memory's relevance is the share of the prompt's word weight it holds: the
 sum of the inverse document frequencies of the prompt's words it holds, over
-the sum for all the prompt's words the store knows. Only memories at or above
-:data:`THRESHOLD` are shown; nothing is better than a wrong memory. Memories
+the sum for the prompt's :data:`MAX_PROMPT_WORDS` heaviest words, counting a
+word no memory holds as the heaviest of all. A prompt about something the
+store does not know thus scores low against every memory, however many
+common words it shares. Only memories at or above :data:`THRESHOLD` are
+shown; nothing is better than a wrong memory. Memories
 already injected into the session and the session's own captures are left out.
 """
 
@@ -53,8 +56,10 @@ MIN_BLOCK_BUDGET = 40
 DURABLE_DOMAINS = ("decision", "convention", "preference", "pitfall", "workflow", "lesson")
 #: The least relevance (share of the prompt's word weight) a memory needs to be injected.
 THRESHOLD = 0.5
-#: A prompt's rarest words looked up; more add time, not precision.
+#: A prompt's heaviest words that make its whole weight; more add time, not precision.
 MAX_PROMPT_WORDS = 12
+#: A prompt's words looked up in the store, in the prompt's order.
+MAX_PROMPT_WORDS_READ = 36
 #: Candidates a prompt's words bring back before relevance is measured.
 CANDIDATES = 30
 #: The most memories a prompt's block shows.
@@ -225,19 +230,24 @@ def scored(
     none of the rarest words whose weight passes ``1 - threshold`` of the
     whole cannot, so only those words bring candidates back.
     """
-    words = prompt_words(prompt)[: MAX_PROMPT_WORDS * 2]
+    words = prompt_words(prompt)[:MAX_PROMPT_WORDS_READ]
     if not words:
         return []
     total = peek.count()
     frequencies = {word: peek.frequency(word) for word in words}
+
+    def weight(word: str) -> float:
+        df = frequencies[word]
+        return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+    # The whole: the prompt's heaviest words, those no memory holds included,
+    # so that a prompt about what the store does not know scores low.
+    whole = sum(sorted((weight(w) for w in words), reverse=True)[:MAX_PROMPT_WORDS])
     known = sorted((w for w in words if frequencies[w] > 0), key=lambda w: frequencies[w])
     known = known[:MAX_PROMPT_WORDS]
     if not known:
         return []
-    weights = {
-        w: math.log(1.0 + (total - frequencies[w] + 0.5) / (frequencies[w] + 0.5)) for w in known
-    }
-    whole = sum(weights.values())
+    weights = {word: weight(word) for word in known}
     asking: list[str] = []
     for word in known:  # rarest first
         asking.append(word)
