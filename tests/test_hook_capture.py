@@ -19,7 +19,7 @@ from prime_memory_folding.capture.keep import (
     tool_capture,
     worth_keeping,
 )
-from prime_memory_folding.capture.spool import STALE_CLAIM_S, Captured, Spool
+from prime_memory_folding.capture.spool import ABANDONED_S, END, STALE_CLAIM_S, Captured, Spool
 from prime_memory_folding.capture.transcript import last_answer
 
 SCOPE = "project:github.com/acme/api"
@@ -175,7 +175,7 @@ def test_many_writers_at_once_lose_nothing(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     with _spool(tmp_path) as spool:
-        claimed = spool.claim(100.0)
+        claimed = spool.claim(ABANDONED_S + 100.0)  # no turn ended: all abandoned by then
     assert sorted(c.body["prompt"] for c in claimed) == sorted(
         f"{w}-{n}" for w in range(8) for n in range(40)
     )
@@ -184,13 +184,30 @@ def test_many_writers_at_once_lose_nothing(tmp_path: Path) -> None:
 def test_a_claim_is_taken_once_and_a_stale_one_again(tmp_path: Path) -> None:
     with _spool(tmp_path) as spool:
         spool.append(session="s", scope=SCOPE, host="h", kind="prompt", body={"p": 1}, at=1.0)
+        spool.append(session="s", scope=SCOPE, host="h", kind=END, body={}, at=2.0)
         first = spool.claim(10.0)
-        assert len(first) == 1
+        assert [c.kind for c in first] == ["prompt", END]
         assert spool.claim(11.0) == []
         again = spool.claim(10.0 + STALE_CLAIM_S + 1)
-        assert [c.id for c in again] == [first[0].id]
-        spool.done([first[0].id])
+        assert [c.id for c in again] == [c.id for c in first]
+        spool.done([c.id for c in first])
         assert spool.pending() == 0
+
+
+def test_a_turn_still_going_on_waits_for_its_end(tmp_path: Path) -> None:
+    with _spool(tmp_path) as spool:
+        for session in ("ended", "going"):
+            spool.append(session=session, scope=SCOPE, host="h", kind="tool", body={"e": 1}, at=1.0)
+        spool.append(session="ended", scope=SCOPE, host="h", kind=END, body={}, at=2.0)
+        spool.append(session="ended", scope=SCOPE, host="h", kind="prompt", body={}, at=3.0)
+        ended = spool.claim(10.0)
+        assert [(c.session, c.kind) for c in ended] == [("ended", "tool"), ("ended", END)]
+        spool.done([c.id for c in ended])
+        late = spool.claim(3.0 + ABANDONED_S + 1)
+        assert sorted((c.session, c.kind) for c in late) == [
+            ("ended", "prompt"),
+            ("going", "tool"),
+        ]
 
 
 def test_a_session_remembers_what_it_was_shown(tmp_path: Path) -> None:
@@ -231,6 +248,7 @@ def _append_turn(spool: Spool, session: str = "s1") -> None:
         body={"text": "Sessions now live in Redis with a one-hour expiry on each key."},
         at=2.0,
     )
+    spool.append(session=session, scope=SCOPE, host="claude-code", kind=END, body={}, at=3.0)
 
 
 def test_a_drain_stores_the_captures_and_empties_the_spool(tmp_path: Path) -> None:
@@ -238,7 +256,7 @@ def test_a_drain_stores_the_captures_and_empties_the_spool(tmp_path: Path) -> No
     with _spool(tmp_path) as spool:
         _append_turn(spool)
         done = drain(spool, store=store)
-        assert (done.captures, done.stored, done.already) == (2, 2, 0)
+        assert (done.captures, done.stored, done.already) == (3, 2, 0)
         assert spool.pending() == 0
     with MemoryEngine(store) as engine:
         hits = engine.query(scopes=[SCOPE])
@@ -271,7 +289,7 @@ def test_a_drain_that_cannot_store_gives_every_capture_back(tmp_path: Path) -> N
         _append_turn(spool)
         with pytest.raises(OSError, match="disk full"):
             drain(spool, store=str(tmp_path / "memory.db"), open_engine=lambda _: _Failing())
-        assert [c.kind for c in spool.claim(5.0)] == ["prompt", "answer"]
+        assert [c.kind for c in spool.claim(5.0)] == ["prompt", "answer", END]
 
 
 # -- the transcript ---------------------------------------------------------------

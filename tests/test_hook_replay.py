@@ -32,6 +32,10 @@ SECRETS = (
 )
 
 
+#: The console script's code, as the installed ``prime-memory hook`` runs it.
+HOOK = [sys.executable, "-c", "from prime_memory_folding.console import main; main()", "hook"]
+
+
 def _git_project(root: Path, origin: str) -> Path:
     root.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
@@ -275,3 +279,68 @@ def test_no_secret_reaches_the_store_the_spool_or_the_log(replay: dict[str, Any]
         data = path.read_bytes()
         for secret in SECRETS:
             assert secret.encode() not in data, f"{secret} in {path.name}"
+
+
+def test_hooks_of_many_sessions_at_once_lose_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "data"
+    home.mkdir()
+    project = _git_project(tmp_path / "api", "git@github.com:acme/api.git")
+    host = Host(home)
+    names = [f"parallel-{n}" for n in range(6)]
+
+    def all_at_once(event: str, payloads: list[dict[str, Any]]) -> None:
+        running = [
+            subprocess.Popen(
+                [*HOOK, event, "--host", "claude-code"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=host.env,
+            )
+            for _ in payloads
+        ]
+        for process, payload in zip(running, payloads, strict=True):
+            _, err = process.communicate(json.dumps(payload).encode(), timeout=60)
+            assert (process.returncode, err) == (0, b"")
+
+    base = [{"session_id": name, "cwd": str(project)} for name in names]
+    all_at_once(
+        "prompt",
+        [
+            {**b, "prompt": f"We decided that service {n} retries three times."}
+            for n, b in enumerate(base)
+        ],
+    )
+    all_at_once(
+        "tool",
+        [
+            {**b, "tool_name": "Edit", "tool_input": {"file_path": str(project / f"s{n}.py")}}
+            for n, b in enumerate(base)
+        ],
+    )
+    all_at_once(
+        "stop",
+        [
+            {**b, "last_assistant_message": f"Service {n} now retries three times with backoff."}
+            for n, b in enumerate(base)
+        ],
+    )
+    with MemoryEngine(home / "memory.db") as engine:
+        hits = engine.query(scopes=["*"], limit=100)
+    kept = sorted((h.record.session, h.record.domain, h.record.tags) for h in hits)
+    assert kept == sorted(
+        item
+        for n, name in enumerate(names)
+        for item in ((name, "decision", ()), (name, "session", (f"file:s{n}.py",)))
+    )
+    assert not any(
+        path.name.endswith(".db") and path.parent.name == "hooks" and _pending(path)
+        for path in home.rglob("*.db")
+    )
+
+
+def _pending(path: Path) -> int:
+    from prime_memory_folding.capture.spool import Spool
+
+    with Spool(path) as spool:
+        return spool.pending()

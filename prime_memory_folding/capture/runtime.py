@@ -41,7 +41,7 @@ from .keep import clip, tool_capture, worth_keeping
 from .log import HookLog
 from .payloads import HookInput, parse, render
 from .redact import redact
-from .spool import Spool, spool_path
+from .spool import END, Spool, spool_path
 
 __all__ = ["FOREGROUND_ENV", "HookLog", "command_line", "run", "spool_path"]
 
@@ -179,6 +179,7 @@ def _end_of_turn(call: _Call) -> None:
             answer = last_answer(hook.transcript_path)
         if answer and worth_keeping("answer", answer):
             call.capture("answer", {"text": clip(answer)})
+    call.capture(END, {})
     start_drain(call.log)
 
 

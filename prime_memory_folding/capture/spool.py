@@ -7,7 +7,10 @@ SQLite file of its own in the data folder (WAL, so appends never wait for a
 reader), and a drain stores the rows later in one engine process
 (:mod:`.drain`). Rows are already redacted when they are written.
 
-A drain *claims* rows before it stores them and deletes them only after the
+A drain *claims* the rows of turns that ended (a turn ends with an ``end``
+row, which a hook writes when the agent stops, before compaction and at the
+session's end), so that a turn's edits and its answer are kept together. It
+claims them before it stores them and deletes them only after the
 store committed, so nothing is lost: a drain that fails lets its rows go back,
 and rows a crashed drain claimed are claimed again once they are
 :data:`STALE_CLAIM_S` old. Storing the same capture twice would reinforce, not
@@ -33,6 +36,10 @@ __all__ = ["Captured", "Spool", "spool_path"]
 
 #: A claim older than this belongs to a drain that died: its rows are free again.
 STALE_CLAIM_S = 600.0
+#: Captures of a turn that never ended are stored once they are this old.
+ABANDONED_S = 3600.0
+#: The kind of capture that ends a turn: what the session captured up to it is ready.
+END = "end"
 #: How long an injection is remembered (a session longer than this may see a memory again).
 INJECTED_KEPT_S = 7 * 86400.0
 #: How long an append waits for another writer of the spool.
@@ -73,7 +80,7 @@ def spool_path() -> Path:
 
 @dataclass(frozen=True)
 class Captured:
-    """One spooled capture: ``kind`` is ``prompt``, ``tool`` or ``answer``."""
+    """One spooled capture: ``kind`` is ``prompt``, ``tool``, ``answer`` or ``end``."""
 
     id: int
     session: str
@@ -158,13 +165,21 @@ class Spool:
         return int(self._db.execute("SELECT count(*) FROM captured").fetchone()[0])
 
     def claim(self, now: float) -> list[Captured]:
-        """Take every unclaimed (or stale) capture for a drain, oldest first."""
+        """Take the captures of every ended turn for a drain, oldest first.
+
+        A turn ends with an ``end`` capture (:data:`END`); what a session
+        captured after its last end belongs to a turn still going on, and
+        waits, unless it is :data:`ABANDONED_S` old (its session died).
+        Unclaimed captures and stale claims are taken.
+        """
         with self._transaction() as db:
             rows = db.execute(
                 "UPDATE captured SET claimed_at = ? "
-                "WHERE claimed_at IS NULL OR claimed_at < ? "
+                "WHERE (claimed_at IS NULL OR claimed_at < ?) AND (at < ? OR id <= "
+                "(SELECT max(e.id) FROM captured e WHERE e.session = captured.session "
+                "AND e.kind = ?)) "
                 "RETURNING id, session, scope, host, kind, body, at",
-                (now, now - STALE_CLAIM_S),
+                (now, now - STALE_CLAIM_S, now - ABANDONED_S, END),
             ).fetchall()
         return sorted(
             (
