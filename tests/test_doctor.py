@@ -140,7 +140,7 @@ def test_a_current_store_passes_every_read_only_check(tmp_path: Path, opened: li
     opened.clear()
     checks = check_store(store, processes=0)
     assert [c.name for c in checks] == [
-        "opens", "integrity", "wal mode", "schema", "embedding", "records",
+        "opens", "integrity", "wal mode", "schema", "embedding", "records", "vectors",
     ]  # fmt: skip
     assert all(c.ok for c in checks), checks
     assert opened == []

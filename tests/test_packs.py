@@ -255,10 +255,10 @@ def test_export_takes_its_gates_as_filters_only(engine: MemoryEngine) -> None:
         export_pack(engine, io.StringIO(), filters={"domain": "decision"})  # type: ignore[arg-type]
 
 
-def test_vectors_are_left_out_unless_asked_for(engine: MemoryEngine, tmp_path: Path) -> None:
+def test_vectors_are_kept_unless_left_out(engine: MemoryEngine, tmp_path: Path) -> None:
     engine.store("v", vector=[1.0, 2.0])
-    without = _pack_lines(_export(engine, tmp_path / "a.jsonl"))
-    with_vectors = _pack_lines(_export(engine, tmp_path / "b.jsonl", vectors=True))
+    without = _pack_lines(_export(engine, tmp_path / "a.jsonl", vectors=False))
+    with_vectors = _pack_lines(_export(engine, tmp_path / "b.jsonl"))
     assert "vector" not in without[1] and with_vectors[1]["vector"] == [1.0, 2.0]
     assert with_vectors[0]["embedding_space"] == "custom:2"
 

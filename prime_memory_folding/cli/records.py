@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
 
+from ..core.primes import Kind, normalise_label
 from ..engine.budget import Hits
-from ..errors import NotAvailable
+from ..errors import InvalidInput, NotAvailable
 from ._common import (
     console,
     echo_json,
@@ -209,6 +211,17 @@ def show_record(rec: Any, verb: str) -> None:
     out.print(rec.content, markup=False)
 
 
+def _say_normalised(kind: Kind, labels: Iterable[str]) -> None:
+    """One line on standard error for each label that is stored otherwise than given."""
+    for label in labels:
+        try:
+            stored = normalise_label(label, kind)
+        except InvalidInput:
+            continue  # the engine refuses it, with its own message
+        if stored != label:
+            click.echo(f"{kind.value} {label!r} is stored as {stored!r}", err=True)
+
+
 @click.command()
 @click.argument("content")
 @click.option("-d", "--domain", default="memory", show_default=True, help="The domain.")
@@ -256,6 +269,9 @@ def store(
     one_scope(ctx, "the scope to store into")
     if content == "-":
         content = sys.stdin.read().strip()
+    _say_normalised(Kind.DOMAIN, [domain])
+    _say_normalised(Kind.SUBDOMAIN, [subdomain])
+    _say_normalised(Kind.TAG, tags)
     with open_engine(ctx, create=True) as engine:
         result = engine.store_result(
             content,
@@ -479,6 +495,7 @@ def encode(
 
 _SHOWN_STATS = {
     "path",
+    "without_vector",
     "records",
     "domains",
     "subdomains",
@@ -534,6 +551,8 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     """
     import dataclasses
 
+    from ..recall.text_embedding import TextEmbedding
+
     one_scope(ctx, "the current scope")
     with open_engine(ctx) as engine:
         summary = engine.stats()
@@ -549,6 +568,13 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         f"schema {summary.schema_version}, "
         f"embedding space {summary.embedding_space or 'none yet'}"
     )
+    space = summary.embedding_space or ""
+    if summary.without_vector and not space.startswith("custom:") and TextEmbedding(None).enabled:
+        out.print(
+            f"without a vector: {summary.without_vector:,} records; text queries rank them "
+            "on words alone (prime-memory reembed embeds them)",
+            markup=False,
+        )
     if summary.archived:
         why = ", ".join(f"{reason} {n:,}" for reason, n in summary.archived_by_reason.items())
         out.print(

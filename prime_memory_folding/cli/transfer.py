@@ -8,11 +8,15 @@ from typing import Any
 
 import click
 
+from ..errors import EmbeddingError
 from ._common import (
+    chosen_store,
+    confirm_or_refuse,
     count_of,
     echo_json,
     examples,
     gate_options,
+    is_url,
     one_scope,
     open_engine,
     phases,
@@ -31,6 +35,8 @@ __all__ = ["copy_command", "export", "import_"]
 FORMATS = ("auto", "pack", "json-store", "markdown", "knowledge-graph", "mem0", "claude-mem")
 #: Formats of the files coding agents keep (transfer/agent_files.py).
 AGENT_FORMATS = ("agents-md", "claude-auto-memory", "basic-memory")
+#: A folder import that would add more memories than this asks first.
+ASK_ABOVE = 300
 
 
 @click.command()
@@ -43,7 +49,12 @@ AGENT_FORMATS = ("agents-md", "claude-auto-memory", "basic-memory")
     since="Only records updated at or after: 2024-05-01, Unix seconds, 7d.",
     until="Only records updated before this time.",
 )
-@click.option("--vectors", is_flag=True, help="Include each record's vector.")
+@click.option(
+    "--vectors/--no-vectors",
+    default=True,
+    help="Keep each record's vector (the default; --vectors is accepted and changes nothing). "
+    "--no-vectors makes a smaller pack, whose records an import embeds again.",
+)
 @click.option("--all-scopes", is_flag=True, help="Every scope (the default for export).")
 @scope_option("Only this scope (repeat for several). Default: every scope.")
 @store_option
@@ -51,7 +62,8 @@ AGENT_FORMATS = ("agents-md", "claude-auto-memory", "basic-memory")
 @examples(
     "prime-memory export memories.jsonl",
     "prime-memory export decisions.jsonl -d decision --since 30d",
-    "prime-memory export - --vectors | gzip > backup.jsonl.gz",
+    "prime-memory export - | gzip > backup.jsonl.gz",
+    "prime-memory export small.jsonl --no-vectors",
     "prime-memory export api.jsonl --scope project:github.com/acme/api",
 )
 def export(
@@ -64,8 +76,9 @@ def export(
 
     OUTPUT defaults to standard output. Import the pack into any store with
     `prime-memory import`; ids, addresses, timestamps and scopes are kept.
-    Without --scope every scope is exported, so a pack of the whole store is
-    a whole backup.
+    Without --scope every scope is exported, and records keep their
+    vectors, so a pack of the whole store is a whole backup: imported, it
+    ranks as the store did.
     """
     from ..transfer.packs import export_pack
 
@@ -84,7 +97,7 @@ def export(
             raise click.ClickException(f"cannot write {target}: {exc.strerror}") from None
         with handle:
             report = export_pack(engine, handle, filters=gates, vectors=vectors, progress=advance)
-    with_vectors = " with vectors" if report.vectors else ""
+    with_vectors = " with vectors" if report.vectors else " without vectors"
     click.echo(f"exported {report.records} records{with_vectors} to {target}", err=True)
 
 
@@ -196,7 +209,17 @@ def _report(report: Any) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be added, and write nothing.")
 @click.option("--skip-bad", is_flag=True, help="Go on past malformed lines (they are reported).")
-@click.option("--no-vectors", is_flag=True, help="Drop vectors, e.g. from another embedding space.")
+@click.option(
+    "--no-vectors",
+    is_flag=True,
+    help="Drop the input's vectors (e.g. from another embedding space); the store's "
+    "embedder embeds the records again.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help=f"Import a folder that adds more than {ASK_ABOVE} memories without asking first.",
+)
 @click.option(
     "-d",
     "--domain",
@@ -226,6 +249,7 @@ def _report(report: Any) -> None:
     "prime-memory import ~/notes --format markdown --scope user:alice",
     "prime-memory import backup.jsonl --only-scope global",
     "prime-memory import old-store.json --dry-run",
+    "prime-memory import ~/notes --format markdown --yes",
     "prime-memory import ~/notes --format markdown",
     "prime-memory import memory.jsonl --format knowledge-graph --skip-bad",
     "prime-memory import . --format agents-md --dry-run",
@@ -241,6 +265,7 @@ def import_(
     dry_run: bool,
     skip_bad: bool,
     no_vectors: bool,
+    yes: bool,
     domain: str,
     only_scopes: tuple[str, ...],
     as_json: bool,
@@ -272,6 +297,11 @@ def import_(
     malformed line stops the import before anything is written. A pack keeps
     each record's scope; what names none (notes, graphs, older packs) goes to
     the current scope (prime-memory whoami), or to --scope.
+
+    Records that come without a vector (or all, with --no-vectors) are
+    embedded by the store's embedder afterwards, unless embedding is off. A
+    folder that would add more than 300 memories asks first, showing how
+    many; without a terminal it needs --yes.
     """
     from ..transfer import importers, packs, tool_exports
 
@@ -296,21 +326,63 @@ def import_(
             read = importers.read_json_store(source, progress=advance)
         else:
             read = packs.read_pack(source, progress=advance)
-    with open_engine(ctx, create=True) as engine, progress("importing") as advance:
-        report = packs.write_source(
-            engine,
-            read,
-            skip_bad=skip_bad,
-            dry_run=dry_run,
-            vectors=not no_vectors,
-            progress=advance,
-            scope=target,
-            scopes=list(only_scopes) if only_scopes else None,
-        )
+    selected = list(only_scopes) if only_scopes else None
+    ask = source.is_dir() and not dry_run and not yes and len(read.records) > ASK_ABOVE
+    store = chosen_store(ctx)
+    if ask and not is_url(store) and not Path(store).exists():
+        _confirm_size(len(read.records), source)
+        ask = False
+    failed: EmbeddingError | None = None
+    embedded = 0
+    with open_engine(ctx, create=True) as engine:
+        if ask:
+            planned = packs.write_source(
+                engine, read, skip_bad=skip_bad, dry_run=True, vectors=False, scope=target,
+                scopes=selected, embed=False,
+            )  # fmt: skip
+            if planned.added > ASK_ABOVE:
+                _confirm_size(planned.added, source)
+        with progress("importing") as advance:
+            report = packs.write_source(
+                engine,
+                read,
+                skip_bad=skip_bad,
+                dry_run=dry_run,
+                vectors=not no_vectors,
+                progress=advance,
+                scope=target,
+                scopes=selected,
+                embed=False,
+            )
+        if report.added and not report.dry_run:
+            try:
+                with progress("embedding") as advance:
+                    embedded = packs.embed_missing(engine, progress=advance)
+            except EmbeddingError as exc:
+                failed = exc
     if as_json:
         echo_json(report)
     else:
         _report(report)
+    if failed is not None:
+        raise click.ClickException(
+            f"the memories were imported without vectors, since embedding failed ({failed}); "
+            "run prime-memory reembed once the embedder works"
+        )
+    if embedded:
+        click.echo(
+            f"embedded {count_of(embedded, 'memory', 'memories')} without a vector", err=True
+        )
+
+
+def _confirm_size(count: int, source: Path) -> None:
+    """Ask before a folder import adds ``count`` memories; refuse without a terminal."""
+    confirm_or_refuse(
+        f"add {count_of(count, 'memory', 'memories')} from {source}",
+        [],
+        "nothing was imported",
+        "add --yes, or see what would be added with --dry-run",
+    )
 
 
 @click.command(name="copy")

@@ -192,6 +192,9 @@ class Stats:
     scope_reason: str = ""
     #: What a read sees by default.
     visible_scopes: tuple[str, ...] = ()
+    #: Records without a vector: text queries rank them on words alone
+    #: (``prime-memory reembed`` embeds them, when the store has an embedder).
+    without_vector: int = 0
 
 
 def check_unicode(name: str, text: str) -> str:

@@ -6,6 +6,12 @@ the engine, whose opening would migrate an older schema. The write self-test
 copies the store with SQLite's backup API into a temporary folder beside it
 (so that it exercises the store's own file system), lets several processes
 write to the copy at once, and counts the records that survived.
+
+On PostgreSQL the checks read the database in a read-only session: it opens,
+its schema, its embedding space, its records and their vectors. SQLite's
+integrity check, WAL mode and the concurrent-write self-test do not apply
+there (the server keeps its own files and takes concurrent writers), and the
+report says so.
 """
 
 from __future__ import annotations
@@ -56,6 +62,11 @@ def check_store(
         if on_check is not None:
             on_check(check)
 
+    from ..storage import is_postgres_url
+
+    if is_postgres_url(str(path)):
+        _postgres_checks(str(path), record)
+        return checks
     target = Path(path)
     if not target.exists():
         record(Check("store", False, f"no store at {target} yet; it is created on first store"))
@@ -108,13 +119,17 @@ def _read_only_checks(target: Path, record: Callable[[Check], None]) -> int | No
             record(Check(name, mode.lower() == "wal", f"journal_mode={mode}"))
             name = "schema"
             version = _schema_check(db, tables, record)
+            space = None
             if "meta" in tables:
                 name = "embedding"
-                record(_embedding_check(db))
+                meta = _space_meta(db.execute(_SPACE_SQL, _SPACE_KEYS).fetchall())
+                space = meta.get(_SPACE_KEYS[0])
+                record(_embedding_check(meta))
             if "records" in tables:
                 name = "records"
-                count = int(db.execute("SELECT count(*) FROM records").fetchone()[0])
+                count, bare = (int(n) for n in db.execute(_COUNTS_SQL).fetchone())
                 record(Check(name, True, f"{count:,}"))
+                record(_vectors_check(count, bare, space))
             return version
     except sqlite3.Error as exc:
         if "unable to open" in str(exc):
@@ -160,16 +175,20 @@ def _schema_check(db: sqlite3.Connection, tables: set[str], record: Callable[[Ch
     return version
 
 
-def _embedding_check(db: sqlite3.Connection) -> Check:
+_SPACE_KEYS = ("embedding_space", "embedding_dim")
+_SPACE_SQL = "SELECT key, value FROM meta WHERE key IN (?, ?)"
+_COUNTS_SQL = "SELECT count(*), count(*) - count(vector) FROM records"
+
+
+def _space_meta(rows: list[tuple[object, object]]) -> dict[str, str]:
+    return {str(key): str(value) for key, value in rows}
+
+
+def _embedding_check(meta: dict[str, str]) -> Check:
     """Whether the configured embedder may open a store of this embedding space."""
     from ..recall.space import CUSTOM_PREFIX, DIM_KEY, SPACE_KEY
     from ..recall.text_embedding import TextEmbedding
 
-    meta = dict(
-        db.execute(
-            "SELECT key, value FROM meta WHERE key IN (?, ?)", (SPACE_KEY, DIM_KEY)
-        ).fetchall()
-    )
     space = meta.get(SPACE_KEY)
     if space is None:
         return Check("embedding", True, "no vectors stored yet")
@@ -189,6 +208,93 @@ def _embedding_check(db: sqlite3.Connection) -> Check:
         f"{detail}, but {text.setting} configures {configured!r}; set {text.setting} to "
         f"{space!r}, or move the store with prime-memory reembed",
     )
+
+
+def _vectors_check(count: int, bare: int, space: str | None) -> Check:
+    """Whether every record has a vector, when the store embeds its contents."""
+    from ..recall.space import CUSTOM_PREFIX
+    from ..recall.text_embedding import TextEmbedding
+
+    if space is not None and space.startswith(CUSTOM_PREFIX):
+        return Check("vectors", True, f"{bare:,} of {count:,} without one (vectors callers bring)")
+    if not TextEmbedding(None).enabled:
+        return Check("vectors", True, f"{bare:,} of {count:,} without one (embedding is off)")
+    if not bare:
+        return Check("vectors", True, f"every one of {count:,} records has one")
+    return Check(
+        "vectors",
+        False,
+        f"{bare:,} of {count:,} records have no vector, so text queries rank them on words "
+        "alone; embed them with prime-memory reembed",
+    )
+
+
+_NOT_ON_POSTGRES = (
+    ("integrity", "PostgreSQL keeps its own files; check them with the server's tools"),
+    ("wal mode", "SQLite's journal mode; PostgreSQL always logs ahead"),
+    ("concurrent writes", "a self-test of SQLite's locking; PostgreSQL's server takes turns"),
+)
+
+
+def _postgres_checks(url: str, record: Callable[[Check], None]) -> None:
+    """Record the checks that apply to a PostgreSQL store, read in a read-only session."""
+    import psycopg
+
+    from ..storage.pg_connect import connect_options, reason_of, redact, wait_limit
+    from ..storage.pg_schema import latest_pg_version
+
+    shown = redact(url)
+    try:
+        options = connect_options(url, wait_limit(url))
+        with psycopg.connect(url, autocommit=True, **options) as conn:
+            conn.read_only = True
+            version = conn.info.server_version
+            record(Check("opens", True, f"{shown} (PostgreSQL {version // 10000}), read-only"))
+            for name, why in _NOT_ON_POSTGRES:
+                record(Check(name, True, f"does not apply to PostgreSQL: {why}"))
+            tables = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema()"
+                ).fetchall()
+            }
+            applied = 0
+            if "schema_migrations" in tables:
+                row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+                applied = int(row[0]) if row and row[0] is not None else 0
+            newest = latest_pg_version()
+            if not tables:
+                record(Check("schema", True, "no tables yet; the first store makes them"))
+                return
+            if applied == newest:
+                detail = f"version {applied} of {newest}"
+            elif applied > newest:
+                detail = (
+                    f"version {applied}, newer than this version of prime-memory-folding knows "
+                    f"({newest}); upgrade the package"
+                )
+            else:
+                detail = (
+                    f"version {applied} of {newest}; the next open by the engine, CLI or "
+                    "server migrates it"
+                )
+            record(Check("schema", applied == newest, detail))
+            space = None
+            if "meta" in tables:
+                rows = conn.execute(_SPACE_SQL.replace("?", "%s"), _SPACE_KEYS).fetchall()
+                meta = _space_meta(rows)
+                space = meta.get(_SPACE_KEYS[0])
+                record(_embedding_check(meta))
+            if "records" in tables:
+                counted = conn.execute(_COUNTS_SQL).fetchone()
+                count, bare = (int(n) for n in counted) if counted else (0, 0)
+                record(Check("records", True, f"{count:,}"))
+                record(_vectors_check(count, bare, space))
+    except psycopg.Error as exc:
+        record(Check("opens", False, f"cannot read PostgreSQL at {shown} ({reason_of(exc, url)})"))
+    except PrimeMemoryError as exc:
+        record(Check("opens", False, str(exc)))
 
 
 def self_test(path: str | os.PathLike[str], *, processes: int = 4, writes: int = 25) -> Check:

@@ -381,6 +381,7 @@ class Reader(ABC):
                 },
                 archived=archived,
                 scope_counts=scope_counts,
+                without_vector=self._without_vector(None),
             )
 
     def scope_counts(self) -> dict[str, int]:
@@ -437,7 +438,20 @@ class Reader(ABC):
                 },
                 archived=archived,
                 scope_counts=scope_counts,
+                without_vector=self._without_vector(names),
             )
+
+    def _without_vector(self, names: tuple[str, ...] | None) -> int:
+        """Live records without a vector, in the scopes ``names`` (None: all)."""
+        if names is not None and not names:
+            return 0
+        storage = self._parts.storage
+        sql = "SELECT count(*) FROM records WHERE vector IS NULL"
+        if names is not None:
+            sql += f" AND scope IN ({', '.join('?' for _ in names)})"
+        with storage.read_snapshot():
+            row = storage.db.execute(sql, names or ()).fetchone()
+        return int(row[0]) if row else 0
 
     def _stats(
         self,
@@ -449,6 +463,7 @@ class Reader(ABC):
         registries: dict[str, dict[str, int]],
         archived: dict[str, int],
         scope_counts: Mapping[str, int],
+        without_vector: int,
     ) -> Stats:
         storage = self._parts.storage
         return Stats(
@@ -467,4 +482,5 @@ class Reader(ABC):
             current_scope=self._scope.current,
             scope_reason=self._scope.reason,
             visible_scopes=self._scope.visible,
+            without_vector=without_vector,
         )

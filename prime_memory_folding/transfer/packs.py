@@ -8,7 +8,7 @@ A pack is UTF-8 JSON Lines. The first line is a header::
 
 and every further line is one record, with its id, address, labels, content,
 scores, timestamps (Unix seconds), access count, metadata, instance key, scope,
-its session when it has one and, when exported with vectors, its vector.
+its session when it has one and its vector (unless exported without vectors).
 Addresses and tag products are written as decimal strings, so that every JSON
 reader keeps them exact. A line without a session imports as a record without one.
 
@@ -18,7 +18,9 @@ target store takes the store's prime; records whose address holds that prime
 get a new address, and the report names them. A record already in the store
 (the same labels and content, or the same instance key) is skipped, so
 importing a pack twice adds nothing. Nothing is written unless every line
-reads cleanly, or bad lines are skipped on request.
+reads cleanly, or bad lines are skipped on request. Records that arrive
+without a vector get one from the store's embedder (:func:`embed_missing`),
+so that an imported pack ranks as it did where it came from.
 
 Records keep their scope. A record that names none (from a pack written
 before scopes existed, or from another format) goes to the engine's current
@@ -54,7 +56,7 @@ from ..core.portable import (
 from ..core.portable import pack_vector as _pack_vector
 from ..core.primes import Kind
 from ..core.scopes import normalise_scope, normalise_scopes
-from ..errors import DimensionMismatch, InvalidInput
+from ..errors import DimensionMismatch, InvalidInput, NotAvailable
 from ..recall.space import CUSTOM_PREFIX, DIM_KEY, SPACE_KEY, set_space
 from ..storage.base import SqlStorage
 
@@ -73,6 +75,7 @@ __all__ = [
     "Progress",
     "Relabel",
     "Source",
+    "embed_missing",
     "export_pack",
     "import_pack",
     "numbered_lines",
@@ -191,17 +194,21 @@ def import_pack(
     progress: Progress | None = None,
     scope: str | None = None,
     scopes: Iterable[str] | None = None,
+    embed: bool = True,
 ) -> ImportReport:
     """Import a pack written by :func:`export_pack`.
 
     Records keep their scopes; ``scope`` puts every one into that scope
     instead, and ``scopes`` takes only the records of those scopes (see
-    :func:`write_source`).
+    :func:`write_source`). With ``embed``, records that arrive without a
+    vector (or all of them, with ``vectors=False``) are embedded afterwards
+    (:func:`embed_missing`).
 
     Raises:
         InvalidInput: the file is not a readable pack, is from a newer version,
             or has a bad line and ``skip_bad`` is False; nothing was written.
         DimensionMismatch: the pack's vectors do not fit the store's embedding space.
+        EmbeddingError: the embedder failed; the records were imported without vectors.
     """
     return write_source(
         engine,
@@ -212,7 +219,30 @@ def import_pack(
         progress=progress,
         scope=scope,
         scopes=scopes,
+        embed=embed,
     )
+
+
+def embed_missing(engine: MemoryEngine, *, progress: Progress | None = None) -> int:
+    """Give the records that have no vector one: the store is re-embedded with the
+    engine's embedder (:meth:`.MemoryEngine.reembed`). Returns how many had none.
+
+    Nothing changes, and 0 is returned, when every record has a vector, when
+    the store holds vectors its callers bring (a ``custom:`` space, where text
+    is never embedded), or when embedding is off.
+
+    Raises:
+        EmbeddingError: the embedder failed; nothing was changed.
+    """
+    summary = engine.stats()
+    space = summary.embedding_space
+    if not summary.without_vector or (space is not None and space.startswith(CUSTOM_PREFIX)):
+        return 0
+    try:
+        engine.reembed(progress=progress)
+    except NotAvailable:
+        return 0
+    return summary.without_vector
 
 
 def export_pack(
@@ -220,10 +250,13 @@ def export_pack(
     out: IO[str],
     *,
     filters: Filters | None = None,
-    vectors: bool = False,
+    vectors: bool = True,
     progress: Progress | None = None,
 ) -> ExportReport:
     """Write the records that pass ``filters`` to ``out`` as a pack, oldest first.
+
+    Records keep their vectors unless ``vectors`` is False; an import embeds
+    the records of a pack without them again, which takes longer.
 
     ``filters`` gates as in :meth:`.MemoryEngine.match_ids`; its ``since`` and
     ``until`` bound the records' ``updated_at``, so a pack "since" a date holds
@@ -311,6 +344,7 @@ def write_source(
     progress: Progress | None = None,
     scope: str | None = None,
     scopes: Iterable[str] | None = None,
+    embed: bool = True,
 ) -> ImportReport:
     """Write a source's records into the store verbatim, in one transaction.
 
@@ -318,10 +352,13 @@ def write_source(
     then rolled back. With ``scopes``, only records whose scope is among them
     are written (``["*"]``: all): the scope a record names, else the engine's
     current scope. Each goes to ``scope`` when given, else to that scope.
+    With ``embed``, records written without a vector are then embedded
+    (:func:`embed_missing`, in a transaction of its own).
 
     Raises:
         InvalidInput: the source has bad lines and ``skip_bad`` is False.
         DimensionMismatch: vectors that do not fit the store's embedding space.
+        EmbeddingError: the embedder failed; the records were written without vectors.
     """
     if source.bad and not skip_bad:
         more = f" (and {len(source.bad) - 1} more)" if len(source.bad) > 1 else ""
@@ -344,6 +381,8 @@ def write_source(
     # With no other writer at once (PostgreSQL's servers take turns), the
     # registries read at the start stay true, and a pack's own primes can be kept.
     engine.write_verbatim(lambda storage: writer.run(), dry_run=dry_run)
+    if embed and writer.bare and not dry_run:
+        embed_missing(engine)
     return ImportReport(
         source=source.name,
         lines=source.lines or len(source.records) + len(source.bad),
@@ -381,6 +420,8 @@ class _Writer:
         self.per_domain: dict[str, int] = {}
         self.per_scope: dict[str, int] = {}
         self.present = 0
+        #: Records written without a vector.
+        self.bare = 0
         self.readdressed: list[tuple[str, str]] = []
         self.relabelled: list[Relabel] = []
 
@@ -405,6 +446,7 @@ class _Writer:
                 if rec.address is not None and final != rec.address:
                     self.readdressed.append((record_id(rec.address), record_id(final)))
                 batch.append(self._row(rec, key, final, primes))
+                self.bare += rec.vector is None
                 self.per_domain[rec.domain] = self.per_domain.get(rec.domain, 0) + 1
                 scope = rec.scope or "global"
                 self.per_scope[scope] = self.per_scope.get(scope, 0) + 1
