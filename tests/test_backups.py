@@ -251,3 +251,11 @@ def test_doctor_on_an_unreachable_postgresql_fails_in_one_line() -> None:
     (check,) = check_store(url)
     assert check.name == "opens" and not check.ok
     assert "\n" not in check.detail and "127.0.0.1" in check.detail
+
+
+def test_the_mcp_stats_count_records_without_a_vector(engine: MemoryEngine) -> None:
+    from prime_memory_folding.mcp.models import stats_output
+
+    engine.store("one with", vector=[1.0, 0.0])
+    engine.store("one without")
+    assert stats_output(engine.stats(), engine.whoami()).without_vector == 1

@@ -157,6 +157,7 @@ class StatsOutput(BaseModel):
     user_scope: str = Field(description="This user's scope, for personal preferences.")
     visible_scopes: list[str] = Field(description="What a query sees unless it names scopes.")
     scope_reason: str = Field(description="How the server found the current scope.")
+    without_vector: int = Field(0, description="Records that text queries rank on words alone.")
 
 
 class ReinforceOutput(BaseModel):
@@ -276,4 +277,5 @@ def stats_output(stats: Any, resolution: ScopeResolution, *, scoped: bool = Fals
         schema_version=stats.schema_version,
         archived=stats.archived,
         archived_by_reason=dict(stats.archived_by_reason),
+        without_vector=stats.without_vector,
     )
