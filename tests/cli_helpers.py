@@ -13,11 +13,15 @@ from prime_memory_folding.cli import cli
 
 @pytest.fixture
 def run(store_path: Path, clock: Any) -> Any:
-    """``run(*args, store=True, input=None)``: the CLI on the test's store and clock."""
+    """``run(*args, store=True, input=None)``: the CLI on the test's store and clock.
+
+    With ``store`` the store is the test's own file, which the first command
+    that adds memories creates (``--create``); without, the default one.
+    """
     runner = CliRunner()
 
     def invoke(*args: str, store: bool = True, input: str | None = None) -> Result:
-        argv = (["--store", str(store_path)] if store else []) + list(args)
+        argv = (["--create", "--store", str(store_path)] if store else []) + list(args)
         return runner.invoke(cli, argv, obj={"clock": clock}, input=input)
 
     return invoke

@@ -14,6 +14,11 @@ from prime_memory_folding import MemoryEngine
 from tests import pg_helpers
 from tests.cli_helpers import run  # noqa: F401  (the command-line tests' fixture)
 
+# Tests, and the servers their module fixtures start, put stores at fresh paths
+# everywhere. The rule that refuses a missing store outside the default location
+# is tested in test_store_creation.py, whose commands run without this.
+os.environ["PRIME_MEMORY_CREATE"] = "1"
+
 
 def skip_unless_ci(reason: str) -> NoReturn:
     """Skip with ``reason``; but when the ``CI`` environment variable is set, fail.

@@ -74,7 +74,14 @@ def node22(tool: Path, *args: str, **kwargs: object) -> subprocess.CompletedProc
 
 
 def server_command(store: Path) -> list[str]:
-    return [sys.executable, "-m", "prime_memory_folding.mcp.server", "--store", str(store)]
+    return [
+        sys.executable,
+        "-m",
+        "prime_memory_folding.mcp.server",
+        "--create",
+        "--store",
+        str(store),
+    ]
 
 
 # -- the MCP Inspector CLI -------------------------------------------------------------

@@ -452,7 +452,13 @@ def test_the_store_comes_from_prime_memory_home(tmp_path: Path) -> None:
 async def test_the_sdk_stdio_client_can_use_every_tool(tmp_path: Path, anyio_backend: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prime_memory_folding.mcp.server", "--store", str(tmp_path / "m.db")],
+        args=[
+            "-m",
+            "prime_memory_folding.mcp.server",
+            "--create",
+            "--store",
+            str(tmp_path / "m.db"),
+        ],
     )
     async with Client(params) as client:
         listed = await client.list_tools()

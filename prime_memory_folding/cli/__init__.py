@@ -14,7 +14,15 @@ from typing import Any
 import click
 
 from .. import __version__
-from ._common import STORE_HELP, Group, _remember_store, examples, project_option, scope_option
+from ._common import (
+    STORE_HELP,
+    Group,
+    _remember_store,
+    create_option,
+    examples,
+    project_option,
+    scope_option,
+)
 from .hook import hook
 from .hooks import hooks
 from .maintenance import doctor, fold, reembed, restore, unfold
@@ -40,6 +48,7 @@ __all__ = ["cli", "main"]
     callback=_remember_store,
     help=STORE_HELP,
 )
+@create_option
 @scope_option()
 @project_option
 @click.version_option(__version__, prog_name="prime-memory")
@@ -55,9 +64,9 @@ def cli() -> None:
 
     Memories live in one SQLite file ($PRIME_MEMORY_HOME/memory.db, or the
     per-user data folder); pick another, or a postgresql:// database, with
-    --store or $PRIME_MEMORY_STORE. Each memory belongs to a
-    scope (global, user:NAME, project:ID); the current one follows the git
-    project you are in (see prime-memory whoami).
+    --store or $PRIME_MEMORY_STORE (a missing file there is created only with
+    --create). Each memory belongs to a scope (global, user:NAME, project:ID);
+    the current one follows the git project you are in (see prime-memory whoami).
     """
 
 

@@ -391,6 +391,74 @@ def store_file(ctx: click.Context, what: str) -> Path:
     return Path(store)
 
 
+#: Set to 1 to let commands create a missing store outside the default location.
+CREATE_ENV = "PRIME_MEMORY_CREATE"
+CREATE_HELP = (
+    "Let a command that adds memories (store, import, token add) create a missing store "
+    "file at --store or $PRIME_MEMORY_STORE; without it only the default location is "
+    "created (also: PRIME_MEMORY_CREATE=1)."
+)
+
+
+def _remember_create(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta["prime_memory.create"] = True
+
+
+def create_option(fn: F) -> F:
+    """``--create``: a command that adds memories may create a missing store file anywhere."""
+    return click.option(
+        "--create",
+        "create",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_remember_create,
+        help=CREATE_HELP,
+    )(fn)
+
+
+def creation_asked(ctx: click.Context) -> bool:
+    """Whether ``--create`` was given or ``PRIME_MEMORY_CREATE`` is set to 1 (or true, yes)."""
+    if ctx.meta.get("prime_memory.create"):
+        return True
+    return os.environ.get(CREATE_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def is_default_location(target: str) -> bool:
+    """Whether a store file is the default one: ``memory.db`` in the data folder."""
+    from ..core.places import default_store_path
+
+    def plain(path: Path) -> Path:
+        return Path(os.path.abspath(path.expanduser()))
+
+    return plain(Path(target)) == plain(default_store_path())
+
+
+def missing_store(target: str, *, adds: bool, asked: bool) -> str | None:
+    """Why a command may not open the store file ``target``, in one line; None if it may.
+
+    A file that exists opens. A missing one is created only by a command that
+    ``adds`` memories, and only at the default location or when creation was
+    ``asked`` for (``--create``, ``PRIME_MEMORY_CREATE=1``): a mistyped path
+    then fails instead of leaving an empty store, and its folders, behind.
+    """
+    if Path(target).exists():
+        return None
+    if adds and (asked or is_default_location(target)):
+        return None
+    if adds:
+        return (
+            f"no store at {target}; to create one there, add --create "
+            "(prime-memory --create --store PATH ...) or set PRIME_MEMORY_CREATE=1, "
+            "else check --store / PRIME_MEMORY_STORE"
+        )
+    return (
+        f"no store at {target} (create one with prime-memory store, "
+        "or check --store / PRIME_MEMORY_STORE / PRIME_MEMORY_HOME)"
+    )
+
+
 @contextlib.contextmanager
 def open_engine(
     ctx: click.Context, embedder: str | None = None, *, create: bool = False
@@ -400,19 +468,20 @@ def open_engine(
     The scope is resolved (and a malformed one refused) before the store is
     opened, so a bad ``--scope`` leaves no store behind.
 
-    Only commands that add memories ``create`` a missing store file; the
-    others stop with one line, so a mistyped ``--store`` does not leave an
-    empty store behind. A PostgreSQL database is never created: it must
+    Only commands that add memories ``create`` a missing store file, and
+    only at the default location or with ``--create`` (or
+    ``PRIME_MEMORY_CREATE=1``); otherwise the command stops with one line, so
+    a mistyped ``--store`` does not leave an empty store behind
+    (:func:`missing_store`). A PostgreSQL database is never created: it must
     exist, and its tables are made on first use.
     """
     from ..engine.facade import MemoryEngine
 
     target = chosen_store(ctx)
-    if not create and not is_url(target) and target != ":memory:" and not Path(target).exists():
-        raise click.ClickException(
-            f"no store at {target} (create one with prime-memory store, "
-            "or check --store / PRIME_MEMORY_STORE / PRIME_MEMORY_HOME)"
-        )
+    if not is_url(target) and target != ":memory:":
+        problem = missing_store(target, adds=create, asked=creation_asked(ctx))
+        if problem is not None:
+            raise click.ClickException(problem)
     scope = resolution(ctx)
     obj = ctx.find_root().obj or {}
     with MemoryEngine(target, scope=scope, clock=obj.get("clock"), embedder=embedder) as engine:

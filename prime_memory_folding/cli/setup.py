@@ -18,6 +18,7 @@ from ._common import (
     F,
     chosen_store,
     console,
+    creation_asked,
     examples,
     given_project,
     is_url,
@@ -100,6 +101,8 @@ def serve(
     path = store_path(ctx)
     if path is not None:
         argv.append(f"--store={path}")
+    if creation_asked(ctx):
+        argv.append("--create")
     if transport == "http":
         argv += [f"--host={host}", f"--port={port}"]
         if token is not None:
@@ -163,7 +166,11 @@ def server_command(
             )
         args += ["--store", kept]
     elif chosen is not None:
-        args += ["--store", str(Path(chosen).expanduser().resolve())]
+        pinned = Path(chosen).expanduser().resolve()
+        if str(chosen) != ":memory:" and not pinned.exists():
+            # The server creates a pinned store only when told to; one that exists needs nothing.
+            args.append("--create")
+        args += ["--store", str(pinned)]
     return command, args
 
 

@@ -39,6 +39,12 @@ def parser() -> argparse.ArgumentParser:
         "$PRIME_MEMORY_HOME/memory.db, else the user data folder)",
     )
     found.add_argument(
+        "--create",
+        action="store_true",
+        help="create the store file if it is missing (also: PRIME_MEMORY_CREATE=1); without "
+        "it only the default location is created, so a mistyped --store fails",
+    )
+    found.add_argument(
         "--scope",
         metavar="SCOPE",
         help="the current scope, where memories go: global, user:NAME, project:ID, ... "

@@ -16,37 +16,43 @@ the store; ``--require-token`` makes it refuse to start open instead.
    that no request waits for another's engine call to learn who it is; the
    project header; and who the request acts as and counts against;
 2. the Host and Origin checks of :mod:`.http_guard`, exact (host and port);
-3. turns (:class:`CallTurns`): one caller has at most a few requests under
+3. the new-scope check (:class:`NewScopeWarning`): a project header that
+   names a scope holding no memories yet is let through, and logged once;
+4. turns (:class:`CallTurns`): one caller has at most a few requests under
    way at once, and the rest of its requests wait for those, while every
    other caller's go ahead, so one token's many connections cannot hold the
    engine for everyone else;
-4. the session manager of :mod:`.mcp_sessions`: a session belongs to the
+5. the session manager of :mod:`.mcp_sessions`: a session belongs to the
    caller that opened it, one caller holds a bounded number, and idle ones close;
-5. the SDK's transport, which caps the body at 4 MiB.
+6. the SDK's transport, which caps the body at 4 MiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
+from ..core.places import default_store
 from ..engine import tokens as access
 from ..engine.tokens import MIN_TOKEN_CHARS
 from ..errors import PrimeMemoryError
 from ..net.announce import CannotListen, listening_socket, run_announced
 from ..net.guard import HostRules, allowed_hosts, is_loopback
+from ..storage import is_postgres_url
+from ..storage.pg_connect import redact
 from .args import CALLS_PER_TOKEN
 from .sessions import OwnedSessions, SessionLimits, caller_of
-from .transport import AccessMiddleware, TokenCheck
+from .transport import PROJECT_HEADER, REQUEST, AccessMiddleware, TokenCheck
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -163,6 +169,48 @@ def store_tokens(store: str | None) -> tuple[int, int]:
     finally:
         storage.close()
     return len(rows), sum(1 for row in rows if row.revoked_at is None)
+
+
+logger = logging.getLogger(__name__)
+
+#: Live records per scope, as the server's engine counts them; None while it is not open.
+ScopesHeld = Callable[[], "Mapping[str, int] | None"]
+
+
+class NewScopeWarning:
+    """Logs, once per scope, a project header that names a scope holding no memories yet.
+
+    Such a request goes ahead: a team's first memory in a new project starts
+    its scope. But a typo in the header starts one too, so the server's log
+    says so (and ``prime_memory_stats`` says the scope is new). Each scope is
+    looked up once: when it held memories, or when the warning was given.
+    """
+
+    def __init__(self, app: ASGIApp, held: ScopesHeld) -> None:
+        self.app = app
+        self._held = held
+        self._settled: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        identity = REQUEST.get()
+        project = None if identity is None else identity.project
+        if scope["type"] == "http" and project is not None and project not in self._settled:
+            self._settled.add(project)  # before the wait: a request beside this one skips it
+            try:
+                counts = await anyio.to_thread.run_sync(self._held)
+            except PrimeMemoryError as exc:
+                logger.debug("could not count the memories of %s: %s", project, exc)
+                counts = None
+            if counts is None:
+                self._settled.discard(project)  # not known yet; the next request looks again
+            elif not counts.get(project):
+                logger.warning(
+                    "the %s header names %s, a scope that holds no memories yet: its first "
+                    "memory starts it (check the header for a typo if memories were expected)",
+                    PROJECT_HEADER,
+                    project,
+                )
+        await self.app(scope, receive, send)
 
 
 class HostGuard:
@@ -393,11 +441,14 @@ def http_app(
     limits: SessionLimits | None = None,
     calls_per_token: int = CALLS_PER_TOKEN,
     clock: Callable[[], float] = time.monotonic,
+    scopes_held: ScopesHeld | None = None,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app with every check of the module's docstring.
 
     ``required`` None: a token is required when ``token`` is set or ``host`` is
     not loopback. The session manager is ``server.session_manager``.
+    ``scopes_held`` counts memories per scope for :class:`NewScopeWarning`;
+    without it no header is checked.
     """
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
@@ -420,6 +471,8 @@ def http_app(
         lifespan=lambda _: sessions.run(),
     )
     app = CallTurns(app, calls_per_token)
+    if scopes_held is not None:
+        app = NewScopeWarning(app, scopes_held)
     app = HostGuard(app, host_rules(host, port, allowed_hosts, allowed_origins))
     return AccessMiddleware(app, tokens or _NoTokens(), token, always=required)
 
@@ -436,11 +489,14 @@ def run_http(
     tokens: TokenCheck | None = None,
     limits: SessionLimits | None = None,
     calls_per_token: int = CALLS_PER_TOKEN,
+    scopes_held: ScopesHeld | None = None,
+    store: str | None = None,
 ) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted.
 
     ``required``: what :func:`start_rule` decided. A server that starts open
-    says so on stderr first.
+    says so on stderr first; then the ``store`` it serves (a URL without its
+    password) and the address.
     """
     import uvicorn
 
@@ -457,6 +513,7 @@ def run_http(
         tokens=tokens,
         limits=limits,
         calls_per_token=calls_per_token,
+        scopes_held=scopes_held,
     )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -466,6 +523,9 @@ def run_http(
     def announce() -> None:
         if not required:
             print(OPEN_NOTICE, file=sys.stderr, flush=True)
+        if store is not None:
+            shown = redact(store) if is_postgres_url(store) else store
+            print(f"prime-memory-mcp: store {shown}", file=sys.stderr, flush=True)
         print(
             f"prime-memory-mcp: serving streamable HTTP on {address}", file=sys.stderr, flush=True
         )
@@ -496,8 +556,15 @@ def check_start(
     return start_rule(host, token, held, live, require_token=require_token)
 
 
-def serve(server: MCPServer, args: argparse.Namespace, token: str | None) -> int:
+def serve(
+    server: MCPServer,
+    args: argparse.Namespace,
+    token: str | None,
+    scopes_held: ScopesHeld | None = None,
+) -> int:
     """Run ``prime-memory-mcp --transport streamable-http`` with its parsed ``args``.
+
+    ``scopes_held``: the engine's live records per scope (:class:`NewScopeWarning`).
 
     Returns 2, having said why on stderr, when :func:`check_start` refuses to
     start, and 1 when the address cannot be bound (a port in use, say).
@@ -519,6 +586,8 @@ def serve(server: MCPServer, args: argparse.Namespace, token: str | None) -> int
             tokens=tokens,
             limits=SessionLimits(per_caller=args.sessions_per_token, idle_s=args.session_idle),
             calls_per_token=args.calls_per_token,
+            scopes_held=scopes_held,
+            store=args.store or default_store(),
         )
     except CannotListen as exc:
         print(f"prime-memory-mcp: {exc}", file=sys.stderr)

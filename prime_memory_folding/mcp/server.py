@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import anyio
@@ -50,11 +51,14 @@ from pydantic import Field, ValidationError
 from ..core import scopes as scope_rules
 from ..core.address import parse_record_id
 from ..core.filters import Filters
+from ..core.places import default_store, default_store_path
 from ..core.records import MAX_CONTENT_CHARS
 from ..core.scopes import ScopeResolution
 from ..engine import tokens as access
 from ..engine.budget import count_tokens, fit
 from ..errors import InvalidRecordId, NotFound, PrimeMemoryError
+from ..storage import is_postgres_url
+from ..storage.pg_connect import redact
 from .access import (
     Access,
     EngineHolder,
@@ -545,6 +549,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     async def stats_of(ctx: Context | None) -> StatsOutput:
         resolution = await resolution_of(ctx) or await call(lambda e: e.whoami())
         grant = request_grant()
+        mine: list[str] | None = None  # the scopes counted, when the token limits them
         if grant is None or not tokens_scopes(grant):
             out = stats_output(await call(lambda e: e.stats()), resolution)
         else:
@@ -555,6 +560,12 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             out = stats_output(await call(lambda e: e.stats(mine)), resolution, scoped=True)
         if grant is not None:
             out.visible_scopes = await visible_scopes(ctx) or []
+        identity = REQUEST.get()
+        named = None if identity is None else identity.project
+        counted = mine is None or named in mine  # never a word on a scope the token cannot read
+        new = named is not None and not out.scopes.get(named)
+        if new and named == out.current_scope and counted:
+            out.scope_reason += f"; {NEW_SCOPE}"
         return out
 
     @tool(_annotations("Forget memories", read_only=False, destructive=True, idempotent=False))
@@ -762,6 +773,11 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     return server
 
 
+#: What stats add to the reason for a scope the request's project header names and no
+#: memory is in yet: a typo in the header starts a new scope too.
+NEW_SCOPE = "a new scope: it holds no memories yet (if you expected some, check the header)"
+
+
 def _version() -> str:
     from .. import __version__
 
@@ -769,6 +785,35 @@ def _version() -> str:
 
 
 # -- command line ------------------------------------------------------------------
+
+
+def shown_store(store: str) -> str:
+    """A store location as the server's log shows it: a URL without its password."""
+    return redact(store) if is_postgres_url(store) else store
+
+
+def store_problem(store: str, create: bool) -> str | None:
+    """Why the server may not open ``store``, in one line; None if it may.
+
+    A missing store file is created only at the default location, or with
+    ``--create`` or ``PRIME_MEMORY_CREATE=1``, so that a mistyped ``--store``
+    fails instead of serving an empty store. A database URL is left to the
+    database.
+    """
+    if store == ":memory:" or is_postgres_url(store):
+        return None
+    path = Path(store).expanduser()
+    asked = create or os.environ.get("PRIME_MEMORY_CREATE", "").strip().lower() in {
+        "1",
+        "true",
+        "yes",
+    }
+    if path.exists() or asked or path.absolute() == default_store_path().absolute():
+        return None
+    return (
+        f"no store at {path}; to create one there, add --create or set PRIME_MEMORY_CREATE=1, "
+        "else check --store / PRIME_MEMORY_STORE"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -785,22 +830,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prime-memory-mcp: {exc}", file=sys.stderr)
         return 2
     logger.info("scope %s: %s", resolution.current, resolution.reason)
+    store = args.store or default_store()
+    problem = store_problem(store, args.create)
+    if problem is not None:
+        print(f"prime-memory-mcp: {problem}", file=sys.stderr)
+        return 2
+    args.store = store
     opened: list[MemoryEngine] = []
 
     def open_engine() -> MemoryEngine:
         from ..engine.facade import MemoryEngine
 
-        opened.append(MemoryEngine(args.store, scope=resolution))
+        opened.append(MemoryEngine(store, scope=resolution))
         return opened[-1]
 
     server = build_server(open_engine, resolution)
     try:
         if not http:
+            # Standard output is the protocol's: which store is served goes to stderr.
+            print(f"prime-memory-mcp: store {shown_store(store)}", file=sys.stderr, flush=True)
             mcp_transport.run_stdio(server)
         else:
             from . import http as mcp_http
 
-            return mcp_http.serve(server, args, token)
+            def scopes_held() -> dict[str, int] | None:
+                return opened[-1].scope_counts() if opened else None
+
+            return mcp_http.serve(server, args, token, scopes_held)
     except KeyboardInterrupt:
         pass
     finally:
