@@ -68,9 +68,7 @@ def test_a_mistyped_store_is_refused_and_nothing_is_created(
 ) -> None:
     mistyped = tmp_path / "wrok" / "memory.db"
     done = prime_memory(env, "--store", str(mistyped), *command)
-    one_line(done, f"no store at {mistyped}")
-    if command[0] == "store":
-        one_line(done, "--create")
+    one_line(done, f"no store at {mistyped}", "--create")
     assert not mistyped.parent.exists()
     assert not Path(env["PRIME_MEMORY_HOME"]).exists()
 

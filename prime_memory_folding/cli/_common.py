@@ -453,8 +453,9 @@ def missing_store(target: str, *, adds: bool, asked: bool) -> str | None:
             "(prime-memory --create --store PATH ...) or set PRIME_MEMORY_CREATE=1, "
             "else check --store / PRIME_MEMORY_STORE"
         )
+    how = "prime-memory store" if is_default_location(target) else "prime-memory store and --create"
     return (
-        f"no store at {target} (create one with prime-memory store, "
+        f"no store at {target} (create one with {how}, "
         "or check --store / PRIME_MEMORY_STORE / PRIME_MEMORY_HOME)"
     )
 
