@@ -225,7 +225,7 @@ def test_an_older_postgres_schema_gains_sessions_and_its_records_have_none(
 ) -> None:
     import psycopg
 
-    from prime_memory_folding.storage.pg_schema import PG_MIGRATIONS
+    from prime_memory_folding.storage.pg_schema import PG_MIGRATIONS, latest_pg_version
 
     with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
         conn.execute(
@@ -251,7 +251,7 @@ def test_an_older_postgres_schema_gains_sessions_and_its_records_have_none(
                 (f"{7:032x}",),
             )
     with MemoryEngine(pg_url, embedder="none") as memory:
-        assert memory.storage.schema_version() == 3
+        assert memory.storage.schema_version() == latest_pg_version()
         assert memory.get(f"{7:032x}").session is None
         assert memory.store("after", session="s").session == "s"
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -23,8 +23,18 @@ from ._common import (
 _LIST_PREVIEW = 10
 
 
-def show_fold(report: Any, *, ids: bool = True) -> None:
-    """Print a fold report: counts, sizes and times readably, ids as a short preview."""
+def _one_line(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters (an ellipsis marks a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(width - 1, 0)] + "\u2026"
+
+
+def show_fold(report: Any, *, ids: bool = True, contents: dict[str, str] | None = None) -> None:
+    """Print a fold report: counts, sizes and times readably, ids as a short preview.
+
+    With ``contents`` (record id to text), each group's members are shown with
+    their text, one line each, cut to the terminal's width.
+    """
     out = console()
     out.print(f"[bold]{'fold (dry run: nothing changed)' if report.dry_run else 'fold'}[/bold]")
     out.print(
@@ -53,10 +63,18 @@ def show_fold(report: Any, *, ids: bool = True) -> None:
             if n == _LIST_PREVIEW:
                 out.print(f"    ... and {report.created - n:,} more", markup=False)
                 break
-            out.print(
-                f"    {into} <- {count_of(len(members), 'record')}: {', '.join(members)}",
-                markup=False,
-            )
+            if contents is None:
+                out.print(
+                    f"    {into} <- {count_of(len(members), 'record')}: {', '.join(members)}",
+                    markup=False,
+                )
+                continue
+            out.print(f"    {into} <- {count_of(len(members), 'record')}:", markup=False)
+            for rid in members[:_LIST_PREVIEW]:
+                room = out.width - len(rid) - 8
+                out.print(f"      {rid}  {_one_line(contents.get(rid, ''), room)}", markup=False)
+            if len(members) > _LIST_PREVIEW:
+                out.print(f"      ... and {len(members) - _LIST_PREVIEW:,} more", markup=False)
 
 
 @click.command()
@@ -66,23 +84,66 @@ def show_fold(report: Any, *, ids: bool = True) -> None:
     is_flag=True,
     help="Read and screen every record, not only those new or changed since the last fold.",
 )
+@click.option(
+    "--keep-apart",
+    "keep_apart",
+    multiple=True,
+    metavar="ID",
+    help="Leave the group that would fold this memory unmerged, this time (repeat for several).",
+)
+@click.option(
+    "--merge-again",
+    "merge_again",
+    multiple=True,
+    metavar="ID",
+    help="Let memories an unfold brought back merge again: forget the groups kept apart "
+    "that hold this one (repeat for several).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @store_option
 @click.pass_context
-@examples("prime-memory fold --dry-run", "prime-memory fold", "prime-memory fold --full")
-def fold(ctx: click.Context, dry_run: bool, full: bool, as_json: bool) -> None:
+@examples(
+    "prime-memory fold --dry-run",
+    "prime-memory fold",
+    "prime-memory fold --keep-apart 0000000b0000000200c0ffee12345678",
+    "prime-memory fold --full",
+)
+def fold(
+    ctx: click.Context,
+    dry_run: bool,
+    full: bool,
+    keep_apart: tuple[str, ...],
+    merge_again: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Decay, prune and merge memories; folded records go to the archive, never lost.
 
     A fold screens the memories new or changed since the last one; --full
     screens them all. On a terminal a progress bar names each step (reading,
     decaying and pruning, finding candidates, checking candidates, writing).
+    A dry run shows each group it would merge with its memories' text.
+
+    Memories an unfold brought back are never merged with each other again
+    (each may still merge with others) until --merge-again names one of them.
     """
+    contents: dict[str, str] | None = None
     with open_engine(ctx) as engine, phases("folding") as report_step:
-        report = engine.fold(dry_run=dry_run, progress=report_step, full=full)
+        report = engine.fold(
+            dry_run=dry_run,
+            progress=report_step,
+            full=full,
+            keep_apart=list(keep_apart),
+            merge_again=list(merge_again),
+        )
+        if dry_run and not as_json:
+            shown = list(report.folded_from.values())[:_LIST_PREVIEW]
+            contents = {
+                rid: engine.get(rid).content for members in shown for rid in members[:_LIST_PREVIEW]
+            }
     if as_json:
         echo_json(report)
     else:
-        show_fold(report)
+        show_fold(report, contents=contents)
 
 
 @click.command()

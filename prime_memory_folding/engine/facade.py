@@ -695,6 +695,7 @@ class MemoryEngine:
         policy: FoldPolicy | None = None,
         progress: Callable[[str, int, int], None] | None = None,
         keep_apart: Iterable[str] = (),
+        merge_again: Iterable[str] = (),
         full: bool = False,
     ) -> FoldReport:
         """Decay, prune, cluster and merge: keep the store small and meaningful.
@@ -722,9 +723,18 @@ class MemoryEngine:
             keep_apart: record ids whose groups are left unmerged this time: a
                 group that would fold any of them is skipped (a preview's
                 ``folded_from`` names each group's members).
+            merge_again: record ids that :meth:`unfold` brought back: the
+                groups kept apart that hold any of them are forgotten, so this
+                fold and later ones may merge their records again. With
+                ``dry_run``, the preview shows those merges and nothing is forgotten.
+
+        Every fold keeps apart the records each :meth:`unfold` brought back:
+        no two of them are merged again, though each may still merge with
+        other records.
 
         Raises:
-            InvalidInput: ``now`` or ``policy`` is bad.
+            InvalidInput: ``now`` or ``policy`` is bad, or an id of
+                ``merge_again`` is kept apart from nothing (nothing changes).
         """
         with self._lock:
             report = maintenance.fold(
@@ -734,6 +744,7 @@ class MemoryEngine:
                 policy=policy,
                 progress=progress,
                 keep_apart=keep_apart,
+                merge_again=merge_again,
                 full=full,
             )
             if not report.dry_run:
@@ -743,6 +754,10 @@ class MemoryEngine:
 
     def unfold(self, record_id: str) -> list[Record]:
         """Undo a fold: bring the folded record's members back exactly, and remove it.
+
+        Later folds keep the members apart: no two of them are merged again
+        (each may still merge with other records) until
+        ``fold(merge_again=[...])`` names one of them.
 
         Raises:
             InvalidRecordId: the id is malformed.
@@ -757,11 +772,15 @@ class MemoryEngine:
 
         A restored record keeps its old strength, so a record that was pruned
         for decay is pruned again by the next fold unless it is reinforced.
+        The versions an update replaced are history (:meth:`history`), not
+        archived records: to go back to one, :meth:`update` the record.
 
         Raises:
             InvalidRecordId: the id is malformed.
             NotFound: the archive holds no record with this id.
-            InvalidInput: the record is live, or its id or content is live again.
+            InvalidInput: the record is live (the message says when only
+                versions an update replaced are archived), or its id or
+                content is live again.
         """
         return maintenance.restore(self._parts, record_id)
 

@@ -92,12 +92,18 @@ def fold(
     policy: FoldPolicy | None = None,
     progress: FoldProgress | None = None,
     keep_apart: Iterable[str] = (),
+    merge_again: Iterable[str] = (),
     full: bool = False,
 ) -> FoldReport:
     """See :meth:`.MemoryEngine.fold`."""
     if isinstance(keep_apart, str):
         raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
+    if isinstance(merge_again, str):
+        raise InvalidInput(
+            "merge_again must be a list of record ids, not one string; wrap it: [id]"
+        )
     apart = frozenset(parse_record_id(rid) for rid in keep_apart)
+    again = sorted({parse_record_id(rid) for rid in merge_again})
     steps = 5
     names = ("reading records", "decaying and pruning", "finding candidates",
              "checking candidates")  # fmt: skip
@@ -131,7 +137,8 @@ def fold(
         with archive.read_snapshot(storage):
             engine.refresh()
             seen = storage.newest_change()
-            source = _read(engine, storage, policy, when, full, step)
+            kept, released = _kept_apart(storage, again)
+            source = _read(engine, storage, policy, when, full, step, released)
             plan = plan_fold(
                 source.planned(),
                 policy,
@@ -139,6 +146,7 @@ def fold(
                 incremental=source.incremental,
                 step=step,
                 apart=apart,
+                kept_apart=kept,
             )
             source = source.without_snapshot()  # the plan keeps what it needs
         step("preparing folded records" if dry_run else "writing")
@@ -155,12 +163,20 @@ def fold(
             # as a newer change-log position: the plan is then made again here.
             with storage.exclusive():
                 engine.refresh()
-                if storage.newest_change() != seen:
-                    source = _read(engine, storage, policy, when, full, None)
+                if storage.newest_change() != seen or _kept_apart(storage, again)[0] != kept:
+                    kept, released = _kept_apart(storage, again)
+                    source = _read(engine, storage, policy, when, full, None, released)
                     plan = plan_fold(
-                        source.planned(), policy, when, incremental=source.incremental, apart=apart
+                        source.planned(),
+                        policy,
+                        when,
+                        incremental=source.incremental,
+                        apart=apart,
+                        kept_apart=kept,
                     )
                     source = source.without_snapshot()
+                if again:
+                    fold_marks.drop_kept_apart(storage, again)
                 primes = writes.assign_primes(engine.registry, storage, _items(plan.merges))
                 new_rows = _folded_rows(engine, plan.merges, primes, when)
                 entries: list[tuple[str, str, str, str | None]] = [
@@ -172,6 +188,15 @@ def fold(
                     detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
                     entries.extend((rid, "folded", detail, into) for rid in merge.member_ids)
                 archive.archive_records(storage, entries, when)
+                # A folded record stands for its members in the groups kept apart.
+                fold_marks.carry_kept_apart(
+                    storage,
+                    [
+                        (rid, [row.record.record_id])
+                        for merge, row in zip(plan.merges, new_rows)
+                        for rid in merge.member_ids
+                    ],
+                )
                 archive.set_strengths(storage, plan.decayed, when)
                 fold_marks.replace_marks(
                     storage,
@@ -182,7 +207,9 @@ def fold(
                 )
                 # Everything up to here has been screened; the folded records
                 # inserted next are new to the next fold.
-                fold_marks.set_fold_state(storage, storage.newest_change(), policy_key(policy))
+                fold_marks.set_fold_state(
+                    storage, storage.newest_change(), policy_key(policy), plan.held
+                )
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
                 newest = storage.newest_change()
@@ -229,6 +256,27 @@ def fold(
         )
 
 
+def _kept_apart(
+    storage: SqlStorage, again: Sequence[str]
+) -> tuple[list[frozenset[str]], list[str]]:
+    """The groups this fold keeps apart (those unfolds recorded, less those
+    ``again`` names), and the records of the groups let go, which it screens.
+
+    Raises:
+        InvalidInput: an id of ``again`` is in no group kept apart.
+    """
+    groups = fold_marks.kept_apart(storage)
+    loose = sorted(set(again).difference(*groups))
+    if loose:
+        raise InvalidInput(
+            f"record(s) {', '.join(loose)} are kept apart from nothing, so there is nothing "
+            "to merge again; give ids that an unfold brought back"
+        )
+    kept = [group for group in groups if group.isdisjoint(again)]
+    released = sorted(set().union(*(g for g in groups if not g.isdisjoint(again))))
+    return kept, released
+
+
 @dataclass(frozen=True)
 class _Source:
     """What a fold read: the records to plan over, and how they were chosen."""
@@ -259,9 +307,13 @@ def _read(
     now: float,
     full: bool,
     step: Callable[[str], None] | None,
+    released: Sequence[str] = (),
 ) -> _Source:
-    """The records a fold plans over: all of them, or what changed and what it touches."""
-    source = None if full else _incremental(engine, storage, policy, now)
+    """The records a fold plans over: all of them, or what changed and what it touches.
+
+    ``released`` count as changed: records no longer kept apart, which may now fold.
+    """
+    source = None if full else _incremental(engine, storage, policy, now, released)
     if source is None:
         held = engine.held_index
         snapshot = archive.read_snapshot_columns(storage, None if held is None else held.vectors_of)
@@ -272,7 +324,11 @@ def _read(
 
 
 def _incremental(
-    engine: EngineParts, storage: SqlStorage, policy: FoldPolicy, now: float
+    engine: EngineParts,
+    storage: SqlStorage,
+    policy: FoldPolicy,
+    now: float,
+    released: Sequence[str] = (),
 ) -> _Source | None:
     """The records an incremental fold plans over, or None when it must be a full fold.
 
@@ -293,7 +349,8 @@ def _incremental(
         return None
     held = engine.held_index
     records = storage.count() if held is None else len(held)
-    changed_ids = [rid for rid in dict.fromkeys(changed) if rid]
+    waiting = fold_marks.held_by_last_fold(storage)
+    changed_ids = [rid for rid in dict.fromkeys([*changed, *waiting, *released]) if rid]
     if len(changed_ids) > max(1_000, _INCREMENTAL_SHARE * records):
         return None
     due = fold_marks.due_for_pruning(storage, now + prune_margin(now))
@@ -454,6 +511,11 @@ def unfold(engine: EngineParts, record_id: str) -> list[Record]:
             storage.delete([rid])
             _check_restorable(storage, [m.stored for m in members])
             archive.restore_entries(storage, [m.seq for m in members])
+            # Later folds keep the members apart from each other, and from what
+            # the folded record was kept apart from.
+            restored = [m.stored.record.record_id for m in members]
+            fold_marks.carry_kept_apart(storage, [(rid, restored)])
+            fold_marks.add_kept_apart(storage, restored)
         engine.after_write([m.stored for m in members], removed=[rid])
     return [m.stored.record for m in members]
 
@@ -466,9 +528,16 @@ def restore(engine: EngineParts, record_id: str) -> Record:
         engine.registry.reload()
         with storage.exclusive():
             entry = archive.archived(storage, rid)
+            live = bool(storage.fetch([rid]))
+            if live and entry is not None and entry.reason == "replaced":
+                raise InvalidInput(
+                    f"record {rid} is live and was updated; the archive holds only the versions "
+                    "updates replaced, which restore does not bring back: read them with "
+                    "history, and update the record with an old version's content to go back"
+                )
+            if live and entry is None:
+                raise InvalidInput(f"record {rid} is live, not archived; nothing to restore")
             if entry is None:
-                if storage.fetch([rid]):
-                    raise InvalidInput(f"record {rid} is live, not archived; nothing to restore")
                 raise NotFound(
                     f"no archived record {rid} in {engine.path}; it was never archived, "
                     "or the archive was purged"
@@ -574,6 +643,8 @@ def purge_archive(
     with engine.lock:
         with storage.exclusive():
             purged = archive.purge(storage, before, reason)
+            if purged:
+                fold_marks.tidy_kept_apart(storage)
         if purged:
             archive.vacuum(storage)
     return purged

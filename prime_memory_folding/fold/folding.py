@@ -48,12 +48,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.words import STOPWORDS, UNSEGMENTED_RUN, WORD
 from ..errors import InvalidInput
 from ..storage import StoredRow
 from ..storage.archive import Snapshot, SnapshotRow, UnitVectors
-from .links import PlanStep, cluster, jaccard, linked_pairs, word_set
+from .links import PlanStep, cluster, linked_pairs, word_set
 
 __all__ = [
+    "SAME_SENTENCE",
     "TIERS",
     "FoldPlan",
     "FoldPolicy",
@@ -70,6 +72,7 @@ __all__ = [
     "linked_pairs",
     "plan_fold",
     "prune_moments",
+    "sentence_words",
     "summarise",
     "tier_of",
     "word_set",
@@ -84,8 +87,6 @@ FOLDED_TAG = "folded"
 #: strength and time, so writing it back changes nothing a query sees; only
 #: a record that faded markedly is worth rewriting.
 _PERSIST_SHARE = 0.01
-#: Sentences whose word sets overlap at least this much count as one.
-_SAME_SENTENCE = 0.8
 #: Caps the spacing exponent so a long-lived record cannot overflow its half-life.
 _MAX_SPACED = 64.0
 
@@ -334,7 +335,8 @@ class FoldPlan:
 
     ``marks`` are the prune moments (see :func:`prune_moments`) of the
     records the plan keeps, for the store's ``fold_marks``; ``unmarked`` the
-    records whose moments go.
+    records whose moments go. ``held`` are the members of the groups left
+    unmerged this time (``apart``), which the next fold screens again.
     """
 
     now: float
@@ -344,6 +346,7 @@ class FoldPlan:
     merges: tuple[Merge, ...]
     marks: tuple[tuple[str, float], ...] = ()
     unmarked: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,10 +500,13 @@ def plan_fold(
     incremental: bool = False,
     step: PlanStep | None = None,
     apart: frozenset[str] = frozenset(),
+    kept_apart: Sequence[frozenset[str]] = (),
 ) -> FoldPlan:
     """Decide what a fold does: decay, prune, cluster and merge. Reads nothing else.
 
-    A group that holds any record in ``apart`` is left unmerged this time.
+    A group that holds any record in ``apart`` is left unmerged this time. No
+    merge holds two records of one group of ``kept_apart`` (what unfolds
+    recorded); each may still merge with other records.
 
     A full plan sees every live record. An incremental one sees the records
     new or changed since the last fold, every record they might fold with and
@@ -529,9 +535,13 @@ def plan_fold(
         exhaustive=policy.exhaustive,
         ranks=ranks,
         step=step,
+        apart=_positions_of(snapshot, kept_apart),
     )
+    held: tuple[str, ...] = ()
     if apart:
         ids = snapshot.record_ids
+        skipped = [g for g in groups if not apart.isdisjoint(ids[i] for i in g)]
+        held = tuple(sorted(ids[i] for g in skipped for i in g))
         groups = [g for g in groups if apart.isdisjoint(ids[i] for i in g)]
     means = _mean_vectors(groups, snapshot.vectors, effective)
     merges = tuple(
@@ -561,10 +571,21 @@ def plan_fold(
         merges=merges,
         marks=marks,
         unmarked=unmarked,
+        held=held,
     )
 
 
 # -- merge ----------------------------------------------------------------------
+
+
+def _positions_of(snapshot: Snapshot, groups: Sequence[frozenset[str]]) -> list[list[int]]:
+    """Each group's records in the snapshot, as row positions; groups of fewer than two go."""
+    wanted = set().union(*groups) if groups else set()
+    if not wanted:
+        return []
+    where = {rid: i for i, rid in enumerate(snapshot.record_ids) if rid in wanted}
+    found = [sorted(where[rid] for rid in group if rid in where) for group in groups]
+    return [rows for rows in found if len(rows) > 1]
 
 
 def _mean_vectors(
@@ -640,20 +661,24 @@ def _merge(
 def summarise(contents: Sequence[str], max_chars: int) -> str:
     """An extractive summary: distinct sentences in the given order, within ``max_chars``.
 
-    A sentence is left out when its words overlap an earlier one's by
-    ``_SAME_SENTENCE`` or more (Jaccard), so near-duplicates appear once.
+    A sentence is left out when it says again what an earlier one of the
+    summary says: its :func:`sentence_words` are all among an earlier
+    sentence's, or overlap them by ``SAME_SENTENCE`` or more (Jaccard, each
+    word as often as the sentence says it). The first sentence to say it
+    stays. The members stay whole in the archive.
     """
     summary = ""
-    seen: list[frozenset[str]] = []
-    distinct: set[frozenset[str]] = set()
+    seen: list[Counter[str]] = []
+    distinct: set[frozenset[tuple[str, int]]] = set()
     for content in contents:
         for raw in _SENTENCE_END.split(content):
             sentence = " ".join(raw.split())
             if not sentence:
                 continue
-            words = word_set(sentence)
+            words = sentence_words(sentence)
+            key = frozenset(words.items())
             # The same words again overlap fully; only new word sets need comparing.
-            if words in distinct or any(jaccard(words, other) >= _SAME_SENTENCE for other in seen):
+            if key in distinct or any(_says_again(words, other) for other in seen):
                 continue
             if sentence[-1] not in _SENTENCE_STOPS:
                 sentence += "."
@@ -666,5 +691,55 @@ def summarise(contents: Sequence[str], max_chars: int) -> str:
                     return summary
                 summary += gap + sentence
             seen.append(words)
-            distinct.add(words)
+            distinct.add(key)
     return summary
+
+
+#: Two sentences whose :func:`sentence_words` overlap at least this much
+#: (Jaccard) say the same thing; a fold's summary keeps the first. Higher than
+#: the records' ``word_overlap`` (0.5): "Deploys run on Fridays" and "Deploys
+#: run on Thursdays" share three of five such words (0.6) and say different things.
+SAME_SENTENCE = 0.7
+
+#: Stop words that change what a sentence says, kept among its words.
+_MEANINGFUL = frozenset(
+    ("no", "nor", "not", "only", "before", "after", "against", "off", "on", "up", "down",
+     "more", "most", "few", "over", "under", "out", "all")
+)  # fmt: skip
+
+
+def sentence_words(sentence: str) -> Counter[str]:
+    """The words a summary compares sentences by, each as often as the sentence says it.
+
+    Lower-cased words (character pairs for scripts written without spaces, as
+    :func:`word_set` splits them) without stop words (those of
+    :data:`_MEANINGFUL`, such as ``not``, stay) and without a plural ``s``. A
+    sentence of stop words only keeps them all.
+    """
+    words = _word_list(sentence)
+    content = [w for w in words if w not in STOPWORDS or w in _MEANINGFUL]
+    return Counter(_singular(w) for w in (content or words))
+
+
+def _word_list(sentence: str) -> list[str]:
+    """``sentence``'s words as :func:`word_set` splits them, each as often as it occurs."""
+    lowered = sentence.lower()
+    words = WORD.findall(UNSEGMENTED_RUN.sub(" ", lowered))
+    for run in UNSEGMENTED_RUN.findall(lowered):
+        words.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    return words
+
+
+def _singular(word: str) -> str:
+    """``word`` without a plural ``s``: tests, deploys; not class, bus or is."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _says_again(words: Counter[str], earlier: Counter[str]) -> bool:
+    """Whether a sentence of ``words`` says nothing that one of ``earlier`` did not."""
+    if not words:
+        return False
+    shared = (words & earlier).total()
+    return shared == words.total() or shared / (words | earlier).total() >= SAME_SENTENCE

@@ -12,6 +12,7 @@ clusters a fold merges. Everything here is a pure function of its arguments.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,6 +70,7 @@ def cluster(
     exhaustive: bool = False,
     ranks: npt.NDArray[np.int64] | None = None,
     step: PlanStep | None = None,
+    apart: Sequence[Sequence[int]] = (),
 ) -> list[list[int]]:
     """Clusters of two or more row positions, each led by its most-linked member.
 
@@ -80,6 +82,9 @@ def cluster(
     every pair within each group; both give the same links. A cluster holds
     only rows linked to each other. Ties go by ``ranks`` (default: row order),
     so the result depends only on the records, not on the order they came in.
+
+    ``apart`` lists groups of rows kept apart: no two rows of one group are
+    linked, so no cluster holds two of them; each may still join others.
     """
     n = len(domains)
     codes = linked_pairs(
@@ -94,6 +99,9 @@ def cluster(
         exhaustive=exhaustive,
         step=step,
     )
+    if len(codes) and apart:
+        kept = [_code(a, b, n) for group in apart for a, b in itertools.combinations(group, 2)]
+        codes = codes[~np.isin(codes, np.asarray(kept, dtype=np.int64))]
     if len(codes) == 0:
         return []
     rank = np.arange(n, dtype=np.int64) if ranks is None else ranks

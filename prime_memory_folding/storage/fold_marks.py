@@ -3,8 +3,9 @@
 A store remembers where its last fold got to (:func:`fold_state`), each live
 record's prune moment, indexed, so that the records due are a range
 (:func:`replace_marks`, :func:`due_for_pruning`), and answers which records
-hold a word from its full-text index (:func:`rows_with_word`). The SQL runs on
-both backends (:class:`~.base.SqlStorage`).
+hold a word from its full-text index (:func:`rows_with_word`). It also keeps
+the groups of records that folds keep apart (:func:`kept_apart`), which an
+unfold writes. The SQL runs on both backends (:class:`~.base.SqlStorage`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from .sqlite import SQLiteStorage, _chunks
 
 __all__ = [
     "FOLD_STATE_KEY",
+    "add_kept_apart",
+    "carry_kept_apart",
+    "drop_kept_apart",
     "due_for_pruning",
     "fold_state",
+    "held_by_last_fold",
+    "kept_apart",
     "replace_marks",
     "rows_with_word",
     "set_fold_state",
+    "tidy_kept_apart",
 ]
 
 #: The meta key where a fold leaves how far it got (see :func:`fold_state`).
@@ -45,9 +52,27 @@ def fold_state(storage: SqlStorage) -> tuple[int, str] | None:
         return None
 
 
-def set_fold_state(storage: SqlStorage, seq: int, policy_key: str) -> None:
-    """Note that every record changed up to ``seq`` was screened. Call inside a transaction."""
-    storage.set_meta(FOLD_STATE_KEY, json.dumps({"seq": seq, "policy": policy_key}))
+def set_fold_state(
+    storage: SqlStorage, seq: int, policy_key: str, held: Sequence[str] = ()
+) -> None:
+    """Note that every record changed up to ``seq`` was screened. Call inside a transaction.
+
+    ``held``: records left unmerged for that fold only, which the next one screens again.
+    """
+    state: dict[str, object] = {"seq": seq, "policy": policy_key}
+    if held:
+        state["held"] = list(held)
+    storage.set_meta(FOLD_STATE_KEY, json.dumps(state))
+
+
+def held_by_last_fold(storage: SqlStorage) -> list[str]:
+    """The records the last fold left unmerged for itself only (see :func:`set_fold_state`)."""
+    raw = storage.get_meta(FOLD_STATE_KEY)
+    try:
+        held = json.loads(raw).get("held", []) if raw is not None else []
+    except (ValueError, AttributeError):
+        return []
+    return [str(rid) for rid in held] if isinstance(held, list) else []
 
 
 def replace_marks(
@@ -161,3 +186,91 @@ def rows_with_word(storage: SqlStorage, word: str, limit: int) -> npt.NDArray[np
     if not count:
         return np.zeros(0, dtype=np.int64)
     return np.array(joined.split(","), dtype=np.int64)
+
+
+# -- groups kept apart ---------------------------------------------------------------------
+
+
+def kept_apart(storage: SqlStorage) -> list[frozenset[str]]:
+    """Every group of records that folds keep apart, in the order they were made."""
+    rows = storage.db.execute(
+        "SELECT set_id, record_id FROM fold_apart ORDER BY set_id, record_id"
+    ).fetchall()
+    groups: dict[int, set[str]] = {}
+    for set_id, rid in rows:
+        groups.setdefault(int(set_id), set()).add(str(rid))
+    return [frozenset(members) for members in groups.values() if len(members) > 1]
+
+
+def add_kept_apart(storage: SqlStorage, record_ids: Sequence[str]) -> bool:
+    """Keep ``record_ids`` apart from each other in every later fold. Call inside a transaction.
+
+    Returns False, writing nothing, for fewer than two ids or a group already kept.
+    """
+    members = sorted(set(record_ids))
+    if len(members) < 2 or frozenset(members) in kept_apart(storage):
+        return False
+    (top,) = storage.db.execute("SELECT max(set_id) FROM fold_apart").fetchone()
+    set_id = 1 + (int(top) if top is not None else 0)
+    storage.db.executemany(
+        "INSERT INTO fold_apart (set_id, record_id) VALUES (?, ?)",
+        [(set_id, rid) for rid in members],
+    )
+    return True
+
+
+def drop_kept_apart(storage: SqlStorage, record_ids: Sequence[str]) -> int:
+    """Forget every group that holds one of ``record_ids``; how many went. In a transaction."""
+    ids = sorted(set(record_ids))
+    sets: set[int] = set()
+    for chunk in _chunks(ids):
+        sql = f"SELECT set_id FROM fold_apart WHERE record_id IN ({_placeholders(chunk)})"
+        sets.update(int(row[0]) for row in storage.db.execute(sql, chunk))
+    numbers = sorted(sets)
+    for chunk in _chunks(numbers):
+        storage.db.execute(
+            f"DELETE FROM fold_apart WHERE set_id IN ({_placeholders(chunk)})", chunk
+        )
+    return len(numbers)
+
+
+def carry_kept_apart(storage: SqlStorage, moves: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Let other records stand for gone ones in their groups: ``(gone, [standing, ...])``.
+
+    A fold moves a member's place to the record it was folded into, so that no
+    later fold merges that record with the member's group; an unfold moves the
+    folded record's place back to the members it restores. Call inside a
+    transaction.
+    """
+    db = storage.db
+    # The table holds what unfolds wrote, few rows: read it once rather than
+    # ask for each of a large fold's members.
+    places: dict[str, list[int]] = {}
+    for set_id, rid in db.execute("SELECT set_id, record_id FROM fold_apart"):
+        places.setdefault(str(rid), []).append(int(set_id))
+    for gone, standing in moves:
+        sets = places.get(gone)
+        if not sets:
+            continue
+        db.execute("DELETE FROM fold_apart WHERE record_id = ?", (gone,))
+        db.executemany(
+            "INSERT INTO fold_apart (set_id, record_id) VALUES (?, ?) "
+            "ON CONFLICT (set_id, record_id) DO NOTHING",
+            [(set_id, rid) for set_id in sets for rid in standing],
+        )
+
+
+def tidy_kept_apart(storage: SqlStorage) -> None:
+    """Drop the members no longer live or archived, then groups left with fewer than two.
+
+    After a purge, so that a group never names a record gone for good. In a transaction.
+    """
+    db = storage.db
+    db.execute(
+        "DELETE FROM fold_apart WHERE record_id NOT IN (SELECT record_id FROM records) "
+        "AND record_id NOT IN (SELECT record_id FROM archive)"
+    )
+    db.execute(
+        "DELETE FROM fold_apart WHERE set_id IN "
+        "(SELECT set_id FROM fold_apart GROUP BY set_id HAVING count(*) < 2)"
+    )

@@ -462,3 +462,30 @@ def index_scopes_and_sessions(db: sqlite3.Connection) -> None:
         CREATE INDEX records_session ON records (session, created_at) WHERE session IS NOT NULL;
         """,
     )
+
+
+# -- groups kept apart: migration 12 ------------------------------------------------------
+
+
+@migration(12)
+def create_fold_apart(db: sqlite3.Connection) -> None:
+    """Groups of records that folds keep apart: no fold merges two records of one group.
+
+    An unfold writes one, the records it brought back, so that the next fold
+    does not merge them again; each may still fold with other records. A row
+    names one member of one group (``set_id``); ids need not be live (a
+    member may wait in the archive, to be restored), and a purge drops the
+    rows of records gone for good. The index on ``record_id`` finds the
+    groups of the records a fold merges or an unfold brings back.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE fold_apart (
+            set_id INTEGER NOT NULL,
+            record_id TEXT NOT NULL,
+            PRIMARY KEY (set_id, record_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX fold_apart_record ON fold_apart (record_id);
+        """,
+    )

@@ -188,10 +188,22 @@ _SESSIONS = (
     "CREATE INDEX records_session ON records (session, id) WHERE session IS NOT NULL",
 )
 
+#: Groups of records that folds keep apart (SQLite's migration 12): no fold
+#: merges two records of one group; a row names one member of one group.
+_FOLD_APART = (
+    """CREATE TABLE fold_apart (
+        set_id BIGINT NOT NULL,
+        record_id TEXT NOT NULL,
+        PRIMARY KEY (set_id, record_id)
+    )""",
+    "CREATE INDEX fold_apart_record ON fold_apart (record_id)",
+)
+
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "create_tables", _CORE, _seed_primes),
     PgMigration(2, "create_tokens", _TOKENS),
     PgMigration(3, "add_sessions", _SESSIONS),
+    PgMigration(4, "create_fold_apart", _FOLD_APART),
 )
 
 
