@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from prime_memory_folding import InvalidInput, MemoryEngine, Record
 from prime_memory_folding.fold.folding import SAME_SENTENCE, plan_fold, summarise
 from prime_memory_folding.storage import archive, fold_marks
+from prime_memory_folding.storage.migrations import MIGRATIONS
+from prime_memory_folding.storage.pg_schema import PG_MIGRATIONS
 from tests.conftest import FakeClock
 
 DIM = 8
@@ -253,3 +255,22 @@ def test_restore_of_an_updated_record_says_it_is_history(engine: MemoryEngine) -
     # Forgotten after the update, it comes back as it was last.
     engine.forget(rec.record_id)
     assert engine.restore(rec.record_id).content == "Deploys run on Thursdays"
+
+
+def test_keep_apart_for_one_fold_lets_the_next_fold_merge(backend_engine: MemoryEngine) -> None:
+    members = family(backend_engine, 8, 2)
+    report = backend_engine.fold(keep_apart=[members[0].record_id])
+    assert report.clustered == 0
+    assert fold_marks.kept_apart(backend_engine.storage) == []  # type: ignore[arg-type]
+    assert backend_engine.fold().clustered == 1  # incremental, yet it screens them again
+
+
+def test_migration_12_creates_the_table_of_groups_kept_apart(engine: MemoryEngine) -> None:
+    db = engine.storage.db  # type: ignore[attr-defined]
+    columns = [row[1] for row in db.execute("PRAGMA table_info(fold_apart)")]
+    assert columns == ["set_id", "record_id"]
+    indexes = {row[1] for row in db.execute("PRAGMA index_list(fold_apart)")}
+    assert "fold_apart_record" in indexes
+    versions = [m.version for m in MIGRATIONS]
+    assert len(versions) == len(set(versions)) and max(versions) == 12
+    assert [m.version for m in PG_MIGRATIONS][-1] == 4
