@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from prime_memory_folding import MemoryEngine
+from prime_memory_folding import InvalidInput, MemoryEngine
 from prime_memory_folding.engine.doctor import check_store
 from prime_memory_folding.transfer.packs import export_pack, import_pack
 
@@ -259,3 +259,23 @@ def test_the_mcp_stats_count_records_without_a_vector(engine: MemoryEngine) -> N
     engine.store("one with", vector=[1.0, 0.0])
     engine.store("one without")
     assert stats_output(engine.stats(), engine.whoami()).without_vector == 1
+
+
+@pytest.mark.usefixtures("embedding")
+def test_an_import_embeds_only_what_came_without_a_vector(tmp_path: Path, clock: Any) -> None:
+    with MemoryEngine(tmp_path / "bare.db", clock=clock, embedder="none") as engine:
+        engine.store("Deploys go out through the release train on Tuesdays.", domain="workflow")
+        out = io.StringIO()
+        export_pack(engine, out)
+    pack = tmp_path / "bare.jsonl"
+    pack.write_text(out.getvalue(), encoding="utf-8")
+    with MemoryEngine(tmp_path / "b.db", clock=clock) as engine:
+        fill(engine)
+        before = {h.record.record_id: h.record.vector for h in engine.query(limit=100)}
+        import_pack(engine, pack, embed=False)
+        assert engine.reembed(missing_only=True) == 1
+        after = {h.record.record_id: h.record.vector for h in engine.query(limit=100)}
+        assert engine.stats().without_vector == 0
+        assert {rid: after[rid] for rid in before} == before
+        with pytest.raises(InvalidInput, match="configured embedder"):
+            engine.reembed("builtin", missing_only=True)

@@ -239,3 +239,14 @@ def test_store_names_a_label_that_normalisation_changed(tmp_path: Path, prime_me
     ]
     plain = prime_memory("--store", store, "store", "another", "-d", "decision", embedder="none")
     assert plain.returncode == 0 and plain.stderr == ""
+
+
+def test_doctor_reads_a_postgresql_store_from_the_command_line(
+    pg_url: str, prime_memory: Run, clock: Any
+) -> None:
+    with MemoryEngine(pg_url, clock=clock) as engine:
+        engine.store("a note", domain="decision")
+    done = prime_memory("--store", pg_url, "doctor", "--processes", "0", embedder="none")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "does not apply to PostgreSQL" in said and "records 1" in said

@@ -467,6 +467,7 @@ class MemoryEngine:
         embedder: str | Embedder | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
+        missing_only: bool = False,
     ) -> int:
         """Embed every record's content again, in one transaction; returns how many.
 
@@ -479,11 +480,16 @@ class MemoryEngine:
             embedder: the embedder to move to, as for the constructor; None keeps
                 the configured one.
             progress: called with (records done, records in all) after each batch.
+            missing_only: embed only the records that have no vector, with the
+                configured embedder (an import of records that came without
+                them); ``embedder`` must then be None.
 
         Raises:
             NotAvailable: embedding is turned off.
             EmbeddingError: the embedder failed; nothing was changed.
         """
+        if missing_only and embedder is not None:
+            raise InvalidInput("missing_only embeds with the configured embedder; pass no embedder")
         text = self._text if embedder is None else TextEmbedding(embedder)
         if not text.enabled:
             raise NotAvailable("reembed needs an embedder; pass one, not 'none'")
@@ -491,7 +497,7 @@ class MemoryEngine:
         storage = self.storage
         with self._lock:
             with storage.transaction():
-                count = space.reembed_all(storage, text, progress)
+                count = space.reembed_all(storage, text, progress, missing_only=missing_only)
             self._text = text
             self._load()
         return count

@@ -143,15 +143,21 @@ def reembed_all(
     text: TextEmbedding,
     progress: Callable[[int, int], None] | None = None,
     batch: int | None = None,
+    *,
+    missing_only: bool = False,
 ) -> int:
     """Embed every record's content again into ``text``'s space; returns how many.
+
+    With ``missing_only``, only the records without a vector are embedded, and
+    the store's space must already be ``text``'s (or unclaimed).
 
     Call inside one write transaction, so that a failure leaves nothing half-embedded.
     """
     batch = batch or REEMBED_BATCH
     db = storage.db
     embedder = text.get()
-    rows = db.execute("SELECT id, content FROM records ORDER BY id").fetchall()
+    which = " WHERE vector IS NULL" if missing_only else ""
+    rows = db.execute(f"SELECT id, content FROM records{which} ORDER BY id").fetchall()
     total = len(rows)
     if progress is not None:
         progress(0, total)

@@ -224,8 +224,9 @@ def import_pack(
 
 
 def embed_missing(engine: MemoryEngine, *, progress: Progress | None = None) -> int:
-    """Give the records that have no vector one: the store is re-embedded with the
-    engine's embedder (:meth:`.MemoryEngine.reembed`). Returns how many had none.
+    """Give the records that have no vector one, with the engine's embedder
+    (:meth:`.MemoryEngine.reembed` with ``missing_only``); the others keep
+    theirs. Returns how many had none.
 
     Nothing changes, and 0 is returned, when every record has a vector, when
     the store holds vectors its callers bring (a ``custom:`` space, where text
@@ -239,7 +240,7 @@ def embed_missing(engine: MemoryEngine, *, progress: Progress | None = None) -> 
     if not summary.without_vector or (space is not None and space.startswith(CUSTOM_PREFIX)):
         return 0
     try:
-        engine.reembed(progress=progress)
+        engine.reembed(progress=progress, missing_only=True)
     except NotAvailable:
         return 0
     return summary.without_vector
