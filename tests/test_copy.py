@@ -23,6 +23,7 @@ from prime_memory_folding.engine.facade import MemoryEngine
 from prime_memory_folding.errors import InvalidInput, StoreError
 from prime_memory_folding.storage import open_storage
 from prime_memory_folding.storage.copy import DestinationNotEmpty, copy_store
+from prime_memory_folding.storage.fold_marks import add_kept_apart
 from tests.cli_helpers import one_line_error
 from tests.conftest import FakeClock
 from tests.pg_helpers import new_schema
@@ -53,6 +54,7 @@ def dump(location: str | Path) -> dict[str, list[tuple[Any, ...]]]:
             "primes": sorted(rows("SELECT kind, label, prime FROM primes")),
             "meta": sorted(rows("SELECT key, value FROM meta WHERE key <> 'fold_state'")),
             "fold_marks": sorted(rows("SELECT record_id, prune_at FROM fold_marks")),
+            "fold_apart": sorted(rows("SELECT set_id, record_id FROM fold_apart")),
         }
     finally:
         storage.close()
@@ -86,6 +88,8 @@ def fill(path: Path, clock: FakeClock) -> None:
         engine.get(kept[4])
         clock.advance(200 * 86_400)
         engine.fold()
+        with engine.storage.transaction():  # as an unfold leaves them
+            add_kept_apart(engine.storage, kept[5:8])
 
 
 @pytest.fixture
@@ -93,7 +97,9 @@ def source(tmp_path: Path, clock: FakeClock) -> Path:
     path = tmp_path / "source.db"
     fill(path, clock)
     held = dump(path)
-    assert held["archive"] and held["fold_marks"] and held["meta"], "the source lacks some state"
+    assert held["archive"] and held["fold_marks"] and held["meta"] and held["fold_apart"], (
+        "the source lacks some state"
+    )
     return path
 
 
@@ -234,7 +240,7 @@ def test_progress_rises_to_the_total(source: Path, pg_url: str) -> None:
     done = [entry[1] for entry in seen]
     assert done == sorted(done) and done[0] == 0 and done[-1] == total
     steps = list(dict.fromkeys(entry[0] for entry in seen))
-    assert steps == ["registries", "settings", "records", "archive", "fold marks"]
+    assert steps == ["registries", "settings", "records", "archive", "fold marks", "kept apart"]
 
 
 def test_bad_input_is_refused_and_changes_nothing(
@@ -420,7 +426,9 @@ def test_commands_work_on_a_postgres_url(
     assert who.exit_code == 0 and "postgres:***@" in who.stdout and "not created" not in who.stdout
     exported = run("export", "-")
     assert exported.exit_code == 0 and record_id in exported.stdout
-    one_line_error(run("doctor"), "works on a store file", "PostgreSQL database")
+    checked = run("doctor")
+    assert checked.exit_code == 0, checked.output
+    assert "does not apply to PostgreSQL" in checked.output
 
 
 def test_the_stdio_mcp_server_serves_a_postgres_url(pg_url: str) -> None:

@@ -13,6 +13,8 @@
   fold marks (when each record will fade). Where the last fold got to in the
   change log is not copied: the change log is the destination's own, so its
   next fold screens every record;
+- the groups of records that folds keep apart (the memories an unfold
+  brought back);
 - access tokens, when both stores keep them. A destination's own tokens
   stay; a source token whose secret the destination already has is not
   copied twice.
@@ -23,8 +25,8 @@ destination is written in one transaction: a copy that fails, or is
 interrupted, leaves it as it was (a new SQLite file it created is removed).
 
 A destination that holds records or archive entries is refused, unless
-``replace`` is set: then its records, archive, registries, settings and fold
-marks are replaced by the source's.
+``replace`` is set: then its records, archive, registries, settings, fold
+marks and kept-apart groups are replaced by the source's.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class CopyReport:
     tokens_left: int
     #: Whether the destination held records or archive entries that were replaced.
     replaced: bool
+    #: Rows of the groups that folds keep apart (one a member).
+    kept_apart: int = 0
 
 
 class DestinationNotEmpty(InvalidInput):
@@ -260,6 +264,7 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
             "records": _count(src, "records"),
             "archive": _count(src, "archive"),
             "fold marks": _count(src, "fold_marks"),
+            "kept apart": _count(src, "fold_apart"),
         }
         total = len(primes) + len(meta) + sum(counts.values())
         done = 0
@@ -274,7 +279,7 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
             progress("registries", 0, total)
         # Emptied first: a destination made by this version holds the same
         # built-in labels, and replacing it must leave none of its own behind.
-        for table in ("fold_marks", "records", "archive", "primes", "meta"):
+        for table in ("fold_apart", "fold_marks", "records", "archive", "primes", "meta"):
             dst.db.execute(f"DELETE FROM {table}")
         dst.db.executemany(
             "INSERT INTO primes (kind, label, prime) VALUES (?, ?, ?)",
@@ -299,6 +304,12 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
         for batch in _pages(src, "record_id, prune_at", "fold_marks", "record_id"):
             dst.db.executemany("INSERT INTO fold_marks (record_id, prune_at) VALUES (?, ?)", batch)
             advance("fold marks", len(batch))
+        apart = src.db.execute("SELECT set_id, record_id FROM fold_apart").fetchall()
+        dst.db.executemany(
+            "INSERT INTO fold_apart (set_id, record_id) VALUES (?, ?)",
+            [(int(set_id), str(rid)) for set_id, rid in apart],
+        )
+        advance("kept apart", len(apart))
         tokens, tokens_left = _copy_tokens(src, dst)
     return CopyReport(
         source=source,
@@ -311,4 +322,5 @@ def _copy(src: Store, dst: Store, *, replace: bool, progress: Progress | None) -
         tokens=tokens,
         tokens_left=tokens_left,
         replaced=bool(held),
+        kept_apart=counts["kept apart"],
     )
