@@ -224,6 +224,25 @@ def test_a_secret_forgotten_then_purged_is_gone_for_good(
     assert restored.returncode != 0
 
 
+def test_a_secret_is_purged_by_its_id_and_nothing_else(
+    pm: Run, ids: dict[str, str], store_path: Path
+) -> None:
+    live = pm("purge", ids["secret"], "--yes")
+    _one_line(live, f"record {ids['secret']} is live", "forget it first")
+    assert pm("forget", "-t", "db", "--yes").returncode == 0
+    assert pm("forget", ids["secret"]).returncode == 0
+    archived = _archived(store_path)
+    refused = pm("purge", ids["secret"])
+    _one_line(refused, "purge every archived version of 1 record", "--yes")
+    done = pm("purge", ids["secret"], "--yes", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"purged": 1}
+    assert _archived(store_path) == archived - 1
+    assert b"sk-live-123" not in store_path.read_bytes()
+    again = pm("purge", ids["secret"], "--yes")
+    _one_line(again, "no archive entries of", "nothing was purged")
+    _one_line(pm("purge", "not-an-id", "--yes"), "not-an-id")
+
+
 def test_purge_before_a_time_keeps_what_came_later(
     pm: Run, ids: dict[str, str], store_path: Path
 ) -> None:
@@ -238,7 +257,7 @@ def test_purge_before_a_time_keeps_what_came_later(
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([], "--before WHEN, --reason REASON, or --all"),
+        ([], "IDs, --before WHEN, --reason REASON, or --all"),
         (["--reason", "lost"], "--reason"),
         (["--before", "someday", "--yes"], "--before"),
         (["--all", "--reason", "pruned"], "not both"),

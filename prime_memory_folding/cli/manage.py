@@ -344,6 +344,28 @@ def forget(
         )
 
 
+def _purge_records(
+    engine: Any, record_ids: tuple[str, ...], before: float | None, reason: str | None, yes: bool
+) -> int:
+    """Purge the archive entries of ``record_ids``, after the question unless ``yes``."""
+    if not yes:
+        confirm_or_refuse(
+            f"purge every archived version of {count_of(len(record_ids), 'record')} for good "
+            "(this cannot be undone)",
+            list(record_ids),
+            "nothing was purged",
+            "add --yes",
+        )
+    purged = int(engine.purge_archive(before=before, reason=reason, record_ids=record_ids))
+    if not purged:
+        raise click.ClickException(
+            "no archive entries of "
+            + ", ".join(record_ids)
+            + " match; nothing was purged (prime-memory history ID lists a record's versions)"
+        )
+    return purged
+
+
 def _archived_count(engine: Any, before: float | None, reason: str | None) -> int:
     """How many archive entries a purge with these bounds would delete."""
     if before is None:
@@ -367,9 +389,11 @@ def _archived_count(engine: Any, before: float | None, reason: str | None) -> in
 @click.option("--all", "everything", is_flag=True, help="Purge every archive entry.")
 @click.option("-y", "--yes", is_flag=True, help="Purge without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print how many were purged as JSON.")
+@click.argument("record_ids", nargs=-1, metavar="[ID]...")
 @store_option
 @click.pass_context
 @examples(
+    "prime-memory purge 0000000b000000133f6c2a41d1e0b7aa",
     "prime-memory purge --reason forgotten",
     "prime-memory purge --before 90d --yes",
     "prime-memory purge --all",
@@ -381,42 +405,46 @@ def purge(
     everything: bool,
     yes: bool,
     as_json: bool,
+    record_ids: tuple[str, ...],
 ) -> None:
     """Delete archived memories for good. This cannot be undone.
 
     The archive holds what was forgotten, pruned or folded, and the versions
     updates replaced; restore and unfold bring them back until they are
-    purged. Choose entries with --before and/or --reason, or --all; the
-    archive is the whole store's, whatever the scope. To delete a secret
-    stored by mistake: forget it, then purge --reason forgotten (and
-    --reason replaced if an update once held it). Shows the count and asks
-    first; --yes skips the question, and without a terminal it refuses
-    unless --yes is given.
+    purged. Choose entries by record ID (every archived version of each),
+    with --before and/or --reason, or --all; the archive is the whole
+    store's, whatever the scope. To delete a secret stored by mistake:
+    forget it, then purge its ID. Shows the count and asks first; --yes
+    skips the question, and without a terminal it refuses unless --yes is
+    given.
     """
-    if everything and (before or reason):
-        raise click.UsageError("give --all, or --before / --reason, not both")
-    if not (everything or before or reason):
-        raise click.UsageError("say what to purge: --before WHEN, --reason REASON, or --all")
+    if everything and (before or reason or record_ids):
+        raise click.UsageError("give --all, or IDs / --before / --reason, not both")
+    if not (everything or before or reason or record_ids):
+        raise click.UsageError("say what to purge: IDs, --before WHEN, --reason REASON, or --all")
     cutoff = parse_when(before, clock_of(ctx)(), "--before")
     with open_engine(ctx) as engine:
-        matched = _archived_count(engine, cutoff, reason)
-        if not matched:
-            if as_json:
-                echo_json({"purged": 0})
-            else:
-                click.echo("no archive entries match; nothing was purged", err=True)
-            return
-        if not yes:
-            what = f"{reason} " if reason else ""
-            when = f" archived before {short_time(cutoff)}" if cutoff is not None else ""
-            confirm_or_refuse(
-                f"purge {count_of(matched, what + 'archive entry', what + 'archive entries')}"
-                f"{when} for good (this cannot be undone)",
-                [],
-                "nothing was purged",
-                "add --yes",
-            )
-        purged = engine.purge_archive(before=cutoff, reason=reason)
+        if record_ids:
+            purged = _purge_records(engine, record_ids, cutoff, reason, yes)
+        else:
+            matched = _archived_count(engine, cutoff, reason)
+            if not matched:
+                if as_json:
+                    echo_json({"purged": 0})
+                else:
+                    click.echo("no archive entries match; nothing was purged", err=True)
+                return
+            if not yes:
+                what = f"{reason} " if reason else ""
+                when = f" archived before {short_time(cutoff)}" if cutoff is not None else ""
+                confirm_or_refuse(
+                    f"purge {count_of(matched, what + 'archive entry', what + 'archive entries')}"
+                    f"{when} for good (this cannot be undone)",
+                    [],
+                    "nothing was purged",
+                    "add --yes",
+                )
+            purged = engine.purge_archive(before=cutoff, reason=reason)
     if as_json:
         echo_json({"purged": purged})
     else:

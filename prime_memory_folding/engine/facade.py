@@ -818,18 +818,30 @@ class MemoryEngine:
         """
         return maintenance.reinforce(self._parts, record_id, writes.REINFORCE_RATE)
 
-    def purge_archive(self, *, before: float | None = None, reason: str | None = None) -> int:
+    def purge_archive(
+        self,
+        *,
+        before: float | None = None,
+        reason: str | None = None,
+        record_ids: Iterable[str] = (),
+    ) -> int:
         """Delete archived records for good and reclaim their space; returns how many.
 
         Args:
             before: only entries archived before this time (Unix seconds).
             reason: only ``"pruned"``, ``"forgotten"`` or ``"folded"`` entries. Purging folded
                 members means their folded records can no longer be unfolded.
+            record_ids: only the entries of these records (every archived
+                version of each), e.g. a secret stored by mistake, once forgotten.
 
         Raises:
-            InvalidInput: a bad argument.
+            InvalidInput: a bad argument, or one of ``record_ids`` is a live
+                record (forget it first).
+            InvalidRecordId: a malformed id.
         """
-        return maintenance.purge_archive(self._parts, before=before, reason=reason)
+        return maintenance.purge_archive(
+            self._parts, before=before, reason=reason, record_ids=record_ids
+        )
 
     def forget(self, record_id: str) -> Record:
         """Forget a record: move it to the archive, and return what it held.

@@ -628,9 +628,23 @@ def _reinforced(engine: EngineParts, current: StoredRow, rate: float, now: float
 
 
 def purge_archive(
-    engine: EngineParts, *, before: float | None = None, reason: str | None = None
+    engine: EngineParts,
+    *,
+    before: float | None = None,
+    reason: str | None = None,
+    record_ids: Iterable[str] = (),
 ) -> int:
     """See :meth:`.MemoryEngine.purge_archive`."""
+    if isinstance(record_ids, str):
+        raise InvalidInput("record_ids must be a list of record ids, not one string; wrap it: [id]")
+    ids = sorted({parse_record_id(rid) for rid in record_ids})
+    if ids:
+        live = sorted(engine.storage.fetch(ids))
+        if live:
+            raise InvalidInput(
+                f"record {live[0]} is live; forget it first (prime-memory forget {live[0]}), "
+                "then purge it"
+            )
     if reason is not None and reason not in archive.REASONS:
         raise InvalidInput(
             f"reason must be one of {', '.join(archive.REASONS)}, or None; got {reason!r}"
@@ -642,7 +656,7 @@ def purge_archive(
     storage = engine.storage
     with engine.lock:
         with storage.exclusive():
-            purged = archive.purge(storage, before, reason)
+            purged = archive.purge(storage, before, reason, ids)
             if purged:
                 fold_marks.tidy_kept_apart(storage)
         if purged:

@@ -595,10 +595,19 @@ def restore_entries(storage: SqlStorage, seqs: Sequence[int]) -> None:
         storage.db.execute(f"DELETE FROM archive WHERE seq IN ({marks})", chunk)
 
 
-def purge(storage: SqlStorage, before: float | None, reason: str | None) -> int:
-    """Delete archive entries archived before ``before`` with ``reason``. In a transaction."""
+def purge(
+    storage: SqlStorage,
+    before: float | None,
+    reason: str | None,
+    record_ids: Sequence[str] = (),
+) -> int:
+    """Delete archive entries archived before ``before`` with ``reason`` (and, when
+    given, of ``record_ids``). In a transaction."""
     clauses: list[str] = ["TRUE"]
     params: list[object] = []
+    if record_ids:
+        clauses.append(f"record_id IN ({', '.join('?' * len(record_ids))})")
+        params.extend(record_ids)
     if before is not None:
         clauses.append("archived_at < ?")
         params.append(before)
