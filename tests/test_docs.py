@@ -21,7 +21,7 @@ def test_the_readme_is_short() -> None:
     assert len(README.splitlines()) <= 250
 
 
-def test_the_quick_start_has_two_commands_and_ci_runs_the_second_then_the_slow_tests() -> None:
+def test_the_quick_start_has_two_commands_and_ci_runs_both_then_the_slow_tests() -> None:
     blocks = re.findall(r"```sh\n(.*?)```", _section("Quick start"), flags=re.S)
     assert len(blocks) == 2
     assert all(len(block.strip().splitlines()) == 1 for block in blocks)
@@ -32,8 +32,12 @@ def test_the_quick_start_has_two_commands_and_ci_runs_the_second_then_the_slow_t
     assert install_and_demo.endswith(".venv/bin/prime-memory demo")
     assert tests.endswith(".venv/bin/python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
-    # CI runs the README's command as written, then the tests it leaves out (slow), in that venv.
-    assert tests in ci
+    # CI runs both commands as written (the first before anything else is installed),
+    # then the tests the second leaves out (slow), in that venv.
+    assert install_and_demo in ci and tests in ci
+    assert ci.index(install_and_demo) < min(
+        n for n, line in enumerate(ci) if line.startswith(". .venv/bin/activate")
+    )
     slow = [n for n, line in enumerate(ci) if line.startswith(".venv/bin/python -m pytest -m slow")]
     assert slow and slow[0] > ci.index(tests)
 
