@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ..errors import InvalidInput
+from .citations import CitationState
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -160,11 +161,16 @@ class StoreResult:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A query result: the record, its score and the parts the score was made of."""
+    """A query result: the record, its score and the parts the score was made of.
+
+    ``citations`` says, for a record that cites files (``store(cites=...)``),
+    how each citation compares with the working tree now (docs/citations.md).
+    """
 
     record: Record
     score: float
     score_parts: dict[str, float]
+    citations: tuple[CitationState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

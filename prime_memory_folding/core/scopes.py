@@ -414,6 +414,8 @@ class ScopeResolution:
         source: which rule chose ``current``: ``argument``, ``env``,
             ``project``, ``claude_project_dir``, ``git``, ``roots`` or ``default``.
         reason: a sentence that says how ``current`` was found.
+        folder: the project folder ``current`` was found from, when a folder
+            was (``project``, ``claude_project_dir``, ``git``, ``roots``).
     """
 
     current: str
@@ -421,6 +423,7 @@ class ScopeResolution:
     source: str
     reason: str
     visible: tuple[str, ...] = field(default=())
+    folder: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.visible:
@@ -464,8 +467,16 @@ def resolve(
     mine = user_scope(user)
     note = ""
 
-    def done(current: str, source: str, reason: str) -> ScopeResolution:
-        return ScopeResolution(current=current, user=mine, source=source, reason=reason + note)
+    def done(
+        current: str, source: str, reason: str, folder: str | os.PathLike[str] | None = None
+    ) -> ScopeResolution:
+        return ScopeResolution(
+            current=current,
+            user=mine,
+            source=source,
+            reason=reason + note,
+            folder=None if folder is None else str(folder),
+        )
 
     if scope is not None:
         return done(normalise_scope(scope), "argument", "given explicitly (--scope or scope=)")
@@ -489,21 +500,23 @@ def resolve(
                 "give the project's folder with --project"
             )
         current, how = project_scope(folder)
-        return done(current, "project", f"from --project: {how}")
+        return done(current, "project", f"from --project: {how}", folder)
     claude = environ.get(CLAUDE_PROJECT_ENV, "").strip()
     if claude and Path(claude).expanduser().is_dir():
         current, how = project_scope(claude)
-        return done(current, "claude_project_dir", f"from {CLAUDE_PROJECT_ENV}: {how}")
+        return done(
+            current, "claude_project_dir", f"from {CLAUDE_PROJECT_ENV}: {how}", Path(claude)
+        )
     here = Path(os.getcwd() if cwd is None else cwd)
     root = git_root(here)
     if root is not None and not _is_home(root):
         current, how = project_scope(root)
-        return done(current, "git", f"from the working directory: {how}")
+        return done(current, "git", f"from the working directory: {how}", root)
     for candidate in roots:
         folder = Path(candidate).expanduser()
         if folder.is_dir():
             current, how = project_scope(folder)
-            return done(current, "roots", f"from the client's MCP roots: {how}")
+            return done(current, "roots", f"from the client's MCP roots: {how}", folder)
     return done(
         GLOBAL,
         "default",

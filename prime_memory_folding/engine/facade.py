@@ -41,6 +41,7 @@ from ..storage import (
     pushdown_of,
 )
 from . import budget, maintenance, survey, tokens, writes
+from .cite_check import CitationCheck
 from .index_reader import IndexReader
 from .live_index import LiveIndex
 from .locking import ReadWriteLock
@@ -160,6 +161,7 @@ class MemoryEngine:
             pushdown=self._pushdown is not None,
         )
         self._index = self._live.index  # the same object for the engine's life
+        self._citations = CitationCheck()
         self._reader: Reader = (
             IndexReader(self._parts, self._live, self._scope, ranking or DEFAULT_RANKING)
             if self._pushdown is None
@@ -242,6 +244,8 @@ class MemoryEngine:
         instance_key: str | None = None,
         scope: str | None = None,
         session: str | None = None,
+        cites: Sequence[Mapping[str, Any]] | None = None,
+        repo: str | os.PathLike[str] | None = None,
     ) -> Record:
         """Store a memory, or reinforce the identical one already stored.
 
@@ -256,8 +260,19 @@ class MemoryEngine:
         context in text recall. A reinforced memory keeps the session it was
         first stored in.
 
+        ``cites`` points the memory at code: a list such as
+        ``[{"path": "src/client.py", "lines": "70-95"}, {"path": "src/db.py",
+        "symbol": "connect"}, {"path": "README.md"}]``, paths relative to the
+        root of the git repository ``repo`` is in (by default the current
+        scope's project folder's, else the working directory's). A fingerprint
+        of each cited part is kept in ``metadata["cites"]``, and each query
+        checks it against the working tree (:attr:`Hit.citations`,
+        docs/citations.md). The metadata key ``cites`` is reserved for them.
+
         Raises:
-            InvalidInput: a bad argument; nothing was written.
+            InvalidInput: a bad argument, or a citation that names a path
+                outside the repository, a missing file, lines past its end or
+                malformed, or a symbol not in it; nothing was written.
             StoreError: the store could not be written.
         """
         return self.store_result(
@@ -271,6 +286,8 @@ class MemoryEngine:
             instance_key=instance_key,
             scope=scope,
             session=session,
+            cites=cites,
+            repo=repo,
         ).record
 
     def store_result(
@@ -286,6 +303,8 @@ class MemoryEngine:
         instance_key: str | None = None,
         scope: str | None = None,
         session: str | None = None,
+        cites: Sequence[Mapping[str, Any]] | None = None,
+        repo: str | os.PathLike[str] | None = None,
     ) -> StoreResult:
         """Like :meth:`store`, and also tells whether the record is new."""
         item = writes.prepare(
@@ -300,8 +319,11 @@ class MemoryEngine:
                 "instance_key": instance_key,
                 "scope": scope,
                 "session": session,
+                "cites": cites,
+                "repo": repo,
             },
             self._scope.current,
+            self._scope.folder,
         )
         with self._lock:
             result = writes.write(self._parts, [item])[0]
@@ -311,8 +333,9 @@ class MemoryEngine:
     def store_many(self, items: Iterable[Mapping[str, Any] | str]) -> list[Record]:
         """Store many memories in one transaction; all or nothing.
 
-        Each item is a mapping with :meth:`store`'s arguments (``scope`` and
-        ``session`` included), or a plain string of content. Returns the records in input order.
+        Each item is a mapping with :meth:`store`'s arguments (``scope``,
+        ``session``, ``cites`` and ``repo`` included), or a plain string of
+        content. Returns the records in input order.
 
         Raises:
             InvalidInput: an item is bad (its position is named); nothing was written.
@@ -325,7 +348,7 @@ class MemoryEngine:
                     f"item {position} must be a mapping or a string, got {type(raw).__name__}"
                 )
             try:
-                prepared.append(writes.prepare(mapping, self._scope.current))
+                prepared.append(writes.prepare(mapping, self._scope.current, self._scope.folder))
             except InvalidInput as exc:
                 raise type(exc)(f"item {position}: {exc}") from None
         with self._lock:
@@ -382,6 +405,11 @@ class MemoryEngine:
         queries' (:meth:`flush_recalls`), so a query does not wait for a commit
         of its own. Off by default, so that a library's reads do not write.
 
+        A hit whose memory cites code (``store(cites=...)``) has each citation
+        checked against the working tree: ``verified``, ``moved`` or ``stale``
+        in :attr:`Hit.citations`; a stale one's score is halved
+        (``citations`` in the score parts) and the hits sorted again.
+
         With ``max_tokens``, the hits are filled best-first into that many
         tokens (:mod:`~prime_memory_folding.engine.budget`), and the list is a
         :class:`~prime_memory_folding.engine.budget.Hits` that also says
@@ -413,7 +441,7 @@ class MemoryEngine:
             until=until,
             now=now,
         )
-        hits = self._reader.hits_of(text, gates, vector, limit)
+        hits = self._citations.apply(self._reader.hits_of(text, gates, vector, limit))
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:

@@ -10,13 +10,16 @@ under its lock.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..core import citations
 from ..core.address import Encoded, concept_bucket, instance_id, pack, parse_record_id, record_id
 from ..core.labels import LabelRegistry
 from ..core.primes import Kind, next_prime, normalise_label, normalise_tags, prime_product
@@ -33,7 +36,7 @@ from ..core.records import (
     check_vector,
     limit_tags,
 )
-from ..core.scopes import GLOBAL, normalise_scope
+from ..core.scopes import GLOBAL, git_root, normalise_scope
 from ..errors import DimensionMismatch, InvalidInput, NotFound
 from ..fold import folding
 from ..recall import space
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from .parts import EngineParts
 
 __all__ = [
+    "CITES_KEY",
     "REINFORCE_RATE",
     "StoreItem",
     "allocate",
@@ -62,6 +66,9 @@ __all__ = [
 
 #: How far a repeated store moves strength towards 1.
 REINFORCE_RATE = 0.5
+#: The metadata key a record's citations are kept under (docs/citations.md);
+#: reserved: a caller's metadata may not set it.
+CITES_KEY = "cites"
 
 STORE_FIELDS = frozenset(
     {
@@ -75,6 +82,8 @@ STORE_FIELDS = frozenset(
         "instance_key",
         "scope",
         "session",
+        "cites",
+        "repo",
     }
 )
 UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
@@ -122,8 +131,16 @@ def vector_blob(vector: npt.NDArray[np.float32] | None) -> bytes | None:
 # -- validation -------------------------------------------------------------------
 
 
-def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
+def prepare(
+    raw: Mapping[str, Any],
+    scope: str = GLOBAL,
+    folder: str | os.PathLike[str] | None = None,
+) -> StoreItem:
     """A store request checked and normalised; ``scope`` unless the request names one.
+
+    A request's ``cites`` are checked against the git repository its ``repo``
+    names, else the one that holds ``folder``, else the process's working
+    directory's, and kept in the metadata under :data:`CITES_KEY`.
 
     Raises:
         InvalidInput: a field is unknown, missing or bad.
@@ -136,14 +153,24 @@ def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
     if "content" not in raw:
         raise InvalidInput("content is missing; give the text to remember")
     metadata, _ = check_metadata(raw.get("metadata"))
+    if CITES_KEY in metadata:
+        raise InvalidInput(
+            f"metadata key {CITES_KEY!r} is reserved for citations; pass them as cites=[...]"
+        )
     key = raw.get("instance_key")
     if key is not None and (not isinstance(key, str) or not key.strip()):
         raise InvalidInput("instance_key must be a non-empty string when given")
     if key is not None:
         check_unicode("instance_key", key)
     vector = raw.get("vector")
+    content = check_content(raw["content"])
+    cites = raw.get("cites")
+    if cites is not None and not (isinstance(cites, (list, tuple)) and not cites):
+        metadata[CITES_KEY] = citations.cite(_repository(raw.get("repo"), folder), cites)
+    elif raw.get("repo") is not None:
+        _repository(raw.get("repo"), folder)
     return StoreItem(
-        content=check_content(raw["content"]),
+        content=content,
         domain=normalise_label(raw.get("domain", "memory"), Kind.DOMAIN),
         subdomain=normalise_label(raw.get("subdomain", "general"), Kind.SUBDOMAIN),
         tags=normalise_tags(limit_tags("tags", raw.get("tags", ()))),
@@ -153,6 +180,34 @@ def prepare(raw: Mapping[str, Any], scope: str = GLOBAL) -> StoreItem:
         instance_key=key,
         scope=scope if raw.get("scope") is None else normalise_scope(raw["scope"]),
         session=check_session(raw.get("session")),
+    )
+
+
+def _repository(repo: object, folder: str | os.PathLike[str] | None) -> Path:
+    """The root of the git repository citations are relative to.
+
+    Raises:
+        InvalidInput: ``repo`` is not a folder in a git repository, or none was
+            given and neither ``folder`` nor the working directory is in one.
+    """
+    if repo is not None:
+        if not isinstance(repo, (str, os.PathLike)) or not Path(repo).is_dir():
+            raise InvalidInput(
+                f"repo {repo!r} is not a folder; give the git repository the citations are in"
+            )
+        root = git_root(repo)
+        if root is None:
+            raise InvalidInput(
+                f"repo {str(repo)!r} is not in a git repository; give the repository's folder"
+            )
+        return root
+    for start in ((folder,) if folder is not None else ()) + (os.getcwd(),):
+        root = git_root(start)
+        if root is not None:
+            return root
+    raise InvalidInput(
+        "cites need a git repository, and neither the project nor the working directory is "
+        "in one; pass repo= with the repository's folder"
     )
 
 
