@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .core.address import Encoded
+from .core.citations import CitationState
 from .core.records import Hit, Record, Stats, StoreResult, Vector, Version
 from .errors import (
     DimensionMismatch,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 __all__ = [
+    "CitationState",
     "DimensionMismatch",
     "EmbeddingError",
     "Encoded",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_memory_folding import MemoryEngine
+from prime_memory_folding import CitationState, MemoryEngine
 from prime_memory_folding.core import citations
 from prime_memory_folding.errors import InvalidInput
 
@@ -64,7 +64,7 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def only_state(engine: MemoryEngine) -> citations.CitationState:
+def only_state(engine: MemoryEngine) -> CitationState:
     (hit,) = engine.query()
     (state,) = hit.citations
     return state
