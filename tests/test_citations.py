@@ -315,3 +315,14 @@ def test_a_cited_memory_stored_and_verified_on_postgresql(pg_url: str, repo: Pat
         (repo / "src" / "db.py").write_text(DB.replace("return conn", "return None"))
         (hit,) = memory.query()
         assert hit.citations[0].state == "stale"
+
+
+def test_an_engine_told_not_to_check_leaves_citations_unchecked(
+    engine: MemoryEngine, repo: Path
+) -> None:
+    engine.store("changed", cites=[{"path": "README.md"}], repo=repo)
+    (repo / "README.md").write_text("changed\n")
+    with MemoryEngine(engine.path, scope="global", check_citations=False) as plain:
+        (hit,) = plain.query()
+    assert hit.citations == () and "citations" not in hit.score_parts
+    assert only_state(engine).state == "stale"

@@ -95,6 +95,9 @@ class MemoryEngine:
         ranking: how text queries rank
             (:class:`~prime_memory_folding.recall.ranking.RankingSettings`); the defaults
             when None. :attr:`ranking` reads and replaces it.
+        check_citations: check the citations of each query's hits against the
+            working tree (docs/citations.md); False leaves them unchecked, as
+            they were stored.
 
     Raises:
         EmbeddingError: the store's vectors belong to another embedding space than
@@ -114,6 +117,7 @@ class MemoryEngine:
         fold_policy: FoldPolicy | None = None,
         embedder: str | Embedder | None = None,
         ranking: RankingSettings | None = None,
+        check_citations: bool = True,
     ) -> None:
         if ranking is not None and not isinstance(ranking, RankingSettings):
             raise InvalidInput("ranking must be a RankingSettings")
@@ -161,7 +165,7 @@ class MemoryEngine:
             pushdown=self._pushdown is not None,
         )
         self._index = self._live.index  # the same object for the engine's life
-        self._citations = CitationCheck()
+        self._citations = CitationCheck() if check_citations else None
         self._reader: Reader = (
             IndexReader(self._parts, self._live, self._scope, ranking or DEFAULT_RANKING)
             if self._pushdown is None
@@ -441,7 +445,9 @@ class MemoryEngine:
             until=until,
             now=now,
         )
-        hits = self._citations.apply(self._reader.hits_of(text, gates, vector, limit))
+        hits = self._reader.hits_of(text, gates, vector, limit)
+        if self._citations is not None:
+            hits = self._citations.apply(hits)
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
