@@ -287,3 +287,30 @@ def test_a_prompt_about_what_the_store_does_not_know_gets_nothing(store: Path) -
     prompt = "are kafka offsets and zookeeper quorum timestamps stored by the broker cluster?"
     assert _relevant(store, prompt).text == ""
     assert "ISO 8601" in _relevant(store, "are timestamps stored as ISO strings?").text
+
+
+def test_the_end_of_a_turn_starts_a_detached_drain_that_stores_it(
+    memory_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRIME_MEMORY_HOOK_FOREGROUND", raising=False)
+    started: list[tuple[list[str], dict[str, Any]]] = []
+    payload = {"session_id": "s", "cwd": str(memory_home)}
+    answer = "Deploys use Helm now, with one chart per service and values per stage."
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            "prime_memory_folding.capture.runtime.subprocess.Popen",
+            lambda argv, **options: started.append((argv, options)),
+        )
+        prompt = {**payload, "prompt": "We decided to deploy with Helm charts."}
+        _run("prompt", json.dumps(prompt))
+        stop = {**payload, "last_assistant_message": answer}
+        assert _run("stop", json.dumps(stop)) == (0, "")
+    ((argv, options),) = started
+    assert options["start_new_session"] is True
+    assert all(options[k] == subprocess.DEVNULL for k in ("stdin", "stdout", "stderr"))
+    # The process it would start, run here to its end: it stores the turn and exits.
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    with MemoryEngine(memory_home / "memory.db") as engine:
+        kept = {(h.record.domain, h.record.session) for h in engine.query(scopes=["*"])}
+    assert kept == {("decision", "s"), ("session", "s")}

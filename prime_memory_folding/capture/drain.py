@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..core.places import default_store
+from ..errors import StoreError
 from ..storage import is_postgres_url
 from .keep import memories
 from .log import HookLog
@@ -61,7 +62,7 @@ def _already_held(store: str, items: list[dict[str, Any]]) -> set[tuple[str, str
             for scope in {item["scope"] for item in items}:
                 contents = [item["content"] for item in items if item["scope"] == scope]
                 held.update((scope, content) for content in peek.stored(scope, contents))
-    except Exception:  # a store not made yet holds nothing
+    except StoreError:  # a store not made yet holds nothing
         return set()
     return held
 
@@ -116,9 +117,9 @@ def _open_engine(store: str) -> Writer:
     return MemoryEngine(store, scope="global")
 
 
-def main() -> int:
+def main(log: HookLog | None = None) -> int:
     """Drain the default spool, logging to the hooks' log; always exits 0."""
-    log = HookLog()
+    log = log or HookLog()
     try:
         with Spool(spool_path()) as spool:
             done = drain(spool)

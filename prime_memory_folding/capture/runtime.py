@@ -25,6 +25,7 @@ spool, and the drain runs detached, or in the hook's own process when
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -82,20 +83,29 @@ class _Call:
         self.clock = clock
         self.resolution = _scope(hook)
         self.store = default_store()
+        self._spool: Spool | None = None
 
+    @property
     def spool(self) -> Spool:
-        return Spool(spool_path())
+        """The spool, opened on first use and kept for the rest of the call."""
+        if self._spool is None:
+            self._spool = Spool(spool_path())
+        return self._spool
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
 
     def capture(self, kind: str, body: dict[str, Any]) -> None:
-        with self.spool() as spool:
-            spool.append(
-                session=_session(self.hook),
-                scope=self.resolution.current,
-                host=self.hook.host,
-                kind=kind,
-                body=_safe(body),
-                at=self.clock(),
-            )
+        self.spool.append(
+            session=_session(self.hook),
+            scope=self.resolution.current,
+            host=self.hook.host,
+            kind=kind,
+            body=_safe(body),
+            at=self.clock(),
+        )
 
     def peekable(self) -> bool:
         if is_postgres_url(self.store):
@@ -109,12 +119,12 @@ def _session_start(call: _Call, budget: int | None) -> str:
     from .inject import EMPTY_LINE, OPENING_BUDGET, opening
 
     session, scope = call.hook.session_id, call.resolution.current
-    with call.spool() as spool:
-        last = spool.last_session(scope, other_than=session)
-        if session:
-            spool.active(session, scope, call.hook.host, call.clock())
-        if spool.pending():
-            start_drain(call.log)  # what an earlier session left in the spool
+    spool = call.spool
+    last = spool.last_session(scope, other_than=session)
+    if session:
+        spool.active(session, scope, call.hook.host, call.clock())
+    if spool.pending():
+        start_drain(call.log)  # what an earlier session left in the spool
     if not call.peekable():
         return EMPTY_LINE
     with Peek(call.store) as peek:
@@ -127,8 +137,7 @@ def _session_start(call: _Call, budget: int | None) -> str:
             now=call.clock(),
         )
     if session and block.record_ids:
-        with call.spool() as spool:
-            spool.inject(session, block.record_ids, call.clock())
+        call.spool.inject(session, block.record_ids, call.clock())
     return block.text
 
 
@@ -142,8 +151,7 @@ def _prompt(call: _Call, budget: int | None) -> str:
     if not prompt.strip() or not call.peekable():
         return ""
     session = call.hook.session_id
-    with call.spool() as spool:
-        seen = spool.injected(session) if session else set()
+    seen = call.spool.injected(session) if session else set()
     with Peek(call.store) as peek:
         block = relevant(
             peek,
@@ -154,8 +162,7 @@ def _prompt(call: _Call, budget: int | None) -> str:
             budget=budget or PROMPT_BUDGET,
         )
     if session and block.record_ids:
-        with call.spool() as spool:
-            spool.inject(session, block.record_ids, call.clock())
+        call.spool.inject(session, block.record_ids, call.clock())
     return block.text
 
 
@@ -186,11 +193,9 @@ def _end_of_turn(call: _Call) -> None:
 def start_drain(log: HookLog) -> None:
     """Store what the spool holds: in a detached process, or here when asked to."""
     if os.environ.get(FOREGROUND_ENV) == "1":
-        from .drain import drain
+        from .drain import main
 
-        with Spool(spool_path()) as spool:
-            done = drain(spool)
-        log.write("drain", f"stored {done.stored} of {done.captures} captures")
+        main(log)
         return
     subprocess.Popen(
         [sys.executable, "-m", "prime_memory_folding.capture.drain"],
@@ -214,6 +219,7 @@ def run(
 ) -> int:
     """Answer one hook call (see the module docstring); always returns 0."""
     log = log or HookLog(clock=clock)
+    call: _Call | None = None
     try:
         hook = parse(host, event, data)
         call = _Call(hook, log, clock)
@@ -232,6 +238,10 @@ def run(
             out.flush()
     except BaseException as exc:  # the host must never pay for our failure
         log.failure(event, exc)
+    finally:
+        if call is not None:
+            with contextlib.suppress(Exception):
+                call.close()
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -15,7 +14,7 @@ import click
 from ..capture.hosts import HOSTS
 from ..capture.install import Change, Where, install, status, uninstall
 from ..core.scopes import git_root
-from ._common import F, examples, given_project, store_option
+from ._common import F, echo_json, examples, given_project, store_option
 
 __all__ = ["hooks"]
 
@@ -238,7 +237,7 @@ def status_command(ctx: click.Context, as_json: bool, project_dir: str | None) -
             }
             for item in found
         ]
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not found:
         click.echo("no prime-memory hooks installed (see prime-memory hooks install --help)")
