@@ -60,8 +60,9 @@ __all__ = [
 ]
 
 #: Why a record is in the archive: decayed, merged into a folded record, forgotten,
-#: or an earlier version of a live record that an update replaced (its history).
-REASONS = ("pruned", "folded", "forgotten", "replaced")
+#: an earlier version of a live record that an update replaced (its history), a
+#: version a newer memory superseded, or a memory about code that went stale unused.
+REASONS = ("pruned", "folded", "forgotten", "replaced", "superseded", "stale")
 
 _SNAPSHOT_SQL = (
     "SELECT record_id, domain, subdomain, tags, content, importance, strength, created_at, "

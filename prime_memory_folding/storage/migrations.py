@@ -489,3 +489,67 @@ def create_fold_apart(db: sqlite3.Connection) -> None:
         CREATE INDEX fold_apart_record ON fold_apart (record_id);
         """,
     )
+
+
+# -- superseded and stale memories: migration 13 --------------------------------------------
+
+
+@migration(13)
+def archive_superseded_and_stale(db: sqlite3.Connection) -> None:
+    """The archive also keeps closed versions and stale memories about code.
+
+    Reason ``superseded``: a memory a newer one replaced (``store(supersedes=...)``);
+    ``folded_into`` names its successor and ``archived_at`` is when it stopped
+    being valid. Reason ``stale``: a memory whose cited code changed and that
+    nobody used for a while, archived by a fold. Both are restorable.
+
+    SQLite cannot change a CHECK constraint in place, so the archive is rebuilt
+    as migration 7 rebuilt it: every entry keeps its ``seq`` and every column.
+    """
+    columns = (
+        "seq, reason, detail, folded_into, archived_at, record_id, dedupe_key, domain, "
+        "subdomain, tags, tag_product, content, vector, importance, strength, created_at, "
+        "updated_at, accessed_at, access_count, metadata, instance_key, strength_at, scope, "
+        "session"
+    )
+    run_script(
+        db,
+        f"""
+        CREATE TABLE archive_new (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reason TEXT NOT NULL CHECK (
+                reason IN ('pruned', 'folded', 'forgotten', 'replaced', 'superseded', 'stale')
+            ),
+            detail TEXT NOT NULL,
+            folded_into TEXT,
+            archived_at REAL NOT NULL,
+            record_id TEXT NOT NULL,
+            dedupe_key TEXT NOT NULL,
+            domain TEXT NOT NULL,
+            subdomain TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            tag_product TEXT NOT NULL,
+            content TEXT NOT NULL,
+            vector BLOB,
+            importance REAL NOT NULL,
+            strength REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            accessed_at REAL NOT NULL,
+            access_count INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            instance_key TEXT,
+            strength_at REAL,
+            scope TEXT NOT NULL DEFAULT 'global',
+            session TEXT
+        );
+        INSERT INTO archive_new ({columns}) SELECT {columns} FROM archive ORDER BY seq;
+        DELETE FROM sqlite_sequence WHERE name = 'archive_new';
+        INSERT INTO sqlite_sequence (name, seq)
+            SELECT 'archive_new', seq FROM sqlite_sequence WHERE name = 'archive';
+        DROP TABLE archive;
+        ALTER TABLE archive_new RENAME TO archive;
+        CREATE INDEX archive_record ON archive (record_id);
+        CREATE INDEX archive_reason ON archive (reason, folded_into);
+        """,
+    )

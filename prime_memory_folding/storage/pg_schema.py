@@ -199,11 +199,20 @@ _FOLD_APART = (
     "CREATE INDEX fold_apart_record ON fold_apart (record_id)",
 )
 
+#: Closed versions and stale memories about code are archived too (SQLite's
+#: migration 13): the archive's reasons gain ``superseded`` and ``stale``.
+_ARCHIVE_REASONS = (
+    "ALTER TABLE archive DROP CONSTRAINT archive_reason_check",
+    """ALTER TABLE archive ADD CONSTRAINT archive_reason_check CHECK (reason IN
+        ('pruned', 'folded', 'forgotten', 'replaced', 'superseded', 'stale'))""",
+)
+
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "create_tables", _CORE, _seed_primes),
     PgMigration(2, "create_tokens", _TOKENS),
     PgMigration(3, "add_sessions", _SESSIONS),
     PgMigration(4, "create_fold_apart", _FOLD_APART),
+    PgMigration(5, "archive_superseded_and_stale", _ARCHIVE_REASONS),
 )
 
 
