@@ -18,6 +18,8 @@ __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_SESSION_CHARS",
     "MAX_TAGS",
+    "Chain",
+    "ChainLink",
     "Hit",
     "Record",
     "Stats",
@@ -149,6 +151,39 @@ class Version:
 
     record: Record
     replaced_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One version in a memory's validity chain (:meth:`.MemoryEngine.chain`).
+
+    ``valid_to`` is None for the version that is current; ``state`` says where
+    the version is: ``live`` (in the store), ``superseded`` (closed by a newer
+    memory, kept in the archive), ``replaced`` (an update's earlier version), or
+    another archive reason (``folded``, ``pruned``, ``forgotten``, ``stale``)
+    for a version that left the store after it was current. ``change`` says,
+    in a few words, what differs from the version before it ("" for the first).
+    """
+
+    record: Record
+    valid_from: float
+    valid_to: float | None
+    state: str
+    change: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A memory's validity chain: the versions before it, and those after it.
+
+    ``predecessors`` run oldest first, ``successors`` nearest first; ``version``
+    is the memory asked for. A memory never superseded nor updated has a chain
+    of one.
+    """
+
+    version: ChainLink
+    predecessors: tuple[ChainLink, ...] = ()
+    successors: tuple[ChainLink, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
