@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -18,6 +19,7 @@ from ..core.index import Rows, StructuralIndex, TagQuery
 from ..core.labels import LabelRegistry
 from ..core.places import default_store, default_store_path
 from ..core.records import (
+    Chain,
     Hit,
     Record,
     Stats,
@@ -25,7 +27,7 @@ from ..core.records import (
     Version,
 )
 from ..core.scopes import ScopeResolution
-from ..core.when import When
+from ..core.when import When, parse_when
 from ..errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError, StoreError
 from ..fold.folding import FoldPolicy, FoldReport
 from ..recall import space
@@ -40,7 +42,7 @@ from ..storage import (
     open_storage,
     pushdown_of,
 )
-from . import budget, maintenance, survey, tokens, writes
+from . import budget, maintenance, survey, tokens, validity, writes
 from .cite_check import CitationCheck
 from .index_reader import IndexReader
 from .live_index import LiveIndex
@@ -69,6 +71,8 @@ CHANGE_LOG_TRIM_EVERY = 1_000
 #: are pending, or this many seconds passed since the last write, or the engine closes.
 RECALL_FLUSH_RECORDS = 64
 RECALL_FLUSH_SECONDS = 30.0
+#: The nearest memories of its scope a new one is compared with, for supersession.
+SUGGEST_FROM = 5
 
 
 class MemoryEngine:
@@ -118,6 +122,7 @@ class MemoryEngine:
         embedder: str | Embedder | None = None,
         ranking: RankingSettings | None = None,
         check_citations: bool = True,
+        suggest_supersession: bool = True,
     ) -> None:
         if ranking is not None and not isinstance(ranking, RankingSettings):
             raise InvalidInput("ranking must be a RankingSettings")
@@ -166,6 +171,7 @@ class MemoryEngine:
         )
         self._index = self._live.index  # the same object for the engine's life
         self._citations = CitationCheck() if check_citations else None
+        self._suggest = suggest_supersession
         self._reader: Reader = (
             IndexReader(self._parts, self._live, self._scope, ranking or DEFAULT_RANKING)
             if self._pushdown is None
@@ -250,6 +256,7 @@ class MemoryEngine:
         session: str | None = None,
         cites: Sequence[Mapping[str, Any]] | None = None,
         repo: str | os.PathLike[str] | None = None,
+        supersedes: str | None = None,
     ) -> Record:
         """Store a memory, or reinforce the identical one already stored.
 
@@ -273,10 +280,22 @@ class MemoryEngine:
         checks it against the working tree (:attr:`Hit.citations`,
         docs/citations.md). The metadata key ``cites`` is reserved for them.
 
+        ``supersedes`` names a live record of the same scope that this memory
+        replaces: it is closed (archived with reason ``superseded``, valid until
+        now, linked to this one) and queries return this one instead; ``query(as_of=...)``
+        and :meth:`chain` still find it. Without it, a new memory that restates
+        an older one of its scope with another value (a number, a version, a
+        name, a yes for a no) gets ``metadata["possibly_supersedes"]``: the
+        older ids and what changed, to confirm with ``supersedes``; nothing is
+        closed by itself.
+
         Raises:
             InvalidInput: a bad argument, or a citation that names a path
                 outside the repository, a missing file, lines past its end or
-                malformed, or a symbol not in it; nothing was written.
+                malformed, or a symbol not in it; ``supersedes`` names a record
+                that is not live, of another scope, the record this store
+                writes, or one that would make a cycle; nothing was written.
+            NotFound: ``supersedes`` names no record.
             StoreError: the store could not be written.
         """
         return self.store_result(
@@ -292,6 +311,7 @@ class MemoryEngine:
             session=session,
             cites=cites,
             repo=repo,
+            supersedes=supersedes,
         ).record
 
     def store_result(
@@ -309,6 +329,7 @@ class MemoryEngine:
         session: str | None = None,
         cites: Sequence[Mapping[str, Any]] | None = None,
         repo: str | os.PathLike[str] | None = None,
+        supersedes: str | None = None,
     ) -> StoreResult:
         """Like :meth:`store`, and also tells whether the record is new."""
         item = writes.prepare(
@@ -325,10 +346,14 @@ class MemoryEngine:
                 "session": session,
                 "cites": cites,
                 "repo": repo,
+                "supersedes": supersedes,
             },
             self._scope.current,
             self._scope.folder,
         )
+        if item.supersedes is None and self._suggest:
+            found = validity.hints(item.content, self._restated(item))
+            item = dataclasses.replace(item, metadata=validity.as_metadata(found, item.metadata))
         with self._lock:
             result = writes.write(self._parts, [item])[0]
             self._stored(1)
@@ -382,6 +407,7 @@ class MemoryEngine:
         reinforce: bool = False,
         now: When | None = None,
         filters: Filters | None = None,
+        as_of: When | None = None,
     ) -> list[Hit]:
         """Find memories, best first: ``query("deploy steps")``, or by gates alone.
 
@@ -414,6 +440,13 @@ class MemoryEngine:
         in :attr:`Hit.citations`; a stale one's score is halved
         (``citations`` in the score parts) and the hits sorted again.
 
+        ``as_of`` (a time, as ``since`` takes it) asks what was valid then:
+        each current hit stands for the version of its chain valid at that
+        moment (:meth:`chain`): the predecessor a later memory superseded,
+        or the version a later update replaced; a memory first stored after
+        it is left out. The versions keep their current memory's rank.
+        Without ``as_of``, a query returns only current versions.
+
         With ``max_tokens``, the hits are filled best-first into that many
         tokens (:mod:`~prime_memory_folding.engine.budget`), and the list is a
         :class:`~prime_memory_folding.engine.budget.Hits` that also says
@@ -445,7 +478,15 @@ class MemoryEngine:
             until=until,
             now=now,
         )
-        hits = self._reader.hits_of(text, gates, vector, limit)
+        if as_of is None:
+            hits = self._reader.hits_of(text, gates, vector, limit)
+        else:
+            moment = parse_when(as_of, self._reader.query_time(gates), "as_of")
+            wider = min(MAX_LIMIT, limit * 3 + 10)
+            current = self._reader.hits_of(text, gates, vector, wider)
+            with self._reader.reading():
+                hits = validity.versions_at(self.storage, current, moment, limit)
+            reinforce = False  # closed versions are history, not recalled
         if self._citations is not None:
             hits = self._citations.apply(hits)
         if max_tokens is not None:
@@ -909,6 +950,24 @@ class MemoryEngine:
             entries = archive.history(self.storage, rid)
         return [Version(entry.stored.record, entry.archived_at) for entry in entries]
 
+    def chain(self, record_id: str) -> Chain:
+        """A memory's validity chain: the versions before it and after it.
+
+        Predecessors are the memories it superseded (``store(supersedes=...)``),
+        theirs in turn, and the versions its updates replaced, oldest first;
+        successors are the memories that superseded it, nearest first. Each
+        version says when it was valid, where it is now (``live``,
+        ``superseded``, ``replaced``, or the reason it was archived) and what
+        changed from the one before. The id may be live or archived.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no record has this id, live or archived.
+        """
+        rid = parse_record_id(record_id)
+        with self._reader.reading():
+            return validity.chain(self.storage, rid, self.display_path)
+
     # -- views for people --------------------------------------------------------
     # Read-only pages for the inspector, drawn by survey.py; none writes anything.
 
@@ -1013,6 +1072,15 @@ class MemoryEngine:
         Raises:
         """
         return survey.profile(self._parts)
+
+    def _restated(self, item: writes.StoreItem) -> list[Record]:
+        """The memories of ``item``'s scope nearest its text: what it may supersede."""
+        try:
+            gates = resolve_filters(None, scopes=[item.scope])
+            hits = self._reader.hits_of(item.content, gates, None, SUGGEST_FROM)
+        except (NotAvailable, PrimeMemoryError):
+            return []  # a store that cannot rank text offers no suggestion
+        return [hit.record for hit in hits]
 
     def _stored(self, count: int) -> None:
         """After a committed store of ``count`` memories: count the write, and fold if due."""

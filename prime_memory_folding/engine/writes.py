@@ -41,6 +41,7 @@ from ..errors import DimensionMismatch, InvalidInput, NotFound
 from ..fold import folding
 from ..recall import space
 from ..storage import Storage, StoredRow, archive, fold_marks
+from . import validity
 from .tokens import CREATED_BY
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ STORE_FIELDS = frozenset(
         "session",
         "cites",
         "repo",
+        "supersedes",
     }
 )
 UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
@@ -105,6 +107,8 @@ class StoreItem:
     #: The conversation the memory belongs to; not part of its identity
     #: (storing it again from another session reinforces the same record).
     session: str | None = None
+    #: The record this memory replaces (:mod:`.validity`): closed when this one is stored.
+    supersedes: str | None = None
 
     @property
     def dedupe_key(self) -> str:
@@ -180,6 +184,7 @@ def prepare(
         instance_key=key,
         scope=scope if raw.get("scope") is None else normalise_scope(raw["scope"]),
         session=check_session(raw.get("session")),
+        supersedes=None if raw.get("supersedes") is None else parse_record_id(raw["supersedes"]),
     )
 
 
@@ -295,8 +300,14 @@ def write(engine: EngineParts, items: Sequence[StoreItem]) -> list[StoreResult]:
         storage.insert(rows[key] for key in first_new)
         if len(rows) > len(first_new):
             storage.replace(row for key, row in rows.items() if key not in first_new)
+        closing = [
+            (item.supersedes, rows[key].record.record_id, item.scope)
+            for item, key in zip(items, keys)
+            if item.supersedes is not None
+        ]
+        closed = validity.close(storage, closing, now, engine.path)
     engine.registry.add(primes)
-    engine.after_write(rows.values())
+    engine.after_write(rows.values(), removed=closed)
     return [StoreResult(rows[key].record, flag) for key, flag in zip(keys, created)]
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "archived",
     "bulk_cache",
     "checkpoint",
+    "closed_into",
     "contents",
     "count",
     "count_by_reason",
@@ -577,6 +578,11 @@ def keep_versions(storage: SqlStorage, record_ids: Sequence[str], now: float) ->
 def history(storage: SqlStorage, record_id: str) -> list[ArchiveEntry]:
     """The versions of a live record that updates replaced, oldest first."""
     return _entries(storage, "reason = 'replaced' AND folded_into = ?", (record_id,))
+
+
+def closed_into(storage: SqlStorage, record_id: str) -> list[ArchiveEntry]:
+    """The versions newer memories superseded into ``record_id``, oldest entry first."""
+    return _entries(storage, "reason = 'superseded' AND folded_into = ?", (record_id,))
 
 
 def members_of(storage: SqlStorage, folded_id: str) -> list[ArchiveEntry]:
