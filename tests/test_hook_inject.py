@@ -314,3 +314,79 @@ def test_the_end_of_a_turn_starts_a_detached_drain_that_stores_it(
     with MemoryEngine(memory_home / "memory.db") as engine:
         kept = {(h.record.domain, h.record.session) for h in engine.query(scopes=["*"])}
     assert kept == {("decision", "s"), ("session", "s")}
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=t@example.com", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def cited(tmp_path: Path) -> tuple[Path, Path]:
+    """A git repository and a store whose two decisions cite its code."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "retry.py").write_text("".join(f"step {n}\n" for n in range(1, 21)))
+    (root / "pool.py").write_text("def connect():\n    return 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "first")
+    path = tmp_path / "memory.db"
+    with MemoryEngine(path, scope=PROJECT) as engine:
+        engine.store(
+            "Retry logic walks the backoff steps in retry.py",
+            domain="decision",
+            importance=0.9,
+            cites=[{"path": "retry.py", "lines": "3-5"}],
+            repo=root,
+        )
+        engine.store(
+            "Connections come from connect() in the pool module",
+            domain="decision",
+            importance=0.8,
+            cites=[{"path": "pool.py", "symbol": "connect"}],
+            repo=root,
+        )
+    return root, path
+
+
+def test_injected_memories_say_when_their_code_moved_or_went_stale(
+    cited: tuple[Path, Path],
+) -> None:
+    root, path = cited
+    text = _opening(path).text
+    assert "Retry logic" in text and "code changed" not in text and "code moved" not in text
+    assert text.index("Retry logic") < text.index("Connections come")
+
+    lines = (root / "retry.py").read_text().splitlines(keepends=True)
+    (root / "retry.py").write_text("new first\nnew second\n" + "".join(lines))
+    text = _opening(path).text
+    assert "(code moved: now retry.py:5-7)" in text
+
+    (root / "retry.py").write_text("rewritten\n")
+    text = _opening(path).text
+    assert "Retry logic walks the backoff steps in retry.py (code changed since: retry.py)" in text
+    # Stale ranks lower: the memory of less importance whose code holds now leads.
+    assert text.index("Connections come") < text.index("Retry logic")
+
+
+def test_a_prompt_s_stale_memory_ranks_below_the_threshold_it_cleared(
+    cited: tuple[Path, Path],
+) -> None:
+    root, path = cited
+    prompt = "how does the retry logic walk its backoff steps for uploads"
+    before = _relevant(path, prompt)
+    assert "Retry logic" in before.text
+    with Peek(path) as peek:
+        [first, *_] = inject.scored(peek, prompt, (PROJECT,))
+    assert first.row.content.startswith("Retry logic") and 0.5 <= first.relevance < 1.0
+    (root / "retry.py").unlink()
+    assert _relevant(path, prompt).record_ids == ()  # halved, it falls below 0.5
+    everything = _relevant(path, prompt, threshold=0.0)
+    assert "Retry logic walks the backoff steps in retry.py (code changed since: retry.py)" in (
+        everything.text
+    )

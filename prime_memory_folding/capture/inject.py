@@ -22,6 +22,13 @@ store does not know thus scores low against every memory, however many
 common words it shares. Only memories at or above :data:`THRESHOLD` are
 shown; nothing is better than a wrong memory. Memories
 already injected into the session and the session's own captures are left out.
+
+**Citations.** A memory that cites code (``store(cites=...)``) has its
+citations checked against the working tree before it is shown, as a query
+checks its hits (:mod:`~prime_memory_folding.core.citations`): a line says
+when its code moved or went stale, and a stale memory's standing or relevance
+is multiplied by :data:`STALE_FACTOR`, so it ranks lower and may fall below
+the threshold; a memory whose repository is not on this machine is shown as it is.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..core.citations import MOVED, STALE, CitationState
+from ..core.citations import check as check_citations
 from ..core.lexicon import STOPWORDS, WORD
 from ..engine.budget import count_tokens
 from ..storage.sqlite_peek import Peek, PeekRow
@@ -39,6 +48,7 @@ __all__ = [
     "DURABLE_DOMAINS",
     "OPENING_BUDGET",
     "PROMPT_BUDGET",
+    "STALE_FACTOR",
     "THRESHOLD",
     "Block",
     "opening",
@@ -66,6 +76,9 @@ CANDIDATES = 30
 MAX_PROMPT_MEMORIES = 3
 #: The most tokens one memory takes in a block; a longer one is cut.
 MAX_MEMORY_TOKENS = 120
+#: What a memory's standing or relevance is multiplied by when a citation is stale
+#: (the engine's queries halve a stale hit's score the same way).
+STALE_FACTOR = 0.5
 #: Recent use leads by half its weight after this many days.
 RECENT_USE_HALF_LIFE_D = 30.0
 TOOLS_LINE = "More: prime_memory_query searches this memory; prime_memory_store saves to it."
@@ -104,8 +117,27 @@ def _cut(text: str, tokens: int) -> str:
     return flat[:low].rstrip() + " […]" if low else ""
 
 
-def _line(row: PeekRow) -> str:
-    return f"- [{row.domain}] {_cut(row.content, MAX_MEMORY_TOKENS)}"
+def citation_states(row: PeekRow) -> tuple[CitationState, ...]:
+    """A memory's citations checked against the working tree; () when it cites nothing."""
+    cites = row.metadata.get("cites")
+    return check_citations(cites) if cites else ()
+
+
+def _factor(states: Sequence[CitationState]) -> float:
+    return STALE_FACTOR if any(s.state == STALE for s in states) else 1.0
+
+
+def _note(states: Sequence[CitationState]) -> str:
+    """What a line says of its memory's code: stale or moved citations, briefly."""
+    stale = [s.path for s in states if s.state == STALE]
+    if stale:
+        return f" (code changed since: {', '.join(dict.fromkeys(stale))})"
+    moved = [f"{s.path}:{s.lines}" if s.lines else s.path for s in states if s.state == MOVED]
+    return f" (code moved: now {', '.join(dict.fromkeys(moved))})" if moved else ""
+
+
+def _line(row: PeekRow, states: Sequence[CitationState] = ()) -> str:
+    return f"- [{row.domain}] {_cut(row.content, MAX_MEMORY_TOKENS)}{_note(states)}"
 
 
 class _Filler:
@@ -159,10 +191,17 @@ def opening(
     if user_scope != scope:
         durable += peek.in_domains([user_scope], ("preference",), limit=50)
     order = {domain: rank for rank, domain in enumerate(DURABLE_DOMAINS)}
-    durable.sort(key=lambda row: (-standing(row, now), order.get(row.domain, 99), row.record_id))
+    states = {row.record_id: citation_states(row) for row in durable}
+    durable.sort(
+        key=lambda row: (
+            -standing(row, now) * _factor(states[row.record_id]),
+            order.get(row.domain, 99),
+            row.record_id,
+        )
+    )
     header = f"Memory of {scope} (prime-memory), most important first:"
     for row in durable:
-        if filler.add(*([] if filler.lines else [header]), _line(row)):
+        if filler.add(*([] if filler.lines else [header]), _line(row, states[row.record_id])):
             shown.append(row.record_id)
     unfinished = _unfinished(peek, scope, last_session, now)
     for line in unfinished:
@@ -279,9 +318,15 @@ def relevant(
     filler = _Filler(budget)
     header = "Memories that may bear on this (prime-memory):"
     shown: list[str] = []
+    candidates = []
     for candidate in scored(peek, prompt, scopes, threshold=threshold):
-        row = candidate.row
-        if candidate.relevance < threshold or len(shown) >= MAX_PROMPT_MEMORIES:
+        if candidate.relevance < threshold:
+            break
+        states = citation_states(candidate.row)
+        candidates.append((candidate.relevance * _factor(states), candidate.row, states))
+    candidates.sort(key=lambda found: -found[0])  # stable: ties keep their order
+    for relevance, row, states in candidates:
+        if relevance < threshold or len(shown) >= MAX_PROMPT_MEMORIES:
             break
         if row.record_id in seen or (session is not None and row.session == session):
             continue
@@ -289,6 +334,6 @@ def relevant(
             continue  # an earlier request says less than what came of it
         if keep is not None and not keep(row):
             continue
-        if filler.add(*([] if filler.lines else [header]), _line(row)):
+        if filler.add(*([] if filler.lines else [header]), _line(row, states)):
             shown.append(row.record_id)
     return Block(filler.text() if shown else "", tuple(shown))
