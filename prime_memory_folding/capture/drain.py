@@ -5,7 +5,10 @@ process of its own, detached from the host, and returns at once; the drain
 claims the spool's captures (:meth:`.Spool.claim`), turns them into memories
 (:func:`.keep.memories`), leaves out what the store already holds word for
 word, stores the rest in one ``store_many`` per drain, and only then deletes
-the captures from the spool. If storing fails, the captures go back to the
+the captures from the spool. A memory cites the files its turn edited
+(:func:`.keep.memories`) that exist when it is stored and that the engine
+accepts (:func:`checked_cites`): one missing or outside file never costs the
+turn its memory. If storing fails, the captures go back to the
 spool for the next drain; nothing is lost. A drain that finds nothing to do
 exits at once, and one never outlives its work: there is no daemon.
 
@@ -18,16 +21,18 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from ..core import citations
 from ..core.places import default_store
-from ..errors import StoreError
+from ..errors import InvalidInput, StoreError
 from ..storage import is_postgres_url
 from .keep import memories
 from .log import HookLog
 from .spool import Spool, spool_path
 
-__all__ = ["Drained", "drain", "main"]
+__all__ = ["Drained", "checked_cites", "drain", "main"]
 
 #: A drain stops after this many rounds of claiming, even if hooks keep adding.
 MAX_ROUNDS = 20
@@ -67,6 +72,50 @@ def _already_held(store: str, items: list[dict[str, Any]]) -> set[tuple[str, str
     return held
 
 
+def _uncited(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in item.items() if key not in ("cites", "repo")}
+
+
+def checked_cites(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with only the citations the engine accepts, or none.
+
+    The whole list is checked as the engine checks it (:func:`.citations.cite`);
+    when that refuses, each citation alone, and those refused (a file deleted
+    since, a path outside the repository, a link out of it) are left out.
+    """
+    cites, repo = item.get("cites"), item.get("repo")
+    if not cites or not repo:
+        return _uncited(item)
+    root = Path(str(repo))
+    try:
+        citations.cite(root, cites)
+        return item
+    except (InvalidInput, OSError):
+        pass
+    kept = []
+    for cite in cites:
+        try:
+            citations.cite(root, [cite])
+        except (InvalidInput, OSError):
+            continue
+        kept.append(cite)
+    return {**item, "cites": kept} if kept else _uncited(item)
+
+
+def _store(engine: Writer, items: list[dict[str, Any]]) -> None:
+    """``store_many`` of ``items``; again without citations if the engine refused the batch.
+
+    A file may change between the check and the store: the turn is kept without them.
+    """
+    checked = [checked_cites(item) for item in items]
+    try:
+        engine.store_many(checked)
+    except InvalidInput:
+        if not any("cites" in item for item in checked):
+            raise
+        engine.store_many([_uncited(item) for item in checked])
+
+
 def drain(
     spool: Spool,
     *,
@@ -99,7 +148,7 @@ def drain(
                 if unique:
                     if engine is None:
                         engine = (open_engine or _open_engine)(store)
-                    engine.store_many(unique)
+                    _store(engine, unique)
                     stored += len(unique)
             except BaseException:
                 spool.release([c.id for c in claimed])

@@ -12,7 +12,10 @@ then to store:
 - the agent's final answer of each turn, unless it says next to nothing;
 - a failed command with the tail of its error, and the fix that followed: the
   files edited until the same command passed;
-- the files edited, as ``file:PATH`` tags on the turn's answer.
+- the files edited, as ``file:PATH`` tags on the turn's answer, and as
+  whole-file citations (``cites``, relative to the root of the git repository
+  the hook ran in) that recall checks against the working tree; the drain
+  keeps only those the engine accepts (:mod:`.drain`).
 
 Everything else a tool does (reads, searches, listings, passing commands) is
 chatter and is dropped at capture. What is already stored word for word is
@@ -21,13 +24,15 @@ left out by the drain (:mod:`.drain`).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from ..core.lexicon import STOPWORDS, WORD
+from ..core.scopes import git_root
 from .spool import Captured
 
 __all__ = [
@@ -48,6 +53,8 @@ ERROR_TAIL_LINES = 15
 ERROR_TAIL_CHARS = 1_500
 #: The most files one memory names as tags.
 MAX_FILE_TAGS = 20
+#: The most files one memory cites: the engine's limit (``core.citations.MAX_CITES``).
+MAX_FILE_CITES = 32
 
 #: Words of assent and filler: a prompt made only of them asks nothing new.
 FILLER = frozenset(
@@ -185,7 +192,8 @@ def tool_capture(
 ) -> dict[str, Any] | None:
     """What to spool of one tool call, or None when it is chatter.
 
-    An edit gives ``{"edited": [paths]}``; a shell command gives
+    An edit gives ``{"edited": [paths]}``, with ``"cwd"`` when the hook's
+    working folder exists (the paths are relative to it); a shell command gives
     ``{"command": ..., "failed": bool}`` with ``"error"`` (the tail) when it
     failed; a failed command of another tool gives its name and error.
     """
@@ -193,7 +201,9 @@ def tool_capture(
     error = _failure(response)
     if name in EDIT_TOOLS or (not name and _edited(tool_input, cwd)):
         edited = _edited(tool_input, cwd)
-        return {"edited": edited} if edited and error is None else None
+        if not edited or error is not None:
+            return None
+        return {"edited": edited, "cwd": cwd} if cwd and os.path.isdir(cwd) else {"edited": edited}
     if name in SHELL_TOOLS:
         command = _command(tool_input)
         if command is None:
@@ -208,6 +218,40 @@ def tool_capture(
 
 def _file_tags(files: Iterable[str]) -> list[str]:
     return [f"file:{path}" for path in dict.fromkeys(files)][:MAX_FILE_TAGS]
+
+
+#: A file a turn edited: the hook's working folder (None if unknown) and the path as kept.
+Edit = tuple[str | None, str]
+
+
+def _file_cites(edits: Iterable[Edit]) -> dict[str, Any]:
+    """``cites`` and ``repo`` for the files edited, or nothing when none is in a repository.
+
+    Each file becomes a whole-file citation relative to the root of the git
+    repository of the hook's working folder; one memory cites one repository
+    (the first edit's), so files of another, and paths that leave it, are
+    passed over. Whether each file exists and is one the engine would accept
+    is for the drain to check, when it stores.
+    """
+    root: Path | None = None
+    cited: dict[str, None] = {}
+    for cwd, path in edits:
+        if not cwd:
+            continue
+        here = git_root(cwd)
+        if here is None or (root is not None and here != root):
+            continue
+        root = here
+        full = Path(cwd, path)  # an absolute path stays itself
+        try:
+            relative = Path(os.path.realpath(full.parent), full.name).relative_to(root)
+        except (OSError, ValueError):
+            continue  # outside the repository
+        if relative.parts and relative.parts[0] != ".git":
+            cited[relative.as_posix()] = None
+    if root is None or not cited:
+        return {}
+    return {"cites": [{"path": path} for path in cited][:MAX_FILE_CITES], "repo": str(root)}
 
 
 def _failure_text(command: str, error: str, fix: Sequence[str] | None) -> str:
@@ -246,8 +290,8 @@ def memories(captures: Sequence[Captured]) -> list[dict[str, Any]]:
 
 def _session_memories(captures: Sequence[Captured]) -> list[tuple[float, dict[str, Any]]]:
     out: list[tuple[float, dict[str, Any]]] = []
-    edits: list[str] = []  # files edited in this turn
-    open_failures: dict[str, tuple[Captured, str, list[str]]] = {}
+    edits: list[Edit] = []  # files edited in this turn
+    open_failures: dict[str, tuple[Captured, str, list[Edit]]] = {}
     for captured in captures:
         body = captured.body
         if captured.kind == "prompt" and isinstance(body.get("prompt"), str):
@@ -268,7 +312,8 @@ def _session_memories(captures: Sequence[Captured]) -> list[tuple[float, dict[st
                         domain="session",
                         subdomain="answer",
                         importance=0.4,
-                        tags=_file_tags(edits),
+                        tags=_file_tags(path for _, path in edits),
+                        **_file_cites(edits),
                     ),
                 )
             )
@@ -276,7 +321,9 @@ def _session_memories(captures: Sequence[Captured]) -> list[tuple[float, dict[st
         elif captured.kind == "tool":
             edited = body.get("edited")
             if isinstance(edited, list):
-                paths = [str(path) for path in edited]
+                cwd = body.get("cwd")
+                where = cwd if isinstance(cwd, str) else None
+                paths = [(where, str(path)) for path in edited]
                 edits.extend(paths)
                 for _, _, since in open_failures.values():
                     since.extend(paths)
@@ -288,7 +335,8 @@ def _session_memories(captures: Sequence[Captured]) -> list[tuple[float, dict[st
                 open_failures[command] = (captured, str(body.get("error", "")), [])
             elif command in open_failures:
                 failed, error, fix = open_failures.pop(command)
-                text = _failure_text(command, error, list(dict.fromkeys(fix)))
+                fixed = [path for _, path in fix]
+                text = _failure_text(command, error, list(dict.fromkeys(fixed)))
                 out.append(
                     (
                         failed.at,
@@ -298,7 +346,8 @@ def _session_memories(captures: Sequence[Captured]) -> list[tuple[float, dict[st
                             domain="pitfall",
                             subdomain="command",
                             importance=0.6,
-                            tags=_file_tags(fix),
+                            tags=_file_tags(fixed),
+                            **_file_cites(fix),
                         ),
                     )
                 )

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
 
+from ..core.address import parse_record_id
 from ..core.primes import Kind, normalise_label
 from ..engine.budget import Hits
 from ..errors import InvalidInput, NotAvailable
 from ._common import (
+    clock_of,
     console,
     echo_json,
     examples,
     gate_options,
+    given_project,
     human_bytes,
     jsonable,
     one_scope,
     open_engine,
     parse_metadata,
+    parse_when,
     project_option,
     read_filters,
     read_scopes,
@@ -37,6 +42,65 @@ READ_SCOPE_HELP = (
     "project's scope, the user's and global."
 )
 ALL_SCOPES_HELP = "Read every scope (the same as --scope '*')."
+
+
+#: ``PATH:LINES``: what follows the last colon is a line or a range (checked by the engine).
+_CITED_LINES = re.compile(r"(?P<path>.*):(?P<lines>[0-9][0-9\s-]*)")
+
+
+def parse_cite(spec: str) -> dict[str, str]:
+    """One ``--cite``: ``PATH`` (the whole file), ``PATH:70-95`` (lines) or ``PATH#symbol``.
+
+    Only the form is read here; the engine checks the path, the lines and the
+    symbol against the repository before anything is stored.
+
+    Raises:
+        click.UsageError: the value names no file.
+    """
+    text = spec.strip()
+    path, symbol, lines = text, None, None
+    if "#" in text:
+        path, _, symbol = text.rpartition("#")
+    else:
+        found = _CITED_LINES.fullmatch(text)
+        if found is not None:
+            path, lines = found["path"], found["lines"].strip()
+    if not path.strip():
+        raise click.UsageError(
+            f"--cite {spec!r} names no file; give PATH, PATH:70-95 or PATH#symbol, "
+            "relative to the repository's root"
+        )
+    cite = {"path": path.strip()}
+    if symbol is not None:
+        cite["symbol"] = symbol.strip()
+    if lines is not None:
+        cite["lines"] = lines
+    return cite
+
+
+def possible_supersessions(record: Any) -> list[tuple[str, str]]:
+    """``(id, change)`` of the older memories the engine says ``record`` may restate."""
+    hinted = record.metadata.get("possibly_supersedes")
+    if not isinstance(hinted, list):
+        return []
+    return [
+        (entry["id"], str(entry.get("change") or ""))
+        for entry in hinted
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+    ]
+
+
+def citation_line(state: Any) -> str:
+    """One citation of a hit as it reads now: ``moved src/a.py:72-97: the lines moved``."""
+    where = state.path if state.lines is None else f"{state.path}:{state.lines}"
+    return f"{state.state} {where}" + (f": {state.detail}" if state.detail else "")
+
+
+def _with_citations(content: str, states: Sequence[Any]) -> str:
+    """A hit's content with a line for each citation under it, for people to read."""
+    if not states:
+        return content
+    return "\n".join([content, *(f"cites {citation_line(state)}" for state in states)])
 
 
 def _record_table(
@@ -77,17 +141,22 @@ _LABEL_WIDTHS = {"scope": 32, "domain/subdomain": 24, "tags": 24}
 _CONTENT_MIN_WIDTH = 40
 
 
-def _hit_table(records: list[Any], scores: list[float], width: int) -> Any | None:
+def _hit_table(
+    records: list[Any], scores: list[float], width: int, contents: list[str] | None = None
+) -> Any | None:
     """The hits as a table at most ``width`` columns wide, or None if none fits.
 
     Every column gets a fixed width, so nothing is cut at the right edge: the
     id and the numbers their own, the labels what they need up to
     :data:`_LABEL_WIDTHS`, and the content, whole and wrapped, the rest. None
     when that leaves the content fewer than :data:`_CONTENT_MIN_WIDTH` columns.
+    ``contents`` stands for each record's content (its citations added) when given.
     """
     from rich.table import Table
     from rich.text import Text
 
+    if contents is None:
+        contents = [rec.content for rec in records]
     rows = [
         [
             rec.record_id,
@@ -96,9 +165,9 @@ def _hit_table(records: list[Any], scores: list[float], width: int) -> Any | Non
             ", ".join(rec.tags),
             f"{rec.strength:.2f}",
             f"{score:.3f}",
-            rec.content,
+            content,
         ]
-        for rec, score in zip(records, scores, strict=True)
+        for rec, score, content in zip(records, scores, contents, strict=True)
     ]
     names = ["id", "scope", "domain/subdomain", "tags", "strength", "score", "content"]
     widths = [max(len(name), *(len(row[n]) for row in rows)) for n, name in enumerate(names)]
@@ -123,7 +192,9 @@ def _hit_table(records: list[Any], scores: list[float], width: int) -> Any | Non
     return table
 
 
-def _record_blocks(records: list[Any], scores: list[float]) -> Any:
+def _record_blocks(
+    records: list[Any], scores: list[float], contents: list[str] | None = None
+) -> Any:
     """Each record as a block for a narrow terminal: a heading line, then its content.
 
     The id leads its own line, so that nothing beside it squeezes the content,
@@ -133,8 +204,10 @@ def _record_blocks(records: list[Any], scores: list[float]) -> Any:
     from rich.padding import Padding
     from rich.text import Text
 
+    if contents is None:
+        contents = [rec.content for rec in records]
     parts: list[Any] = []
-    for n, (rec, score) in enumerate(zip(records, scores, strict=True)):
+    for n, (rec, score, content) in enumerate(zip(records, scores, contents, strict=True)):
         if n:
             parts.append(Text(""))
         heading = Text(rec.record_id, style="cyan")
@@ -145,7 +218,7 @@ def _record_blocks(records: list[Any], scores: list[float]) -> Any:
             parts.append(
                 Padding(Text(line, style="dim", overflow="fold"), (0, 0, 0, 2), expand=False)
             )
-        parts.append(Padding(Text(rec.content, overflow="fold"), (0, 0, 0, 2), expand=False))
+        parts.append(Padding(Text(content, overflow="fold"), (0, 0, 0, 2), expand=False))
     return Group(*parts)
 
 
@@ -174,21 +247,31 @@ def record_line(rec: Any, score: float) -> str:
     return "\t".join(_escaped(field) for field in fields)
 
 
-def show_hits(records: list[Any], scores: list[float]) -> None:
+def show_hits(
+    records: list[Any], scores: list[float], citations: Sequence[Sequence[Any]] | None = None
+) -> None:
     """Print a query's hits in the layout that suits where the output goes.
 
     A terminal (as rich detects it, ``TTY_COMPATIBLE`` and ``FORCE_COLOR``
     included) or a width given in ``COLUMNS`` gets a table where one fits
     (:func:`_hit_table`) and a block per hit where it does not. Anything else,
     a pipe or a file, gets :func:`record_line` lines, one per hit.
+
+    ``citations`` holds each hit's citation states (:attr:`Hit.citations`):
+    the table and the blocks show them under the content, one line each
+    (:func:`citation_line`); the tab-separated lines keep their six fields.
     """
     out = console()
     if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         for rec, score in zip(records, scores, strict=True):
             click.echo(record_line(rec, score))
         return
-    table = _hit_table(records, scores, out.width)
-    out.print(_record_blocks(records, scores) if table is None else table)
+    states = citations if citations is not None else [() for _ in records]
+    contents = [
+        _with_citations(rec.content, cited) for rec, cited in zip(records, states, strict=True)
+    ]
+    table = _hit_table(records, scores, out.width, contents)
+    out.print(_record_blocks(records, scores, contents) if table is None else table)
 
 
 def show_record(rec: Any, verb: str) -> None:
@@ -235,6 +318,20 @@ def _say_normalised(kind: Kind, labels: Iterable[str]) -> None:
     metavar="TEXT",
     help="The conversation the memory belongs to (its memories lend each other context).",
 )
+@click.option(
+    "--cite",
+    "cites",
+    multiple=True,
+    metavar="PATH[:LINES|#SYMBOL]",
+    help="Code the memory is about, relative to the git repository's root: a file, "
+    "PATH:70-95 or PATH#symbol (repeat; at most 32). Queries say whether it still matches.",
+)
+@click.option(
+    "--supersedes",
+    metavar="ID",
+    help="The id of an older memory this one replaces: it is closed (archived as "
+    "superseded) and queries return this one; query --as-of still finds it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @vectors_option
 @scope_option("Store into this scope (default: the current scope; see prime-memory whoami).")
@@ -246,6 +343,8 @@ def _say_normalised(kind: Kind, labels: Iterable[str]) -> None:
     'echo "Deploys run on Fridays" | prime-memory store - -d workflow',
     'prime-memory store "I prefer tabs" -d preference --scope user:alice',
     'prime-memory store "The flaky test is test_sync" --session 2024-05-01-debugging',
+    'prime-memory store "connect() retries 3 times" --cite src/db.py#connect --cite README.md',
+    'prime-memory store "The pool has 16 slots" --supersedes 0000000b0000000200c0ffee12345678',
 )
 def store(
     ctx: click.Context,
@@ -257,6 +356,8 @@ def store(
     metadata: str | None,
     instance_key: str | None,
     session: str | None,
+    cites: tuple[str, ...],
+    supersedes: str | None,
     as_json: bool,
     vectors: bool,
 ) -> None:
@@ -265,8 +366,14 @@ def store(
     Storing the same memory again (same scope, labels and content)
     reinforces it instead of adding a copy. The memory goes to the current
     scope (prime-memory whoami) unless --scope names another.
+
+    --cite points the memory at code in the git repository of the project
+    (--project, else the working directory); a bad citation stores nothing.
+    A memory that seems to restate an older one with another value says
+    "possibly supersedes ID (change)": confirm with --supersedes ID.
     """
     one_scope(ctx, "the scope to store into")
+    citations = [parse_cite(spec) for spec in cites]
     if content == "-":
         content = sys.stdin.read().strip()
     _say_normalised(Kind.DOMAIN, [domain])
@@ -283,12 +390,23 @@ def store(
             metadata=parse_metadata(metadata),
             instance_key=instance_key,
             session=session,
+            cites=citations or None,
+            repo=given_project(ctx) if citations else None,
+            supersedes=supersedes,
         )
+    superseded = None if supersedes is None else parse_record_id(supersedes)
     if as_json:
-        echo_json({"created": result.created, "record": result.record}, vectors=vectors)
+        out: dict[str, Any] = {"created": result.created, "record": result.record}
+        if superseded is not None:
+            out["superseded"] = superseded
+        echo_json(out, vectors=vectors)
         return
     verb = "stored" if result.created else "reinforced"
     click.echo(f"{verb} {result.record.record_id}")
+    if superseded is not None:
+        click.echo(f"superseded {superseded} (archived; query --as-of finds it)")
+    for older, change in possible_supersessions(result.record):
+        click.echo(f"possibly supersedes {older}" + (f" ({change})" if change else ""))
 
 
 @click.command()
@@ -310,6 +428,12 @@ def store(
     default=None,
     help="Fill at most this many tokens with hits, best first (an estimate that errs high).",
 )
+@click.option(
+    "--as-of",
+    metavar="TIME",
+    help="What was valid then (2024-05-01, 7d, 2 weeks): memories superseded or "
+    "updated since come back as they were.",
+)
 @click.option("--all-scopes", is_flag=True, help=ALL_SCOPES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON, for scripts.")
 @vectors_option
@@ -323,12 +447,14 @@ def store(
     "prime-memory query --any-tag bug --any-tag regression --exclude-tag done --json",
     "prime-memory query -d decision --scope global --scope user:alice",
     "prime-memory query -t sqlite --all-scopes",
+    'prime-memory query "pool size" --as-of 2024-05-01',
 )
 def query(
     ctx: click.Context,
     text: str | None,
     limit: int,
     max_tokens: int | None,
+    as_of: str | None,
     all_scopes: bool,
     as_json: bool,
     vectors: bool,
@@ -342,25 +468,40 @@ def query(
     On a terminal the hits show as a table, or as one block each where a
     table would not fit; piped, as one tab-separated line each: id, score,
     scope, domain/subdomain, tags and content, newlines and tabs escaped.
+    The table and --json say how the code a memory cites compares with the
+    working tree now: verified, moved, stale or unchecked.
     """
     gates = read_filters(ctx, read_scopes(ctx, all_scopes))
+    moment = parse_when(as_of, clock_of(ctx)(), "--as-of")
     with open_engine(ctx) as engine:
         try:
             hits = engine.query(
-                text=text, filters=gates, limit=limit, max_tokens=max_tokens, reinforce=True
+                text=text,
+                filters=gates,
+                limit=limit,
+                max_tokens=max_tokens,
+                reinforce=True,
+                as_of=moment,
             )
         except NotAvailable as exc:
             raise click.ClickException(str(exc)) from None
     if as_json:
-        echo_json(
-            [{"score": h.score, "score_parts": h.score_parts, "record": h.record} for h in hits],
-            vectors=vectors,
-        )
+        shown: list[dict[str, Any]] = []
+        for h in hits:
+            hit: dict[str, Any] = {
+                "score": h.score,
+                "score_parts": h.score_parts,
+                "record": h.record,
+            }
+            if h.citations:
+                hit["citations"] = list(h.citations)
+            shown.append(hit)
+        echo_json(shown, vectors=vectors)
         return
     if not hits:
         click.echo("no memories match", err=True)
         return
-    show_hits([h.record for h in hits], [h.score for h in hits])
+    show_hits([h.record for h in hits], [h.score for h in hits], [h.citations for h in hits])
     if isinstance(hits, Hits) and hits.left_out:
         click.echo(
             f"{hits.left_out} more did not fit {hits.max_tokens:,} tokens "

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 if TYPE_CHECKING:
     from ..core.records import Record
     from ..core.scopes import ScopeResolution
 
 __all__ = [
+    "CitationOutput",
     "EncodeOutput",
     "FoldOutput",
     "ForgetOutput",
+    "PossibleSupersession",
     "QueryHit",
     "QueryOutput",
     "RecordOutput",
@@ -30,6 +32,7 @@ __all__ = [
     "StoreOutput",
     "UpdateOutput",
     "compact_schema",
+    "possible_supersessions",
     "record_output",
     "stats_output",
 ]
@@ -71,6 +74,24 @@ class RecordOutput(BaseModel):
     session: str | None = Field(default=None, description="The conversation it belongs to.")
 
 
+def _without_nulls(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """``model`` serialised without those of ``keys`` that hold null: said only when it is so."""
+    out: dict[str, Any] = handler(model)
+    for key in keys:
+        if out.get(key) is None:
+            out.pop(key, None)
+    return out
+
+
+class PossibleSupersession(BaseModel):
+    """An older memory a new one seems to restate with a changed value (never applied)."""
+
+    id: str = Field(description="The older memory's record id.")
+    change: str = Field(default="", description="What changed, e.g. '15 -> 16'.")
+
+
 class StoreOutput(BaseModel):
     """What a store did."""
 
@@ -78,6 +99,30 @@ class StoreOutput(BaseModel):
         description="True for a new record, False when an identical one was reinforced."
     )
     record: RecordOutput
+    superseded: str | None = Field(
+        default=None, description="The id of the memory this one replaced, when asked to."
+    )
+    possibly_supersedes: list[PossibleSupersession] | None = Field(
+        default=None,
+        description="Older memories this one seems to update; confirm with supersedes=.",
+    )
+
+    @model_serializer(mode="wrap")
+    def without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_nulls(self, handler, ("superseded", "possibly_supersedes"))
+
+
+class CitationOutput(BaseModel):
+    """How one cited piece of code compares with the working tree now."""
+
+    path: str = Field(description="The file now, relative to the repository's root.")
+    state: str = Field(description="verified, moved, stale or unchecked.")
+    lines: str | None = Field(default=None, description="Where the cited text is now.")
+    detail: str = Field(default="", description="One sentence on what was found.")
+
+    @model_serializer(mode="wrap")
+    def without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_nulls(self, handler, ("lines",))
 
 
 class QueryHit(BaseModel):
@@ -96,6 +141,13 @@ class QueryHit(BaseModel):
     scope: str = Field(description="The scope the memory belongs to.")
     session: str | None = Field(default=None, description="The conversation it belongs to.")
     vector: list[float] | None = Field(default=None, description="Only with include_vectors.")
+    citations: list[CitationOutput] | None = Field(
+        default=None, description="The code it cites, checked now; only when it cites some."
+    )
+
+    @model_serializer(mode="wrap")
+    def without_nulls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_nulls(self, handler, ("citations",))
 
 
 class QueryOutput(BaseModel):
@@ -257,6 +309,22 @@ def record_output(record: Record) -> RecordOutput:
         scope=record.scope,
         session=record.session,
     )
+
+
+def possible_supersessions(record: Record) -> list[PossibleSupersession] | None:
+    """The engine's hint that ``record`` restates older memories, if its metadata holds one.
+
+    Entries that are not ``{"id": ..., "change": ...}`` mappings are passed over.
+    """
+    hinted = record.metadata.get("possibly_supersedes")
+    if not isinstance(hinted, list):
+        return None
+    out = [
+        PossibleSupersession(id=entry["id"], change=str(entry.get("change") or ""))
+        for entry in hinted
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+    ]
+    return out or None
 
 
 def stats_output(stats: Any, resolution: ScopeResolution, *, scoped: bool = False) -> StatsOutput:

@@ -70,6 +70,7 @@ from .access import (
 )
 from .args import parser
 from .models import (
+    CitationOutput,
     EncodeOutput,
     FoldOutput,
     ForgetOutput,
@@ -82,6 +83,7 @@ from .models import (
     StoreOutput,
     UpdateOutput,
     compact_schema,
+    possible_supersessions,
     record_output,
     stats_output,
 )
@@ -245,23 +247,21 @@ Tags = Annotated[
 ]
 Vector = Annotated[
     list[float] | None,
-    Field(description="An embedding, as long as the store's other vectors."),
+    Field(description="As long as the store's other vectors."),
 ]
 
 
 Scope = Annotated[
     str | None,
     Field(
-        description="Leave this out for the current project. 'global' for a fact true in every "
-        "project, the user scope (prime_memory_stats: user_scope) for a personal preference.",
+        description="Leave this out for the current project; 'global' if true everywhere; "
+        "stats' user_scope if personal.",
         max_length=512,
     ),
 ]
 Scopes = Annotated[
     list[str] | None,
-    Field(
-        description="Leave this out for the current project, user scope and global; ['*'] for all."
-    ),
+    Field(description="Leave this out for the project, user and global scopes; ['*']: all."),
 ]
 #: The same as Scope and Scopes, for tools that say it second (the list says each thing once).
 SameScope = Annotated[str | None, Field(description="As in prime_memory_store.", max_length=512)]
@@ -319,12 +319,12 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         subdomain: Label = "general",
         tags: list[str] | None = None,
         instance_key: Annotated[
-            str | None, Field(description="A stable key that names one instance, e.g. a file path.")
+            str | None, Field(description="Names one instance, e.g. a file path.")
         ] = None,
         scope: SameScope = None,
         ctx: Context | None = None,
     ) -> EncodeOutput:
-        """Show the 128-bit prime address a memory with these labels would get; stores nothing."""
+        """The 128-bit prime address a memory with these labels would get; stores nothing."""
         where = await writable(ctx, scope)  # a token may encode only where it may store
         encoded = await call(lambda e: e.encode(domain, subdomain, tags or (), instance_key, where))
         return EncodeOutput(
@@ -342,10 +342,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     async def prime_memory_store(
         content: Annotated[
             str,
-            Field(
-                description=f"Not blank, no NUL, at most {MAX_CONTENT_CHARS:,} characters: "
-                "split longer text."
-            ),
+            Field(description=f"At most {MAX_CONTENT_CHARS:,} characters: split longer text."),
         ],
         domain: Label = "memory",
         subdomain: Label = "general",
@@ -353,15 +350,21 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         importance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5,
         vector: Vector = None,
         metadata: Annotated[
-            dict[str, Any] | None, Field(description="Any JSON object, e.g. a source file or URL.")
+            dict[str, Any] | None, Field(description="Any JSON object, e.g. a URL.")
         ] = None,
         scope: Scope = None,
         session: Annotated[
             str | None,
+            Field(description="The conversation it belongs to (its memories share context)."),
+        ] = None,
+        cites: Annotated[
+            list[dict[str, Any]] | None,
             Field(
-                description="The conversation this memory belongs to; memories of one session "
-                "lend each other context."
+                description="Code it is about: [{path, lines '70-95' or symbol}], repo-relative."
             ),
+        ] = None,
+        supersedes: Annotated[
+            str | None, Field(description="Id of an older memory this replaces.")
         ] = None,
         ctx: Context | None = None,
     ) -> StoreOutput:
@@ -373,8 +376,17 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         grant = request_grant()
         if grant is not None:
             metadata = {**(metadata or {}), access.CREATED_BY: grant.name}
-        result = await call(
-            lambda e: e.store_result(
+        repo = None
+        if cites:
+            # Paths are relative to the project's repository: the one the client's
+            # roots named, when they did, else the engine's own (its scope's folder).
+            resolution = await resolution_of(ctx)
+            repo = None if resolution is None else resolution.folder
+
+        def save(engine: MemoryEngine) -> Any:
+            if supersedes is not None:
+                guard_record(engine, supersedes, write=True)
+            return engine.store_result(
                 content,
                 domain=domain,
                 subdomain=subdomain,
@@ -384,9 +396,18 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 metadata=metadata,
                 scope=where,
                 session=session,
+                cites=cites,
+                repo=repo,
+                supersedes=supersedes,
             )
+
+        result = await call(save)
+        return StoreOutput(
+            created=result.created,
+            record=record_output(result.record),
+            superseded=None if supersedes is None else parse_record_id(supersedes),
+            possibly_supersedes=possible_supersessions(result.record),
         )
-        return StoreOutput(created=result.created, record=record_output(result.record))
 
     @tool(_annotations("Query memories", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_query(
@@ -407,15 +428,16 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         scopes: Scopes = None,
         since: Annotated[
             str | None,
-            Field(description="Only memories stored or changed since: 2024-05-01, 7d, 2 weeks."),
+            Field(description="Stored or changed since: 2024-05-01, 7d."),
         ] = None,
-        until: Annotated[str | None, Field(description="Only those before it.")] = None,
+        until: Annotated[str | None, Field(description="Only before it.")] = None,
+        as_of: Annotated[str | None, Field(description="What was valid then; as since.")] = None,
         max_tokens: Annotated[
             int,
             Field(
                 ge=MIN_QUERY_TOKENS,
                 le=100_000,
-                description="The answer's size in tokens; left_out counts hits that did not fit.",
+                description="Answer size; left_out: hits that did not fit.",
             ),
         ] = DEFAULT_QUERY_TOKENS,
         ctx: Context | None = None,
@@ -443,6 +465,11 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 vector=list(hit.record.vector)
                 if include_vectors and hit.record.vector is not None
                 else None,
+                citations=[
+                    CitationOutput(path=c.path, state=c.state, lines=c.lines, detail=c.detail)
+                    for c in hit.citations
+                ]
+                or None,
             )
 
         def answer(ranked: list[Hit]) -> QueryOutput:
@@ -483,7 +510,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 until=until,
             )
             # Writes nothing: what an agent used, prime_memory_reinforce counts.
-            return answer(engine.query(text=text, filters=gates, vector=vector, limit=limit))
+            return answer(
+                engine.query(text=text, filters=gates, vector=vector, limit=limit, as_of=as_of)
+            )
 
         # The answer is fitted where the query ran (a worker thread over HTTP):
         # counting a large answer's tokens takes a while, and the event loop
@@ -496,7 +525,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         dry_run: Annotated[bool, Field(description="Only report what would change.")] = True,
         full: Annotated[
             bool,
-            Field(description="Screen every memory, not only those changed since the last fold."),
+            Field(description="Screen all, not only what changed since the last fold."),
         ] = False,
     ) -> FoldOutput:
         """Consolidate memory: decay strength, merge near-duplicates, archive what has faded."""
@@ -540,9 +569,9 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
 
     @tool(_annotations("Memory statistics", read_only=True, destructive=False, idempotent=True))
     async def prime_memory_stats(ctx: Context | None = None) -> StatsOutput:
-        """Count memories per domain, tag and scope, and say where new ones go and why.
+        """Count memories per domain, tag and scope; say where new ones go and why.
 
-        Call it to reuse existing domain and tag names.
+        Reuse its domain and tag names.
         """
         return await stats_of(ctx)
 
@@ -587,7 +616,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
     ) -> ForgetOutput:
         """Forget a wrong or outdated memory by record_id, or those a filter matches.
 
-        They move to the archive, where a person can restore them.
+        They move to the archive (restorable).
         """
         has_filter = domain is not None or subdomain is not None or bool(tags)
         if (record_id is None) == (not has_filter):
@@ -632,10 +661,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         importance: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
         scope: Annotated[str | None, Field(description="Move it to this scope.")] = None,
     ) -> UpdateOutput:
-        """Correct a memory in place; its id stays.
-
-        The version it replaces is kept as history.
-        """
+        """Correct a memory in place; its id stays, and the old version is kept."""
         changes: dict[str, Any] = {
             name: value
             for name, value in (
