@@ -185,8 +185,8 @@ def store_in_batches(
 
 # -- a lean MCP client -----------------------------------------------------------------
 
-#: This package's stdio MCP server.
-SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server"]
+#: This package's stdio MCP server, creating the throw-away store it is given.
+SERVER = [sys.executable, "-m", "prime_memory_folding.mcp.server", "--create"]
 #: The ``initialize`` request's parameters.
 HELLO = {
     "protocolVersion": "2025-11-25",

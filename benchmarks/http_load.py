@@ -105,7 +105,7 @@ def serve_http(
     (its process, the port it printed)."""
     return serve_command(
         [sys.executable, "-m", "prime_memory_folding.mcp.server", "--store", str(store),
-         "--transport", "streamable-http", *options],
+         "--create", "--transport", "streamable-http", *options],
         env,
     )  # fmt: skip
 

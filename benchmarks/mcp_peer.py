@@ -90,7 +90,7 @@ def ours(store: Path) -> Server:
     return Server(
         OURS,
         sys.executable,
-        ["-m", "prime_memory_folding.mcp.server", "--store", str(store)],
+        ["-m", "prime_memory_folding.mcp.server", "--create", "--store", str(store)],
         env,
         lambda i: (
             "prime_memory_store",
