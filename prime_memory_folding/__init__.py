@@ -33,12 +33,14 @@ from .recall.ranking import RankingSettings
 
 if TYPE_CHECKING:
     from .core.filters import Filters
+    from .engine.cite_check import CitationReport
     from .engine.facade import MemoryEngine, default_store_path
     from .fold.folding import FoldPolicy, FoldReport
 
 __version__ = "0.2.0"
 
 __all__ = [
+    "CitationReport",
     "CitationState",
     "DimensionMismatch",
     "EmbeddingError",
@@ -69,6 +71,7 @@ __all__ = [
 _LAZY = {"MemoryEngine", "default_store_path"}
 _LAZY_FOLDING = {"FoldPolicy", "FoldReport"}
 _LAZY_FILTERS = {"Filters"}
+_LAZY_CITATIONS = {"CitationReport"}
 
 
 def __getattr__(name: str) -> Any:
@@ -84,4 +87,8 @@ def __getattr__(name: str) -> Any:
         from .core import filters
 
         return getattr(filters, name)
+    if name in _LAZY_CITATIONS:
+        from .engine import cite_check
+
+        return getattr(cite_check, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

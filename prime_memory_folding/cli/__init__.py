@@ -25,7 +25,7 @@ from ._common import (
 )
 from .hook import hook
 from .hooks import hooks
-from .maintenance import doctor, fold, reembed, restore, unfold
+from .maintenance import check, doctor, fold, reembed, restore, unfold
 from .manage import forget, history, list_, purge, retag
 from .records import encode, get, query, stats, store, update
 from .scoping import rescope, scopes, whoami
@@ -89,6 +89,7 @@ for command in (
     unfold,
     restore,
     reembed,
+    check,
     doctor,
     export,
     import_,

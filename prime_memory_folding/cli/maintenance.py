@@ -1,4 +1,4 @@
-"""Commands that maintain a store: fold, unfold, restore, doctor."""
+"""Commands that maintain a store: fold, unfold, restore, check, doctor."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from ._common import (
     open_engine,
     phases,
     progress,
+    read_scopes,
+    scope_option,
     short_time,
     store_option,
     vectors_option,
@@ -48,8 +50,22 @@ def show_fold(report: Any, *, ids: bool = True, contents: dict[str, str] | None 
         markup=False,
     )
     out.print(f"  as of    {short_time(report.now)}, took {report.duration_s:.2f} s", markup=False)
+    if report.stale:
+        verb = "would be archived" if report.dry_run else "archived"
+        out.print(
+            f"  stale    {count_of(report.stale, 'memory about code', 'memories about code')} "
+            f"{verb}: unused and unverified, and cited code changed",
+            markup=False,
+        )
     if not ids:
         return
+    for rid in report.stale_ids[:_LIST_PREVIEW]:
+        out.print(f"    {rid}  {report.stale_details.get(rid, '')}", markup=False)
+    if report.stale > min(len(report.stale_ids), _LIST_PREVIEW):
+        out.print(
+            f"    ... and {report.stale - min(len(report.stale_ids), _LIST_PREVIEW):,} more",
+            markup=False,
+        )
     if report.pruned_ids:
         shown = report.pruned_ids[:_LIST_PREVIEW]
         out.print(f"  {'would prune' if report.dry_run else 'pruned'}:", markup=False)
@@ -254,3 +270,98 @@ def doctor(ctx: click.Context, processes: int, writes: int, as_json: bool) -> No
         echo_json(checks)
     if not all(check.ok for check in checks):
         ctx.exit(1)
+
+
+#: The citation states ``check`` lists, per memory.
+_FINDINGS = ("stale", "moved")
+_READ_SCOPE_HELP = (
+    "Check only this scope (repeat for several; '*' for all). Default: the current "
+    "project's scope, the user's and global."
+)
+
+
+def _citation_text(state: Any) -> str:
+    where = f"{state.path}:{state.lines}" if state.lines else state.path
+    return f"{where} {state.state}: {state.detail}" if state.detail else f"{where} {state.state}"
+
+
+@click.command()
+@click.option("--all-scopes", is_flag=True, help="Check every scope (the same as --scope '*').")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit with status 1 when any citation is stale (for CI); moved ones pass.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@scope_option(_READ_SCOPE_HELP)
+@store_option
+@click.pass_context
+@examples(
+    "prime-memory check",
+    "prime-memory check --scope '*' --json",
+    "prime-memory check --strict",
+)
+def check(ctx: click.Context, all_scopes: bool, strict: bool, as_json: bool) -> None:
+    """Check every memory that cites code against the working tree now.
+
+    Prints how many citations are verified, moved, stale or unchecked (the
+    repository is not on this machine), then one line per memory with a
+    stale or moved citation: its id, its text cut short, and those
+    citations (path, state, what was found). A memory whose citations all
+    match is noted as verified now, which keeps a fold from expiring it.
+    Stale memories are only reported; nothing is archived or deleted.
+
+    The exit status is 0 whatever was found, unless --strict is given: then
+    it is 1 when any citation is stale. On a terminal a progress bar counts
+    the memories checked.
+    """
+    scopes = read_scopes(ctx, all_scopes)
+    contents: dict[str, str] = {}
+    with open_engine(ctx) as engine, progress("checking citations") as advance:
+        report = engine.check_citations(scopes=scopes, progress=advance)
+        for rid, _ in report.findings:
+            contents[rid] = engine.get(rid).content
+    if as_json:
+        echo_json(
+            {
+                "checked_at": report.checked_at,
+                "memories": report.memories,
+                "citations": report.citations,
+                "verified": report.verified,
+                "moved": report.moved,
+                "stale": report.stale,
+                "unchecked": report.unchecked,
+                "verified_memories": report.verified_memories,
+                "stale_memories": report.stale_memories,
+                "findings": [
+                    {"id": rid, "content": contents.get(rid, ""), "citations": states}
+                    for rid, states in report.findings
+                ],
+            }
+        )
+    else:
+        _show_check(report, contents)
+    if strict and report.stale:
+        ctx.exit(1)
+
+
+def _show_check(report: Any, contents: dict[str, str]) -> None:
+    """The summary, then one line per memory with a stale or moved citation."""
+    out = console()
+    out.print(
+        f"checked {count_of(report.memories, 'memory', 'memories')} citing code, "
+        f"{count_of(report.citations, 'citation')}: {report.verified:,} verified, "
+        f"{report.moved:,} moved, {report.stale:,} stale, {report.unchecked:,} unchecked",
+        markup=False,
+        soft_wrap=True,
+    )
+    if report.memories == 0:
+        return
+    if not report.findings:
+        out.print("every citation matches the code", markup=False)
+        return
+    for rid, states in report.findings:
+        shown = "; ".join(_citation_text(s) for s in states if s.state in _FINDINGS)
+        # One line per memory, however long, so that it can be searched.
+        line = f"{rid}  {_one_line(contents.get(rid, ''), 40)}  {shown}"
+        out.print(line, markup=False, soft_wrap=True)

@@ -43,7 +43,7 @@ from ..storage import (
     pushdown_of,
 )
 from . import budget, maintenance, survey, tokens, validity, writes
-from .cite_check import CitationCheck
+from .cite_check import CitationCheck, CitationReport, CitationState, check_all, check_record
 from .index_reader import IndexReader
 from .live_index import LiveIndex
 from .locking import ReadWriteLock
@@ -949,6 +949,40 @@ class MemoryEngine:
         with self._lock:
             entries = archive.history(self.storage, rid)
         return [Version(entry.stored.record, entry.archived_at) for entry in entries]
+
+    def citations(self, record_id: str) -> tuple[CitationState, ...]:
+        """A memory's citations checked against the working tree now; () when it cites nothing.
+
+        The record may be live or archived (its newest archived version).
+        Writes nothing; :meth:`check_citations` notes when memories were verified.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live or archived record has this id.
+        """
+        return check_record(self._parts, self._citations or CitationCheck(), record_id)
+
+    def check_citations(
+        self,
+        *,
+        scopes: Iterable[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> CitationReport:
+        """Check every live memory that cites code, in ``scopes``, against the working tree.
+
+        ``scopes`` is :meth:`query`'s (None: the current scope, the user's and
+        ``global``; ``["*"]``: every scope). ``progress(done, total)`` is
+        called as memories are checked. Each memory whose every citation is
+        verified or moved is noted as verified now (beside the record: no
+        history, no change other processes read again), which keeps it from
+        expiring (``FoldPolicy.cite_expiry_days``). Stale memories are only
+        reported; a fold archives them once they have expired.
+
+        Raises:
+            InvalidInput: a malformed scope, or ``progress`` is not callable.
+        """
+        visible = self._reader.visible(scopes)
+        return check_all(self._parts, self._citations or CitationCheck(), visible, progress)
 
     def chain(self, record_id: str) -> Chain:
         """A memory's validity chain: the versions before it and after it.

@@ -9,6 +9,7 @@ as methods of the same names.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from ..fold.gc_pause import paused_gc
 from ..fold.links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, probe_rows, word_set
 from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
 from . import writes
+from .cite_check import CitationCheck, expired_and_stale
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -76,6 +78,9 @@ def policy_key(policy: FoldPolicy) -> str:
         policy.similarity,
         policy.word_overlap,
     )
+    if math.isfinite(policy.cite_expiry_s):
+        # Expiry changes when memories about code fade out: their prune moments.
+        return f"v1:{fields!r}:cites{(policy.cite_expiry_days, policy.cite_expiry_factor)!r}"
     return f"v1:{fields!r}"
 
 
@@ -94,8 +99,13 @@ def fold(
     keep_apart: Iterable[str] = (),
     merge_again: Iterable[str] = (),
     full: bool = False,
+    citations: CitationCheck | None = None,
 ) -> FoldReport:
-    """See :meth:`.MemoryEngine.fold`."""
+    """See :meth:`.MemoryEngine.fold`.
+
+    ``citations`` checks the citations of expired memories about code (the
+    engine's checker, with its cache); a new one when None.
+    """
     if isinstance(keep_apart, str):
         raise InvalidInput("keep_apart must be a list of record ids, not one string; wrap it: [id]")
     if isinstance(merge_again, str):
@@ -124,6 +134,7 @@ def fold(
     if not isinstance(full, bool):
         raise InvalidInput(f"full must be True or False, got {full!r}")
     full = full or policy.exhaustive
+    checker = citations if citations is not None else CitationCheck()
     when = engine.now() if now is None else float(now)
     storage = engine.storage
     started = time.perf_counter()
@@ -139,6 +150,7 @@ def fold(
             seen = storage.newest_change()
             kept, released = _kept_apart(storage, again)
             source = _read(engine, storage, policy, when, full, step, released)
+            expires, stale = expired_and_stale(storage, checker, policy, when)
             plan = plan_fold(
                 source.planned(),
                 policy,
@@ -147,6 +159,8 @@ def fold(
                 step=step,
                 apart=apart,
                 kept_apart=kept,
+                expires=expires,
+                stale=stale,
             )
             source = source.without_snapshot()  # the plan keeps what it needs
         step("preparing folded records" if dry_run else "writing")
@@ -155,7 +169,7 @@ def fold(
         if dry_run:
             engine.registry.reload()
             new_rows = _folded_rows(engine, plan.merges, engine.registry.primes, when)
-        elif source.nothing_to_do and storage.newest_change() == seen:
+        elif source.nothing_to_do and not plan.stale and storage.newest_change() == seen:
             pass  # nothing new, nothing due: an incremental fold writes nothing
         else:
             # No other writer overlaps this transaction (on PostgreSQL an advisory
@@ -166,6 +180,7 @@ def fold(
                 if storage.newest_change() != seen or _kept_apart(storage, again)[0] != kept:
                     kept, released = _kept_apart(storage, again)
                     source = _read(engine, storage, policy, when, full, None, released)
+                    expires, stale = expired_and_stale(storage, checker, policy, when)
                     plan = plan_fold(
                         source.planned(),
                         policy,
@@ -173,6 +188,8 @@ def fold(
                         incremental=source.incremental,
                         apart=apart,
                         kept_apart=kept,
+                        expires=expires,
+                        stale=stale,
                     )
                     source = source.without_snapshot()
                 if again:
@@ -183,6 +200,7 @@ def fold(
                     (rid, "pruned", f"strength {eff:.4g} fell below {policy.prune_below}", None)
                     for rid, eff in plan.pruned
                 ]
+                entries.extend((rid, "stale", detail, None) for rid, detail in plan.stale)
                 for merge, row in zip(plan.merges, new_rows):
                     into = row.record.record_id
                     detail = f"folded with {len(merge.member_ids) - 1} similar record(s)"
@@ -201,7 +219,7 @@ def fold(
                 fold_marks.replace_marks(
                     storage,
                     plan.marks,
-                    forget=[*plan.unmarked, *source.vanished],
+                    forget=[*plan.unmarked, *source.vanished, *(rid for rid, _ in plan.stale)],
                     everything=not source.incremental,
                     compare=source.incremental,
                 )
@@ -235,7 +253,11 @@ def fold(
             dry_run=dry_run,
             now=when,
             records_before=source.records,
-            records_after=source.records - len(plan.pruned) - folded + len(plan.merges),
+            records_after=source.records
+            - len(plan.pruned)
+            - len(plan.stale)
+            - folded
+            + len(plan.merges),
             decayed=len(plan.decayed),
             pruned=len(plan.pruned),
             clustered=len(plan.merges),
@@ -253,6 +275,9 @@ def fold(
             pruned_strengths=dict(plan.pruned[:MAX_REPORTED]),
             incremental=source.incremental,
             screened=source.screened,
+            stale=len(plan.stale),
+            stale_ids=tuple(rid for rid, _ in plan.stale[:MAX_REPORTED]),
+            stale_details=dict(plan.stale[:MAX_REPORTED]),
         )
 
 

@@ -32,6 +32,14 @@ Merge and promote
     the strength-weighted mean vector, the union of tags plus ``folded``, a
     boosted importance and a promoted tier. Its members are archived and
     listed in ``metadata["folded_from"]``.
+Expiry
+    A memory that cites code and was neither used (``accessed_at``) nor
+    verified (every citation verified or moved by a check) for
+    ``cite_expiry_days`` has expired: from then on its half-life is divided by
+    ``cite_expiry_factor`` (see :func:`expired_strengths`). The engine says
+    when each such memory expires (``expires``); a memory that cites nothing
+    decays exactly as before. An expired memory whose citations are stale is
+    archived as ``stale`` (``stale`` of :func:`plan_fold`).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +75,14 @@ __all__ = [
     "decay_terms",
     "effective_columns",
     "effective_strength",
+    "expired_strengths",
+    "expiry_moments",
     "fold_groups",
     "half_life",
     "linked_pairs",
     "plan_fold",
     "prune_moments",
+    "prune_moments_expiring",
     "sentence_words",
     "summarise",
     "tier_of",
@@ -91,6 +102,8 @@ _PERSIST_SHARE = 0.01
 _MAX_SPACED = 64.0
 
 _DAY = 86_400.0
+#: The metadata key of a memory's citations (``engine.writes.CITES_KEY``).
+CITES_KEY = "cites"
 #: Sentence ends: Latin ones before whitespace; the full-width ones of Chinese
 #: and Japanese, which no space follows, anywhere.
 _FULL_WIDTH_STOPS = "\u3002\uff01\uff1f\uff61"  # ideographic full stop, ! ? and half-width stop
@@ -142,6 +155,12 @@ class FoldPolicy:
     #: the reference the candidate search is checked against, and it takes
     #: time growing with the square of a domain's size. It implies a full fold.
     exhaustive: bool = False
+    #: A memory that cites code expires once it has been neither used nor
+    #: verified for this many days (0: never): it then decays faster, and a
+    #: fold archives it as ``stale`` when its citations are stale.
+    cite_expiry_days: float = 28.0
+    #: An expired memory's half-life is divided by this (1: no faster decay).
+    cite_expiry_factor: float = 4.0
 
     def __post_init__(self) -> None:
         for name in ("working_half_life", "short_term_half_life", "long_term_half_life"):
@@ -176,12 +195,27 @@ class FoldPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a whole number >= 0, got {value!r}")
+        if not _number(self.cite_expiry_days) or not 0 <= self.cite_expiry_days < math.inf:
+            raise InvalidInput(
+                f"cite_expiry_days must be a number of days >= 0 (0: never), "
+                f"got {self.cite_expiry_days!r}"
+            )
+        if not _number(self.cite_expiry_factor) or not 1.0 <= self.cite_expiry_factor <= 100.0:
+            raise InvalidInput(
+                f"cite_expiry_factor must be from 1 (no faster decay) to 100, "
+                f"got {self.cite_expiry_factor!r}"
+            )
         if not isinstance(self.exhaustive, bool):
             raise InvalidInput(f"exhaustive must be True or False, got {self.exhaustive!r}")
         if self.summary_max_chars < 80:
             raise InvalidInput(
                 f"summary_max_chars must be at least 80, got {self.summary_max_chars}"
             )
+
+    @property
+    def cite_expiry_s(self) -> float:
+        """:attr:`cite_expiry_days` in seconds; ``inf`` when memories never expire."""
+        return self.cite_expiry_days * _DAY if self.cite_expiry_days > 0 else math.inf
 
     def base_half_life(self, tier: str) -> float:
         """The half-life of a tier before spacing; ``inf`` for permanent."""
@@ -347,6 +381,9 @@ class FoldPlan:
     marks: tuple[tuple[str, float], ...] = ()
     unmarked: tuple[str, ...] = ()
     held: tuple[str, ...] = ()
+    #: Expired memories about code whose citations are stale, to archive as
+    #: ``stale``, by id, with a detail naming the stale citation.
+    stale: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +406,11 @@ class FoldReport:
             explanation; each list holds at most ``MAX_REPORTED`` entries.
         summaries: each created record's content, by its id.
         pruned_strengths: each pruned record's decayed strength, by its id.
+        stale: memories about code archived (reason ``stale``) because they
+            expired (neither used nor verified for the policy's
+            ``cite_expiry_days``) and a citation is stale.
+        stale_ids, stale_details: those records (at most ``MAX_REPORTED``),
+            and the stale citation each names, by its id.
     """
 
     dry_run: bool
@@ -390,6 +432,9 @@ class FoldReport:
     pruned_strengths: dict[str, float] = field(default_factory=dict)
     incremental: bool = False
     screened: int = 0
+    stale: int = 0
+    stale_ids: tuple[str, ...] = ()
+    stale_details: dict[str, str] = field(default_factory=dict)
 
 
 #: The most ids a report lists per kind.
@@ -446,6 +491,69 @@ def prune_moment(strength: float, since: float, half: float, prune_below: float)
     return since + half * float(np.log2(strength / prune_below))
 
 
+def expiry_moments(
+    record_ids: Sequence[str], expires: Mapping[str, float] | None
+) -> npt.NDArray[np.float64] | None:
+    """When each record expired or expires (``inf``: never); None when none ever does."""
+    if not expires:
+        return None
+    knee = np.fromiter(
+        (expires.get(rid, math.inf) for rid in record_ids), dtype=np.float64, count=len(record_ids)
+    )
+    return knee if bool(np.isfinite(knee).any()) else None
+
+
+def expired_strengths(
+    effective: npt.NDArray[np.float64],
+    strength: npt.NDArray[np.float64],
+    since: npt.NDArray[np.float64],
+    half: npt.NDArray[np.float64],
+    knee: npt.NDArray[np.float64],
+    now: float,
+    factor: float,
+) -> npt.NDArray[np.float64]:
+    """``effective`` with the records expired by ``now`` decayed faster since they expired.
+
+    A record's strength halves every ``half`` until ``knee`` (when it
+    expired), then every ``half / factor``:
+    ``strength * 2 ** (-(start - since) / half - (now - start) * factor / half)``
+    with ``start = max(knee, since)``. The other rows are returned untouched,
+    to the last bit.
+    """
+    start = np.maximum(knee, since)
+    rows = np.flatnonzero(np.isfinite(knee) & (now > start))
+    if not len(rows):
+        return effective
+    out: npt.NDArray[np.float64] = effective.copy()
+    h, s0, at = half[rows], since[rows], start[rows]
+    out[rows] = strength[rows] * np.exp2(-(at - s0) / h - (now - at) * factor / h)
+    return out
+
+
+def prune_moments_expiring(
+    moments: npt.NDArray[np.float64],
+    strength: npt.NDArray[np.float64],
+    since: npt.NDArray[np.float64],
+    half: npt.NDArray[np.float64],
+    knee: npt.NDArray[np.float64],
+    prune_below: float,
+    factor: float,
+) -> npt.NDArray[np.float64]:
+    """:func:`prune_moments` (``moments``) moved earlier for the records that expire
+    first: past ``knee`` their strength halves every ``half / factor``. The other
+    rows are returned untouched."""
+    rows = np.flatnonzero(np.isfinite(knee) & np.isfinite(moments) & (moments > knee))
+    if not len(rows) or prune_below <= 0:
+        return moments
+    out: npt.NDArray[np.float64] = moments.copy()
+    h, s0 = half[rows], since[rows]
+    at = np.maximum(knee[rows], s0)
+    left = strength[rows] * np.exp2(-(at - s0) / h)
+    with np.errstate(divide="ignore"):
+        out[rows] = at + h / factor * np.log2(np.maximum(left, 1e-300) / prune_below)
+    return out
+
+
 def stored_prune_moments(
     policy: FoldPolicy, rows: Sequence[StoredRow]
 ) -> tuple[list[tuple[str, float]], list[str]]:
@@ -460,7 +568,11 @@ def stored_prune_moments(
         return [], []
     records = [row.record for row in rows]
     labels = [r.metadata.get("tier") for r in records]
-    if len(rows) == 1:  # one store: the same arithmetic without the columns' overhead
+    expiring = math.isfinite(policy.cite_expiry_s) and any(
+        r.metadata.get(CITES_KEY) for r in records
+    )
+    # One store: the same arithmetic without the columns' overhead.
+    if len(rows) == 1 and not expiring:
         r, label = records[0], labels[0]
         set_at, lasts = decay_terms(
             policy, r.importance, label if isinstance(label, str) else None,
@@ -478,7 +590,20 @@ def stored_prune_moments(
         [row.strength_at for row in rows],
     )
     strength = np.array([r.strength for r in records], dtype=np.float64)
-    moments = prune_moments(strength, since, half, policy.prune_below).tolist()
+    found = prune_moments(strength, since, half, policy.prune_below)
+    if expiring:
+        # A memory about code stored now expires cite_expiry_days after its last use.
+        knee = np.array(
+            [
+                r.accessed_at + policy.cite_expiry_s if r.metadata.get(CITES_KEY) else math.inf
+                for r in records
+            ],
+            dtype=np.float64,
+        )
+        found = prune_moments_expiring(
+            found, strength, since, half, knee, policy.prune_below, policy.cite_expiry_factor
+        )
+    moments = found.tolist()
     marks = [(r.record_id, at) for r, at in zip(records, moments) if not math.isnan(at)]
     unmarked = [r.record_id for r, at in zip(records, moments) if math.isnan(at)]
     return marks, unmarked
@@ -501,6 +626,8 @@ def plan_fold(
     step: PlanStep | None = None,
     apart: frozenset[str] = frozenset(),
     kept_apart: Sequence[frozenset[str]] = (),
+    expires: Mapping[str, float] | None = None,
+    stale: Sequence[tuple[str, str]] = (),
 ) -> FoldPlan:
     """Decide what a fold does: decay, prune, cluster and merge. Reads nothing else.
 
@@ -513,10 +640,26 @@ def plan_fold(
     the records due for pruning: by the invariant that a fold leaves no two
     live records linked, these hold every link of the store, so it finds the
     same merges a full plan would. It writes back no decayed strengths.
+
+    ``expires`` says when each memory that cites code expires (see the
+    module's *Expiry*): past that moment its strength decays
+    ``cite_expiry_factor`` times faster. ``stale`` are the expired memories
+    whose citations are stale, ``(id, detail)``: the plan archives them (they
+    need not be in the snapshot) and neither prunes nor merges them.
     """
     n = len(snapshot)
     effective, since, half = effective_columns(snapshot, policy, now)
-    pruned_mask = np.isfinite(half) & (effective < policy.prune_below)
+    knee = expiry_moments(snapshot.record_ids, expires)
+    if knee is not None:
+        effective = expired_strengths(
+            effective, snapshot.strength, since, half, knee, now, policy.cite_expiry_factor
+        )
+    stale = tuple(sorted(dict(stale).items()))
+    stale_mask = np.zeros(n, dtype=bool)
+    if stale:
+        gone_stale = {rid for rid, _ in stale}
+        stale_mask[[i for i, rid in enumerate(snapshot.record_ids) if rid in gone_stale]] = True
+    pruned_mask = np.isfinite(half) & (effective < policy.prune_below) & ~stale_mask
     ranks = snapshot.id_ranks()
     pruned_rows = np.flatnonzero(pruned_mask)
     pruned_rows = pruned_rows[np.argsort(ranks[pruned_rows], kind="stable")]
@@ -528,7 +671,7 @@ def plan_fold(
         snapshot.subdomains,
         snapshot.tags,
         snapshot.vectors,
-        snapshot.has_vector & ~pruned_mask,
+        snapshot.has_vector & ~pruned_mask & ~stale_mask,
         policy.similarity,
         contents=snapshot.contents,
         word_overlap=policy.word_overlap,
@@ -548,7 +691,7 @@ def plan_fold(
         _merge(snapshot, members, mean, effective, policy, now)
         for members, mean in zip(groups, means)
     )
-    gone = pruned_mask.copy()
+    gone = pruned_mask | stale_mask
     for members in groups:
         gone[members] = True
     kept = np.flatnonzero(~gone)
@@ -558,6 +701,11 @@ def plan_fold(
         lowered = kept[effective[kept] < snapshot.strength[kept] * (1.0 - _PERSIST_SHARE)]
         decayed = [(snapshot.record_ids[i], float(effective[i])) for i in lowered.tolist()]
     moments = prune_moments(snapshot.strength, since, half, policy.prune_below)
+    if knee is not None:
+        moments = prune_moments_expiring(
+            moments, snapshot.strength, since, half, knee, policy.prune_below,
+            policy.cite_expiry_factor,
+        )  # fmt: skip
     ids = snapshot.record_ids
     marked = kept[~np.isnan(moments[kept])]
     marks = tuple(zip([ids[i] for i in marked.tolist()], moments[marked].tolist()))
@@ -572,6 +720,7 @@ def plan_fold(
         marks=marks,
         unmarked=unmarked,
         held=held,
+        stale=stale,
     )
 
 

@@ -553,3 +553,31 @@ def archive_superseded_and_stale(db: sqlite3.Connection) -> None:
         CREATE INDEX archive_reason ON archive (reason, folded_into);
         """,
     )
+
+
+# -- when memories about code were last verified: migration 14 ------------------------------
+
+
+@migration(14)
+def create_cite_checks(db: sqlite3.Connection) -> None:
+    """When each memory that cites code last had every citation verified (or moved).
+
+    ``check_citations`` writes a row per memory it verified, beside the
+    record rather than in it, so that a check leaves no history and changes
+    nothing other processes must read again. A fold's expiry reads it: a
+    memory about code neither verified nor used for a while decays faster,
+    and is archived as ``stale`` once its citations are. The partial index
+    holds only the records that cite code, so a fold finds them without
+    reading the table.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE cite_checks (
+            record_id TEXT PRIMARY KEY,
+            verified_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX records_cites ON records (record_id, accessed_at)
+            WHERE metadata LIKE '%"cites"%';
+        """,
+    )

@@ -207,12 +207,24 @@ _ARCHIVE_REASONS = (
         ('pruned', 'folded', 'forgotten', 'replaced', 'superseded', 'stale'))""",
 )
 
+#: When each memory that cites code was last verified (SQLite's migration 14),
+#: and the records that cite code, indexed apart for a fold's expiry.
+_CITE_CHECKS = (
+    """CREATE TABLE cite_checks (
+        record_id TEXT PRIMARY KEY,
+        verified_at DOUBLE PRECISION NOT NULL
+    )""",
+    """CREATE INDEX records_cites ON records (record_id, accessed_at)
+        WHERE metadata LIKE '%"cites"%'""",
+)
+
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "create_tables", _CORE, _seed_primes),
     PgMigration(2, "create_tokens", _TOKENS),
     PgMigration(3, "add_sessions", _SESSIONS),
     PgMigration(4, "create_fold_apart", _FOLD_APART),
     PgMigration(5, "archive_superseded_and_stale", _ARCHIVE_REASONS),
+    PgMigration(6, "create_cite_checks", _CITE_CHECKS),
 )
 
 
