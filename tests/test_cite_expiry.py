@@ -346,3 +346,18 @@ def test_the_policy_checks_its_expiry_fields() -> None:
 
     assert policy_key(FoldPolicy()) != policy_key(FoldPolicy(cite_expiry_days=7))
     assert policy_key(FoldPolicy()) != policy_key(FoldPolicy(cite_expiry_factor=2))
+
+
+def test_a_memory_whose_metadata_only_mentions_cites_is_no_memory_about_code(
+    backend_engine: MemoryEngine, clock: FakeClock
+) -> None:
+    """The index of memories about code matches the word; the metadata decides."""
+    engine = backend_engine
+    rid = engine.store("a plain memory", metadata={"kind": "cites"}).record_id
+    assert rid in {found for found, _, _, _ in cite_check.cited_records(engine.storage)}
+    report = engine.check_citations()
+    assert (report.memories, report.citations) == (0, 0)
+    assert engine.citations(rid) == ()
+    folded = engine.fold(now=clock.now + 420 * DAY)
+    assert folded.pruned == 0 and folded.stale == 0
+    assert engine.get(rid).record_id == rid
