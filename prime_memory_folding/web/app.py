@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -26,8 +27,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from ..core import citations as cite_check
 from ..core.address import unpack
-from ..core.records import Hit, Record
+from ..core.citations import CitationState
+from ..core.records import Chain, Hit, Record
 from ..engine.facade import MemoryEngine
 from ..errors import InvalidInput, NotAvailable, NotFound, PrimeMemoryError
 from ..fold.folding import FoldReport
@@ -45,12 +48,30 @@ TEXT_LIMIT = 100
 POLL_SECONDS = 2
 #: The most records a bulk action touches at once.
 BULK_LIMIT = 100_000
+#: The metadata key that holds a record's citations (``store(cites=...)``).
+_CITES = "cites"
 _STATIC = Path(__file__).with_name("static")
 _ACTIONS = {
     "forget": "Forget (into the archive)",
     "move": "Move to scope",
     "tag": "Add tag",
     "untag": "Remove tag",
+}
+#: Each archive reason, as the archive page's filters and labels say it.
+_REASONS = {
+    "pruned": "pruned by a fold",
+    "forgotten": "forgotten",
+    "folded": "folded into another",
+    "replaced": "replaced by an update",
+    "superseded": "superseded by a newer memory",
+    "stale": "stale: its code changed",
+}
+#: How each citation state reads beside its badge (the badge's mark is decoration only).
+_CITATION_STATES = {
+    "verified": ("✓", "verified: the cited code is unchanged"),
+    "moved": ("→", "moved: the same code is elsewhere"),
+    "stale": ("✗", "stale: the cited code changed or is gone"),
+    "unchecked": ("?", "unchecked: the repository is not on this machine"),
 }
 _SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -110,7 +131,13 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=_when, size=_size, excerpt=_excerpt, half_life=_half_life)
-    env.globals.update(ORDERS=ORDERS, PAGE_SIZES=PAGE_SIZES, ACTIONS=_ACTIONS)
+    env.globals.update(
+        ORDERS=ORDERS,
+        PAGE_SIZES=PAGE_SIZES,
+        ACTIONS=_ACTIONS,
+        REASONS={reason: _REASONS.get(reason, reason) for reason in REASONS},
+        CITATION_STATES=_CITATION_STATES,
+    )
     return env
 
 
@@ -163,11 +190,13 @@ class Inspector:
         gates = filters.gates()
         offset = (filters.page - 1) * filters.size
         text_parts: dict[str, dict[str, float]] = {}
+        checked: dict[str, tuple[CitationState, ...]] = {}
         among: list[str] | None = None
         order = filters.order
         if filters.q:
             found = engine.query(text=filters.q, limit=TEXT_LIMIT, filters=gates)
             text_parts = {h.record.record_id: h.score_parts for h in found}
+            checked = {h.record.record_id: h.citations for h in found if h.citations}
             among = list(text_parts)
             if order == "relevance":
                 order = "given"
@@ -180,10 +209,23 @@ class Inspector:
             limit=filters.size,
         )
         rows = [
-            (hit, {**text_parts.get(hit.record.record_id, {}), **hit.score_parts})
+            (
+                self._with_citations(hit, checked),
+                {**text_parts.get(hit.record.record_id, {}), **hit.score_parts},
+            )
             for hit in page.hits
         ]
         return page.total, rows
+
+    def _with_citations(self, hit: Hit, checked: dict[str, tuple[CitationState, ...]]) -> Hit:
+        """``hit`` with its citations checked: the text query's check, else one now."""
+        if hit.citations or not hit.record.metadata.get(_CITES):
+            return hit
+        rid = hit.record.record_id
+        states = checked.get(rid)
+        if states is None:
+            states = self._check_citations(hit.record)
+        return replace(hit, citations=states) if states else hit
 
     def matching_ids(self, filters: Filters) -> list[str]:
         """Every id the filters match (the text query's best ``TEXT_LIMIT`` with one)."""
@@ -321,6 +363,74 @@ class Inspector:
             "product_checks": product == record.tag_product,
         }
 
+    def _check_citations(self, record: Record) -> tuple[CitationState, ...]:
+        """The record's citations (live or archived) checked against the working tree now.
+
+        A record that left between two reads (another process forgot and purged
+        it) is checked from the fingerprints this page read.
+        """
+        try:
+            return self.engine.citations(record.record_id)
+        except NotFound:
+            return cite_check.check(record.metadata.get(_CITES))
+
+    def _citations(self, record: Record) -> list[dict[str, Any]]:
+        """One row per citation: what was cited and stored, and its state now."""
+        stored = record.metadata.get(_CITES)
+        if not isinstance(stored, list):
+            return []
+        cites = [c for c in stored if isinstance(c, Mapping) and "path" in c]
+        if not cites:
+            return []
+        states = self._check_citations(record)
+        if len(states) != len(cites):  # a checker that skipped one: show what it found
+            cites = [{"path": s.path} for s in states]
+        rows = []
+        for cite, state in zip(cites, states):
+            commit = cite.get("commit")
+            rows.append(
+                {
+                    "path": str(cite["path"]),
+                    "lines": cite.get("lines"),
+                    "symbol": cite.get("symbol"),
+                    "commit": str(commit) if commit else None,
+                    "state": state.state,
+                    "now_path": state.path,
+                    "now_lines": state.lines,
+                    "detail": state.detail,
+                }
+            )
+        return rows
+
+    def _chain(self, record_id: str) -> Chain | None:
+        """The record's validity chain when it has more than one version, else None."""
+        try:
+            chain = self.engine.chain(record_id)
+        except NotFound:
+            return None
+        return chain if chain.predecessors or chain.successors else None
+
+    @staticmethod
+    def _possibly_supersedes(record: Record) -> list[dict[str, str]]:
+        """The older memories this one may restate with a changed value (its metadata says)."""
+        listed = record.metadata.get("possibly_supersedes")
+        if not isinstance(listed, list):
+            return []
+        found = []
+        for item in listed:
+            if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+                change = item.get("change")
+                found.append({"id": item["id"], "change": "" if change is None else str(change)})
+        return found
+
+    def _history(self, record: Record) -> dict[str, Any]:
+        """What the memory page shows of a record's citations, chain and candidates."""
+        return {
+            "citations": self._citations(record),
+            "chain": self._chain(record.record_id),
+            "possibly_supersedes": self._possibly_supersedes(record),
+        }
+
     async def memory(self, request: Request) -> Response:
         return self._memory_page(request, request.path_params["record_id"])
 
@@ -374,6 +484,7 @@ class Inspector:
             form=form,
             error=error,
             scopes=stats.scopes,
+            **self._history(record),
         )
 
     def _archived_page(self, request: Request, record_id: str) -> Response:
@@ -393,7 +504,7 @@ class Inspector:
             live=False,
             entry=entry,
             lanes=self._lanes(entry.record, self.engine.stats().registries),
-            members=[e for e in listing.entries if e.folded_into == rid],
+            members=[e for e in listing.entries if e.folded_into == rid and e.reason == "folded"],
             folded_from=[],
             metadata=json.dumps(
                 entry.record.metadata, indent=2, sort_keys=True, ensure_ascii=False
@@ -401,6 +512,7 @@ class Inspector:
             form=None,
             error=None,
             scopes={},
+            **self._history(entry.record),
         )
 
     async def edit(self, request: Request) -> Response:
