@@ -18,8 +18,8 @@ Three measures, in one run:
    the engine does at store time: its top 5 text hits in its scope (itself
    left out) are the candidates, and ``change`` runs on each. Detection: a
    changing pair's older note is a candidate and is flagged. False alarms:
-   every other flagged candidate. Beside it, what the engine's own store-time
-   check wrote (``metadata["possibly_supersedes"]``), right and wrong.
+   every other flagged candidate. Beside it, what the engine's own check
+   (``engine.possibly_supersedes(id)``) says of each new note, right and wrong.
 3. **LongMemEval knowledge-update.** For each ``knowledge-update`` question of
    the data set (``--data``; loaded with ``longmemeval_recall``'s functions),
    the haystack's user turns are stored one by one at their session's date,
@@ -65,8 +65,6 @@ from prime_memory_folding.recall.restate import change
 CASES = REPO_ROOT / "benchmarks" / "supersession_cases.json"
 #: Candidates the engine offers at store time.
 CANDIDATES = 5
-#: The metadata key of the engine's own store-time suggestions.
-HINTS_KEY = "possibly_supersedes"
 #: Seconds between two stored notes of the engine measure.
 STEP_S = 3600.0
 
@@ -175,8 +173,8 @@ def in_engine(cases: Sequence[dict[str, Any]], folder: Path) -> dict[str, Any]:
                 hits = candidates(engine, case["new"], scope, record.record_id)
                 target = old_ids[case["id"]] if group else None
                 offered += target in [h.record.record_id for h in hits]
-                for hint in record.metadata.get(HINTS_KEY, ()):
-                    if hint["id"] == target:
+                for hint in engine.possibly_supersedes(record.record_id):
+                    if hint.record.record_id == target:
                         own_found += 1
                     else:
                         own_false += 1
@@ -206,11 +204,6 @@ def in_engine(cases: Sequence[dict[str, Any]], folder: Path) -> dict[str, Any]:
 
 
 # -- 3. LongMemEval knowledge-update --------------------------------------------------------
-
-
-def takes_suggest() -> bool:
-    """Whether ``MemoryEngine`` takes ``suggest_supersession`` (its own store-time check)."""
-    return "suggest_supersession" in inspect.signature(MemoryEngine).parameters
 
 
 def within_query_limits(text: str) -> bool:
@@ -247,8 +240,7 @@ def replay(question: lme.Question, supersede: bool, api: bool) -> dict[str, Any]
     over = refused = 0
     current = current_turns(question)
     offered: set[lme.Key] = set()  # the candidates of the current value's turns
-    quiet = {"suggest_supersession": False} if takes_suggest() else {}
-    with MemoryEngine(":memory:", clock=clock, embedder="builtin", **quiet) as engine:
+    with MemoryEngine(":memory:", clock=clock, embedder="builtin") as engine:
         for session in question.sessions:
             clock.now = session.when
             for index, text in session.turns:
@@ -377,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"older note offered {engine['old_in_candidates']}/{engine['changing']}, detected "
         f"{engine['detected']}/{engine['changing']} ({pct(engine['detection_rate'])}); "
         f"false alarms {engine['false_alarms']} on {engine['new_notes_with_false_alarm']} "
-        f"new notes (precision {pct(engine['precision'])}); the engine's own store-time "
-        f"suggestions: {own['detected']} right, {own['false_alarms']} false"
+        f"new notes (precision {pct(engine['precision'])}); the engine's own "
+        f"possibly_supersedes: {own['detected']} right, {own['false_alarms']} false"
     )
 
     if args.no_lme:
@@ -400,8 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"LongMemEval knowledge-update: {n} questions of {len(items)} in {args.data.name} "
             f"(closing by {ku['closing']}); {ku['over_query_limits']:,} of {ku['turns']:,} "
-            "turns are over a text query's limits (the engine's own check skips them; "
-            "here they query with their first words)"
+            "turns are over a text query's limits (they query with their first words, "
+            "as the engine's own check does)"
         )
         rows = [
             [name, f"{s['current_first']}/{n}", f"{s['stale_first']}/{n}", s["closed"],

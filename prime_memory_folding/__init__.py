@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from .core.address import Encoded
 from .core.citations import CitationState
-from .core.records import Hit, Record, Stats, StoreResult, Vector, Version
+from .core.records import (
+    Chain,
+    ChainLink,
+    Hit,
+    Record,
+    Restatement,
+    Stats,
+    StoreResult,
+    Vector,
+    Version,
+)
 from .errors import (
     DimensionMismatch,
     EmbeddingError,
@@ -40,6 +50,8 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 __all__ = [
+    "Chain",
+    "ChainLink",
     "CitationReport",
     "CitationState",
     "DimensionMismatch",
@@ -57,6 +69,7 @@ __all__ = [
     "PrimeMemoryError",
     "RankingSettings",
     "Record",
+    "Restatement",
     "SchemaTooNew",
     "Stats",
     "StoreError",

@@ -7,6 +7,9 @@ restore and unfold work across a chain, and bad input changes nothing.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +20,7 @@ from prime_memory_folding.errors import InvalidInput, InvalidRecordId, NotFound
 from prime_memory_folding.storage import archive
 
 from .conftest import FakeClock
+from .old_stores import build_store
 
 DAY = 86_400.0
 
@@ -207,36 +211,35 @@ def test_restore_reopens_a_closed_version_and_unfold_keeps_the_chain(
     assert engine.chain(new.record_id).predecessors == ()
 
 
-def test_a_restatement_is_offered_never_applied(engine: MemoryEngine, clock: FakeClock) -> None:
+def test_a_restatement_is_offered_never_applied(
+    backend_engine: MemoryEngine, clock: FakeClock
+) -> None:
+    engine = backend_engine
+    for topic in ("lint rules", "the release train", "code review", "the staging database"):
+        engine.store(f"A note on {topic}", scope="project:web")
     old = engine.store("The CI pipeline uses Node 18 for every job", scope="project:web")
     clock.advance(60)
     new = engine.store("The CI pipeline uses Node 20 for every job", scope="project:web")
-    assert new.metadata["possibly_supersedes"] == [
-        {"id": old.record_id, "change": new.metadata["possibly_supersedes"][0]["change"]}
-    ]
-    assert "18" in new.metadata["possibly_supersedes"][0]["change"]
+    [hint] = engine.possibly_supersedes(new.record_id)
+    assert hint.record == old and "18" in hint.change and "20" in hint.change
     assert engine.get(old.record_id).content == old.content  # still live
+    assert engine.possibly_supersedes(old.record_id) == []  # only older memories
     # Another scope's memory is never offered; nor is an unrelated one.
     elsewhere = engine.store("The CI pipeline uses Node 22 for every job", scope="project:api")
-    assert "possibly_supersedes" not in elsewhere.metadata
+    assert engine.possibly_supersedes(elsewhere.record_id) == []
     unrelated = engine.store("Lunch is at noon on Fridays", scope="project:web")
-    assert "possibly_supersedes" not in unrelated.metadata
-    # Confirming it closes the old one; an explicit supersedes suggests nothing else.
-    confirmed = engine.store(
+    assert engine.possibly_supersedes(unrelated.record_id) == []
+    # Confirming it closes the old one, and the offer is gone.
+    engine.store(
         "The CI pipeline uses Node 20 for every job, pinned in .nvmrc",
         scope="project:web",
         supersedes=old.record_id,
     )
-    assert "possibly_supersedes" not in confirmed.metadata
     with pytest.raises(NotFound):
         engine.get(old.record_id)
-
-
-def test_suggestions_can_be_turned_off(store_path, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
-    with MemoryEngine(store_path, clock=clock, suggest_supersession=False) as engine:
-        engine.store("Retries: 3 attempts with backoff")
-        again = engine.store("Retries: 5 attempts with backoff")
-        assert "possibly_supersedes" not in again.metadata
+    assert engine.possibly_supersedes(new.record_id) == []
+    with pytest.raises(NotFound):
+        engine.possibly_supersedes(old.record_id)
 
 
 OPS = st.lists(
@@ -255,7 +258,7 @@ def test_a_query_without_as_of_never_returns_a_closed_version(
 ) -> None:
     clock = FakeClock()
     path = tmp_path_factory.mktemp("closed") / "memory.db"
-    with MemoryEngine(path, clock=clock, suggest_supersession=False) as engine:
+    with MemoryEngine(path, clock=clock) as engine:
         live: list[str] = []
         closed: list[str] = []
         for step, (op, pick) in enumerate(ops):
@@ -281,3 +284,47 @@ def test_a_query_without_as_of_never_returns_a_closed_version(
                 current = engine.get(hit.record.record_id)
                 assert hit.record.content == current.content  # never an older version
             assert sorted(set(ids(engine.query(tags=["t"], limit=100)))) == sorted(live)
+
+
+def test_a_long_memory_is_compared_by_its_head(engine: MemoryEngine, clock: FakeClock) -> None:
+    tail = " ".join(f"detail{n}" for n in range(300))  # past a query's 100 words
+    old = engine.store(f"The service listens on port 8080 behind the proxy. {tail}")
+    clock.advance(60)
+    new = engine.store(f"The service listens on port 9090 behind the proxy. {tail}")
+    [hint] = engine.possibly_supersedes(new.record_id)
+    assert hint.record.record_id == old.record_id and "8080" in hint.change
+
+
+def test_migration_13_keeps_every_archive_entry_and_widens_its_reasons(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "old.db"
+    build_store(path, 12)
+    db = sqlite3.connect(path)
+    row = (
+        "pruned", "faded", None, 5.0, "0" * 31 + "1", "k", "memory", "general", "[]", "1",
+        "An old note", None, 0.5, 0.1, 1.0, 1.0, 1.0, 0, "{}", None, None, "global", "s1",
+    )  # fmt: skip
+    db.execute(
+        "INSERT INTO archive (reason, detail, folded_into, archived_at, record_id, dedupe_key, "
+        "domain, subdomain, tags, tag_product, content, vector, importance, strength, "
+        "created_at, updated_at, accessed_at, access_count, metadata, instance_key, "
+        f"strength_at, scope, session) VALUES ({', '.join('?' * len(row))})",
+        row,
+    )
+    db.commit()
+    [(seq,)] = db.execute("SELECT seq FROM archive").fetchall()
+    db.close()
+    with MemoryEngine(path, clock=clock) as engine:
+        [entry] = engine.archive_entries().entries
+        assert (entry.reason, entry.detail, entry.record.content) == (
+            "pruned",
+            "faded",
+            "An old note",
+        )
+        assert entry.record.session == "s1" and entry.archived_at == 5.0
+        [(kept,)] = engine.storage.db.execute("SELECT seq FROM archive").fetchall()  # type: ignore[attr-defined]
+        assert kept == seq
+        old = engine.store("Port 8080")
+        engine.store("Port 9090", supersedes=old.record_id)
+        assert engine.stats().archived_by_reason == {"pruned": 1, "superseded": 1}

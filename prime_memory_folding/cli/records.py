@@ -78,18 +78,6 @@ def parse_cite(spec: str) -> dict[str, str]:
     return cite
 
 
-def possible_supersessions(record: Any) -> list[tuple[str, str]]:
-    """``(id, change)`` of the older memories the engine says ``record`` may restate."""
-    hinted = record.metadata.get("possibly_supersedes")
-    if not isinstance(hinted, list):
-        return []
-    return [
-        (entry["id"], str(entry.get("change") or ""))
-        for entry in hinted
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
-    ]
-
-
 def citation_line(state: Any) -> str:
     """One citation of a hit as it reads now: ``moved src/a.py:72-97: the lines moved``."""
     where = state.path if state.lines is None else f"{state.path}:{state.lines}"
@@ -394,19 +382,24 @@ def store(
             repo=given_project(ctx) if citations else None,
             supersedes=supersedes,
         )
+        hints = [] if supersedes else engine.possibly_supersedes(result.record.record_id)
     superseded = None if supersedes is None else parse_record_id(supersedes)
     if as_json:
         out: dict[str, Any] = {"created": result.created, "record": result.record}
         if superseded is not None:
             out["superseded"] = superseded
+        if hints:
+            out["possibly_supersedes"] = [
+                {"id": hint.record.record_id, "change": hint.change} for hint in hints
+            ]
         echo_json(out, vectors=vectors)
         return
     verb = "stored" if result.created else "reinforced"
     click.echo(f"{verb} {result.record.record_id}")
     if superseded is not None:
         click.echo(f"superseded {superseded} (archived; query --as-of finds it)")
-    for older, change in possible_supersessions(result.record):
-        click.echo(f"possibly supersedes {older}" + (f" ({change})" if change else ""))
+    for hint in hints:
+        click.echo(f"possibly supersedes {hint.record.record_id} ({hint.change})")
 
 
 @click.command()

@@ -22,6 +22,7 @@ __all__ = [
     "ChainLink",
     "Hit",
     "Record",
+    "Restatement",
     "Stats",
     "StoreResult",
     "Vector",
@@ -184,6 +185,16 @@ class Chain:
     version: ChainLink
     predecessors: tuple[ChainLink, ...] = ()
     successors: tuple[ChainLink, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Restatement:
+    """An older memory that a newer one seems to restate with another value
+    (:meth:`.MemoryEngine.possibly_supersedes`): ``record``, the older one, and
+    ``change``, what the newer one changes of it (``"15 -> 16"``)."""
+
+    record: Record
+    change: str
 
 
 @dataclass(frozen=True, slots=True)

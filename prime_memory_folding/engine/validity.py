@@ -17,31 +17,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
-from ..core.records import Chain, ChainLink, Hit, Record
+from ..core import words
+from ..core.records import Chain, ChainLink, Hit, Record, Restatement
 from ..errors import InvalidInput, NotFound
 from ..recall import restate
 from ..storage import SqlStorage, archive
 from ..storage.archive import ArchiveEntry
 
 __all__ = [
-    "POSSIBLY_SUPERSEDES_KEY",
     "SUPERSEDED",
-    "as_metadata",
     "chain",
     "close",
     "describe",
     "hints",
+    "probe",
     "versions_at",
 ]
 
 #: The archive's reason for a version a newer memory superseded.
 SUPERSEDED = "superseded"
-#: The metadata key under which a new memory names older ones it may supersede:
-#: a list of ``{"id": ..., "change": ...}``, a suggestion never applied by itself.
-POSSIBLY_SUPERSEDES_KEY = "possibly_supersedes"
-#: The most suggestions one memory keeps.
+#: The most older memories one memory is said to restate.
 MAX_HINTS = 3
 
 
@@ -114,15 +110,25 @@ def _ancestors(storage: SqlStorage, record_id: str) -> set[str]:
     return seen
 
 
-def hints(new: str, candidates: Sequence[Record]) -> list[dict[str, str]]:
+def probe(content: str, max_words: int) -> str:
+    """The head of ``content`` that finds what it may supersede: what the comparison
+    reads (:data:`.restate.MAX_CHARS`), cut to at most ``max_words`` distinct words so
+    that it passes as a query."""
+    head = content[: restate.MAX_CHARS]
+    while len(words.word_set(head)) > max_words:
+        head = head[: len(head) * 3 // 4]
+    return head
+
+
+def hints(new: str, candidates: Sequence[Record]) -> list[Restatement]:
     """The older memories ``new`` may supersede, with what it changes of each."""
-    found: list[dict[str, str]] = []
+    found: list[Restatement] = []
     for record in candidates:
         if record.content == new:
             continue
         change = restate.change(record.content, new)
         if change is not None:
-            found.append({"id": record.record_id, "change": change})
+            found.append(Restatement(record, change))
         if len(found) == MAX_HINTS:
             break
     return found
@@ -270,10 +276,3 @@ def _with_changes(links: Sequence[ChainLink], first: ChainLink | None = None) ->
         out.append(_changed(previous, link))
         previous = link
     return out
-
-
-def as_metadata(found: list[dict[str, str]], metadata: dict[str, Any]) -> dict[str, Any]:
-    """``metadata`` with the suggestions under :data:`POSSIBLY_SUPERSEDES_KEY`."""
-    if not found:
-        return metadata
-    return {**metadata, POSSIBLY_SUPERSEDES_KEY: found}

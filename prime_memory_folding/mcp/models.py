@@ -9,12 +9,13 @@ schemas it does advertise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 if TYPE_CHECKING:
-    from ..core.records import Record
+    from ..core.records import Record, Restatement
     from ..core.scopes import ScopeResolution
 
 __all__ = [
@@ -167,6 +168,7 @@ class FoldOutput(BaseModel):
     records_after: int
     decayed: int = Field(description="Records whose strength was lowered to its decayed value.")
     pruned: int = Field(description="Faded records moved to the archive.")
+    stale: int = Field(0, description="Unused memories whose cited code changed, archived.")
     clustered: int = Field(description="Clusters of near-duplicates found.")
     folded: int = Field(description="Records archived into a new folded record.")
     created: int = Field(description="Folded records created.")
@@ -311,19 +313,9 @@ def record_output(record: Record) -> RecordOutput:
     )
 
 
-def possible_supersessions(record: Record) -> list[PossibleSupersession] | None:
-    """The engine's hint that ``record`` restates older memories, if its metadata holds one.
-
-    Entries that are not ``{"id": ..., "change": ...}`` mappings are passed over.
-    """
-    hinted = record.metadata.get("possibly_supersedes")
-    if not isinstance(hinted, list):
-        return None
-    out = [
-        PossibleSupersession(id=entry["id"], change=str(entry.get("change") or ""))
-        for entry in hinted
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
-    ]
+def possible_supersessions(hints: Sequence[Restatement]) -> list[PossibleSupersession] | None:
+    """The older memories a stored one seems to restate (:meth:`.possibly_supersedes`)."""
+    out = [PossibleSupersession(id=hint.record.record_id, change=hint.change) for hint in hints]
     return out or None
 
 

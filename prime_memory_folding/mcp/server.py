@@ -52,7 +52,7 @@ from ..core import scopes as scope_rules
 from ..core.address import parse_record_id
 from ..core.filters import Filters
 from ..core.places import default_store, default_store_path
-from ..core.records import MAX_CONTENT_CHARS
+from ..core.records import MAX_CONTENT_CHARS, Restatement
 from ..core.scopes import ScopeResolution
 from ..engine import tokens as access
 from ..engine.budget import count_tokens, fit
@@ -383,10 +383,10 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             resolution = await resolution_of(ctx)
             repo = None if resolution is None else resolution.folder
 
-        def save(engine: MemoryEngine) -> Any:
+        def save(engine: MemoryEngine) -> tuple[Any, list[Restatement]]:
             if supersedes is not None:
                 guard_record(engine, supersedes, write=True)
-            return engine.store_result(
+            stored = engine.store_result(
                 content,
                 domain=domain,
                 subdomain=subdomain,
@@ -400,13 +400,16 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
                 repo=repo,
                 supersedes=supersedes,
             )
+            if supersedes is not None:
+                return stored, []
+            return stored, engine.possibly_supersedes(stored.record.record_id)
 
-        result = await call(save)
+        result, hints = await call(save)
         return StoreOutput(
             created=result.created,
             record=record_output(result.record),
             superseded=None if supersedes is None else parse_record_id(supersedes),
-            possibly_supersedes=possible_supersessions(result.record),
+            possibly_supersedes=possible_supersessions(hints),
         )
 
     @tool(_annotations("Query memories", read_only=True, destructive=False, idempotent=True))
@@ -556,6 +559,7 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
             records_after=report.records_after,
             decayed=report.decayed,
             pruned=report.pruned,
+            stale=report.stale,
             clustered=report.clustered,
             folded=report.folded,
             created=report.created,
