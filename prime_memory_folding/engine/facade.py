@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -22,6 +21,7 @@ from ..core.records import (
     Chain,
     Hit,
     Record,
+    Restatement,
     Stats,
     StoreResult,
     Version,
@@ -48,7 +48,7 @@ from .index_reader import IndexReader
 from .live_index import LiveIndex
 from .locking import ReadWriteLock
 from .pushdown import PushdownReader
-from .reads import MAX_LIMIT, Reader
+from .reads import MAX_LIMIT, MAX_QUERY_WORDS, Reader
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store", "default_store_path"]
 
@@ -122,7 +122,6 @@ class MemoryEngine:
         embedder: str | Embedder | None = None,
         ranking: RankingSettings | None = None,
         check_citations: bool = True,
-        suggest_supersession: bool = True,
     ) -> None:
         if ranking is not None and not isinstance(ranking, RankingSettings):
             raise InvalidInput("ranking must be a RankingSettings")
@@ -171,7 +170,6 @@ class MemoryEngine:
         )
         self._index = self._live.index  # the same object for the engine's life
         self._citations = CitationCheck() if check_citations else None
-        self._suggest = suggest_supersession
         self._reader: Reader = (
             IndexReader(self._parts, self._live, self._scope, ranking or DEFAULT_RANKING)
             if self._pushdown is None
@@ -282,12 +280,10 @@ class MemoryEngine:
 
         ``supersedes`` names a live record of the same scope that this memory
         replaces: it is closed (archived with reason ``superseded``, valid until
-        now, linked to this one) and queries return this one instead; ``query(as_of=...)``
-        and :meth:`chain` still find it. Without it, a new memory that restates
-        an older one of its scope with another value (a number, a version, a
-        name, a yes for a no) gets ``metadata["possibly_supersedes"]``: the
-        older ids and what changed, to confirm with ``supersedes``; nothing is
-        closed by itself.
+        now, linked to this one) and queries return this one instead;
+        ``query(as_of=...)`` and :meth:`chain` still find it. Whether a memory
+        restates an older one with another value, and might supersede it, is
+        :meth:`possibly_supersedes`'s to say; nothing is closed by itself.
 
         Raises:
             InvalidInput: a bad argument, or a citation that names a path
@@ -351,9 +347,6 @@ class MemoryEngine:
             self._scope.current,
             self._scope.folder,
         )
-        if item.supersedes is None and self._suggest:
-            found = validity.hints(item.content, self._restated(item))
-            item = dataclasses.replace(item, metadata=validity.as_metadata(found, item.metadata))
         with self._lock:
             result = writes.write(self._parts, [item])[0]
             self._stored(1)
@@ -827,6 +820,7 @@ class MemoryEngine:
                 keep_apart=keep_apart,
                 merge_again=merge_again,
                 full=full,
+                citations=self._citations,
             )
             if not report.dry_run:
                 self._stores_since_fold = 0
@@ -984,6 +978,35 @@ class MemoryEngine:
         visible = self._reader.visible(scopes)
         return check_all(self._parts, self._citations or CitationCheck(), visible, progress)
 
+    def possibly_supersedes(self, record_id: str) -> list[Restatement]:
+        """Older memories that this one seems to restate with another value: a
+        number or version, a name, a yes for a no, a stated switch ("moved from
+        X to Y"); at most three, each with what changed (``"15 -> 16"``).
+
+        A suggestion to confirm with ``store(..., supersedes=ID)``, never
+        applied by itself: the five live memories of the record's scope nearest
+        its text, stored no later than it, are compared with it word by word
+        (docs/supersession.md). A store that cannot rank text suggests nothing.
+
+        Raises:
+            InvalidRecordId: the id is malformed.
+            NotFound: no live record has this id.
+        """
+        record = self.get(record_id)
+        gates = resolve_filters(None, scopes=[record.scope])
+        probe = validity.probe(record.content, MAX_QUERY_WORDS)
+        try:
+            hits = self._reader.hits_of(probe, gates, None, SUGGEST_FROM + 1)
+        except NotAvailable:
+            return []
+        older = [
+            hit.record
+            for hit in hits
+            if hit.record.record_id != record.record_id
+            and hit.record.created_at <= record.created_at
+        ]
+        return validity.hints(record.content, older[:SUGGEST_FROM])
+
     def chain(self, record_id: str) -> Chain:
         """A memory's validity chain: the versions before it and after it.
 
@@ -1106,15 +1129,6 @@ class MemoryEngine:
         Raises:
         """
         return survey.profile(self._parts)
-
-    def _restated(self, item: writes.StoreItem) -> list[Record]:
-        """The memories of ``item``'s scope nearest its text: what it may supersede."""
-        try:
-            gates = resolve_filters(None, scopes=[item.scope])
-            hits = self._reader.hits_of(item.content, gates, None, SUGGEST_FROM)
-        except (NotAvailable, PrimeMemoryError):
-            return []  # a store that cannot rank text offers no suggestion
-        return [hit.record for hit in hits]
 
     def _stored(self, count: int) -> None:
         """After a committed store of ``count`` memories: count the write, and fold if due."""

@@ -410,18 +410,13 @@ class Inspector:
             return None
         return chain if chain.predecessors or chain.successors else None
 
-    @staticmethod
-    def _possibly_supersedes(record: Record) -> list[dict[str, str]]:
-        """The older memories this one may restate with a changed value (its metadata says)."""
-        listed = record.metadata.get("possibly_supersedes")
-        if not isinstance(listed, list):
-            return []
-        found = []
-        for item in listed:
-            if isinstance(item, Mapping) and isinstance(item.get("id"), str):
-                change = item.get("change")
-                found.append({"id": item["id"], "change": "" if change is None else str(change)})
-        return found
+    def _possibly_supersedes(self, record: Record) -> list[dict[str, str]]:
+        """The older memories a live one seems to restate with a changed value."""
+        try:
+            hints = self.engine.possibly_supersedes(record.record_id)
+        except NotFound:
+            return []  # archived: it supersedes nothing now
+        return [{"id": hint.record.record_id, "change": hint.change} for hint in hints]
 
     def _history(self, record: Record) -> dict[str, Any]:
         """What the memory page shows of a record's citations, chain and candidates."""
@@ -590,7 +585,9 @@ class Inspector:
                     "members": list(members),
                 }
             )
-        shown = self._records([*report.pruned_ids, *(m for g in groups for m in g["members"])])
+        shown = self._records(
+            [*report.pruned_ids, *report.stale_ids, *(m for g in groups for m in g["members"])]
+        )
         return self.render(
             request,
             "fold.html",
@@ -616,7 +613,9 @@ class Inspector:
         self.last_fold = self.engine.fold(now=now, keep_apart=apart)
         report = self.last_fold
         return self.done(
-            f"Folded {report.folded} memories into {report.created}, archived {report.pruned}; "
+            f"Folded {report.folded} memories into {report.created}, archived {report.pruned}"
+            + (f" and {report.stale} whose cited code changed" if report.stale else "")
+            + "; "
             f"kept {len(apart)} group(s) apart.",
             "/fold/result",
         )
@@ -626,12 +625,12 @@ class Inspector:
         live: set[str] = set()
         records: dict[str, Record] = {}
         if report is not None:
-            records = self._records([*report.created_ids, *report.pruned_ids])
+            records = self._records([*report.created_ids, *report.pruned_ids, *report.stale_ids])
             live = set(records)
-            archived = self.engine.archive_entries(reason="pruned", limit=1_000).entries
-            records.update(
-                {e.record.record_id: e.record for e in archived if e.record.record_id not in live}
-            )
+            for reason in ("pruned", "stale"):
+                archived = self.engine.archive_entries(reason=reason, limit=1_000).entries
+                for entry in archived:
+                    records.setdefault(entry.record.record_id, entry.record)
         return self.render(request, "fold_result.html", report=report, records=records, live=live)
 
     # -- archive -------------------------------------------------------------
