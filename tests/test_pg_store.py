@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.engine import pushdown
@@ -73,3 +76,20 @@ def test_salience_with_vanishing_strengths_matches_sqlite(
         for limit in (1, 3, 6):
             got = [h.record.record_id for h in pg.query(limit=limit)]
             assert got == [h.record.record_id for h in lite.query(limit=limit)]
+
+
+@given(
+    tf=st.integers(1, 50),
+    df=st.integers(0, 10_000),
+    total=st.integers(0, 10_000),
+    dl=st.floats(1.0, 1_000.0),
+)
+def test_bm25_takes_a_word_count_past_a_lagging_store_size(
+    tf: int, df: int, total: int, dl: float
+) -> None:
+    from prime_memory_folding.storage.pg_text import bm25
+
+    score = bm25(float(tf), df, dl, 20.0, total)
+    assert math.isfinite(score) and score > 0.0
+    if df >= total:  # a word in every record, or counted after the size was read
+        assert score <= bm25(float(tf), total, dl, 20.0, total) + 1e-12

@@ -44,8 +44,13 @@ Run = Callable[..., Any]
 
 
 def bm25(tf: float, df: int, dl: float, avgdl: float, total: int) -> float:
-    """One term's part of FTS5's BM25 score (higher is better)."""
-    idf = math.log((total - df + 0.5) / (df + 0.5))
+    """One term's part of FTS5's BM25 score (higher is better).
+
+    ``total`` may lag ``df`` (the store's size is read again only every so
+    often, a word's count when first asked): a word then counted in more
+    records than ``total`` weighs as one in every record, almost nothing.
+    """
+    idf = math.log((max(total - df, 0) + 0.5) / (df + 0.5))
     if idf <= 0.0:
         idf = 1e-6
     return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / max(avgdl, 1e-9)))
