@@ -984,9 +984,10 @@ class MemoryEngine:
         X to Y"); at most three, each with what changed (``"15 -> 16"``).
 
         A suggestion to confirm with ``store(..., supersedes=ID)``, never
-        applied by itself: the five live memories of the record's scope nearest
-        its text, stored no later than it, are compared with it word by word
-        (docs/supersession.md). A store that cannot rank text suggests nothing.
+        applied by itself: the five live memories of the record's scope that
+        share most of its words (BM25), stored no later than it, are compared
+        with it word by word (docs/supersession.md). A store that cannot rank
+        text suggests nothing.
 
         Raises:
             InvalidRecordId: the id is malformed.
@@ -996,14 +997,13 @@ class MemoryEngine:
         gates = resolve_filters(None, scopes=[record.scope])
         probe = validity.probe(record.content, MAX_QUERY_WORDS)
         try:
-            hits = self._reader.hits_of(probe, gates, None, SUGGEST_FROM + 1)
+            near = self._reader.worded_like(probe, gates, SUGGEST_FROM + 1)
         except NotAvailable:
             return []
         older = [
-            hit.record
-            for hit in hits
-            if hit.record.record_id != record.record_id
-            and hit.record.created_at <= record.created_at
+            other
+            for other in near
+            if other.record_id != record.record_id and other.created_at <= record.created_at
         ]
         return validity.hints(record.content, older[:SUGGEST_FROM])
 

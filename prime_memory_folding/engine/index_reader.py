@@ -106,6 +106,23 @@ class IndexReader(Reader):
         ranked = rank_text(query, index, gate_rows, lexical, search, limit, self._sessions)
         return self.hits(ranked, index)
 
+    def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
+        index, full_text, budget = self._index, self._full_text(), self.ranking.lexical_budget
+        gate_rows = None if gates == TagQuery() else index.select(gates)
+        depth: int | None = sqlite_text.LEXICAL_DEPTH
+        while True:
+            # Planned at any size: the records holding the text's rarest words, at
+            # most ``budget`` of them, are scored, not every record sharing a word.
+            found = full_text.lexical(
+                text, depth, store_size=len(index), budget=budget, exact_store=0
+            )
+            scored = gated_rows(index, found.scores, gate_rows)
+            if depth is None or found.exhaustive or len(scored) >= limit:
+                break
+            depth = None  # the gates dropped the best: look at every match
+        best = sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return index.record_ids(row for row, _ in best)
+
     def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
         return self._index, self._index.select(gates)
 

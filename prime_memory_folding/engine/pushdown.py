@@ -252,6 +252,11 @@ class PushdownReader(Reader):
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
         return self._hits_of(by_text(self._store, self._live.columns, gates, query, limit))
 
+    def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
+        found = self._store.lexical(text, gates, self.ranking.lexical_budget)
+        best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
+        return [rid for rid, _ in best[:limit]]
+
     def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
         window = _window(self._live.columns, self._store.gated(gates, GatedRead()))
         return window, window.select(gates)

@@ -31,7 +31,7 @@ from ..core import words
 from ..core.filters import Filters
 from ..core.index import Rows, StructuralIndex, TagQuery
 from ..core.primes import Kind
-from ..core.records import Hit, Stats
+from ..core.records import Hit, Record, Stats
 from ..core.scopes import ScopeResolution
 from ..core.when import parse_when, time_window
 from ..errors import InvalidInput
@@ -220,6 +220,10 @@ class Reader(ABC):
         """BM25 and cosine over the gated records, fused (:func:`.fusion.rank_text`)."""
 
     @abstractmethod
+    def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
+        """The gated records best by BM25 alone for ``text``, best first: their ids."""
+
+    @abstractmethod
     def gated_window(self, gates: TagQuery) -> tuple[StructuralIndex, Rows]:
         """An index that holds the gated records, and their rows in it."""
 
@@ -236,6 +240,24 @@ class Reader(ABC):
         """Live records per scope."""
 
     # -- reads -----------------------------------------------------------------------
+
+    def worded_like(self, text: str, filters: Filters, limit: int) -> list[Record]:
+        """The records that pass ``filters`` and share most of ``text``'s words, best
+        first by BM25 alone (no vectors, no fusion): cheap candidates for comparing
+        texts word by word.
+
+        Raises:
+            InvalidInput: ``text`` is not a query text (:func:`check_query_text`).
+            NotAvailable: the store cannot rank text.
+        """
+        checked = check_query_text(text)
+        with self.reading():
+            gates = self.gates(filters)
+            if gates is None or limit == 0:
+                return []
+            ids = self.lexical_ids(checked, gates, limit)
+            found = self._parts.storage.fetch(ids)
+        return [found[rid].record for rid in ids if rid in found]
 
     def hits_of(
         self,
