@@ -107,19 +107,15 @@ class IndexReader(Reader):
         return self.hits(ranked, index)
 
     def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
-        index, full_text, budget = self._index, self._full_text(), self.ranking.lexical_budget
+        index, budget = self._index, self.ranking.lexical_budget
+        # Planned at any size, and looked at once: the records that hold the text's
+        # rarest words (at most ``budget`` scored) and pass the gates, not every
+        # record that shares a word with it.
+        found = self._full_text().lexical(
+            text, sqlite_text.LEXICAL_DEPTH, store_size=len(index), budget=budget, exact_store=0
+        )
         gate_rows = None if gates == TagQuery() else index.select(gates)
-        depth: int | None = sqlite_text.LEXICAL_DEPTH
-        while True:
-            # Planned at any size: the records holding the text's rarest words, at
-            # most ``budget`` of them, are scored, not every record sharing a word.
-            found = full_text.lexical(
-                text, depth, store_size=len(index), budget=budget, exact_store=0
-            )
-            scored = gated_rows(index, found.scores, gate_rows)
-            if depth is None or found.exhaustive or len(scored) >= limit:
-                break
-            depth = None  # the gates dropped the best: look at every match
+        scored = gated_rows(index, found.scores, gate_rows)
         best = sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return index.record_ids(row for row, _ in best)
 
