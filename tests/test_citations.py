@@ -326,3 +326,47 @@ def test_an_engine_told_not_to_check_leaves_citations_unchecked(
         (hit,) = plain.query()
     assert hit.citations == () and "citations" not in hit.score_parts
     assert only_state(engine).state == "stale"
+
+
+def test_a_citation_at_a_commit_is_fingerprinted_from_that_commit(
+    engine: MemoryEngine, repo: Path
+) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "client.py").write_text(CLIENT.replace("line 11\n", "line eleven\n"))
+    git(repo, "commit", "-q", "-am", "second")
+    (repo / "src" / "db.py").unlink()
+    git(repo, "commit", "-q", "-am", "third")
+    record = engine.store(
+        "as reviewed in the first commit",
+        cites=[
+            {"path": "src/client.py", "lines": "10-12", "commit": first[:10]},
+            {"path": "src/client.py", "lines": "1-3", "commit": first},
+            {"path": "src/db.py", "symbol": "connect", "commit": "HEAD~2"},
+        ],
+        repo=repo,
+    )
+    assert [c["commit"] for c in record.metadata["cites"]] == [first, first, first]
+    (hit,) = engine.query()
+    assert [(s.path, s.state) for s in hit.citations] == [
+        ("src/client.py", "stale"),  # changed since that commit
+        ("src/client.py", "verified"),  # unchanged since
+        ("src/db.py", "stale"),  # deleted since
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cite", "message"),
+    [
+        ({"path": "src/client.py", "commit": "--output=/tmp/x"}, "not a revision"),
+        ({"path": "src/client.py", "commit": 7}, "not a revision"),
+        ({"path": "src/client.py", "commit": "0" * 40}, "not in the repository"),
+        ({"path": "src/later.py", "commit": "HEAD"}, "has no file src/later.py"),
+        ({"path": "../outside.py", "commit": "HEAD"}, "climbs out"),
+    ],
+)
+def test_a_bad_commit_in_a_citation_stores_nothing(
+    engine: MemoryEngine, repo: Path, cite: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        engine.store("about code", cites=[cite], repo=repo)
+    assert engine.stats().records == 0

@@ -243,3 +243,21 @@ def test_store_says_what_a_memory_possibly_supersedes(run: Any, clock: Any) -> N
     assert first.startswith("stored ")
     assert second.startswith(f"possibly supersedes {old} (") and "18" in second
     assert records(run) == 2  # a hint, never applied
+
+
+def test_cite_commit_takes_the_code_as_it_was_then(run: Any, repo: Path) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "client.py").write_text(CLIENT.replace("line 11\n", "line eleven\n"))
+    git(repo, "commit", "-q", "-am", "second")
+    out = stored(
+        run, "reviewed at the first commit", "--cite", "src/client.py:10-12",
+        "--cite-commit", first[:8],
+    )  # fmt: skip
+    assert out["record"]["metadata"]["cites"][0]["commit"] == first
+    [hit] = hits(run)
+    assert [c["state"] for c in hit["citations"]] == ["stale"]
+    bad = run("store", "x", "--cite", "README.md", "--cite-commit", "no-such-branch")
+    assert bad.exit_code != 0 and "no-such-branch" in bad.output
+    alone = run("store", "x", "--cite-commit", first)
+    assert alone.exit_code != 0 and "--cite" in alone.output
+    assert records(run) == 1

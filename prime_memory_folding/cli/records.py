@@ -315,6 +315,12 @@ def _say_normalised(kind: Kind, labels: Iterable[str]) -> None:
     "PATH:70-95 or PATH#symbol (repeat; at most 32). Queries say whether it still matches.",
 )
 @click.option(
+    "--cite-commit",
+    metavar="REV",
+    help="Take the cited code as it was in this commit (a hash, branch or tag), "
+    "not from the working tree.",
+)
+@click.option(
     "--supersedes",
     metavar="ID",
     help="The id of an older memory this one replaces: it is closed (archived as "
@@ -345,6 +351,7 @@ def store(
     instance_key: str | None,
     session: str | None,
     cites: tuple[str, ...],
+    cite_commit: str | None,
     supersedes: str | None,
     as_json: bool,
     vectors: bool,
@@ -361,7 +368,11 @@ def store(
     "possibly supersedes ID (change)": confirm with --supersedes ID.
     """
     one_scope(ctx, "the scope to store into")
+    if cite_commit is not None and not cites:
+        raise click.UsageError("--cite-commit names the commit of --cite; give --cite too")
     citations = [parse_cite(spec) for spec in cites]
+    if cite_commit is not None:
+        citations = [{**cite, "commit": cite_commit} for cite in citations]
     if content == "-":
         content = sys.stdin.read().strip()
     _say_normalised(Kind.DOMAIN, [domain])

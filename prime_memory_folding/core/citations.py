@@ -56,7 +56,9 @@ MAX_CITES = 32
 #: How long one git command may take before its answer is done without.
 GIT_TIMEOUT = 10.0
 
-_CITE_KEYS = frozenset({"path", "lines", "symbol"})
+_CITE_KEYS = frozenset({"path", "lines", "symbol", "commit"})
+#: What a commit named in a citation may look like: a hash, a branch, a tag, ``HEAD~2``.
+_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/~^@{}-]{0,199}")
 _LINES = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -172,11 +174,12 @@ def _span(first: int, last: int) -> str:
 # -- store time ---------------------------------------------------------------------
 
 
-def _inside(root: Path, raw: object) -> tuple[str, Path]:
+def _inside(root: Path, raw: object, *, exists: bool = True) -> tuple[str, Path]:
     """The cited path, normalised, and the file it names.
 
     Raises:
-        InvalidInput: not a relative path inside the repository to an existing file.
+        InvalidInput: not a relative path inside the repository to an existing
+            file (when ``exists``; a path cited at a commit may be gone since).
     """
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput("a citation's path must be a non-empty string, such as 'src/db.py'")
@@ -204,12 +207,49 @@ def _inside(root: Path, raw: object) -> tuple[str, Path]:
             f"citation path {raw!r} is a link that leaves the repository at {root}; "
             "cite the file it points to inside the repository"
         )
-    if not real.is_file():
+    if exists and not real.is_file():
         raise InvalidInput(
             f"citation path {raw!r} is not a file in the repository at {root}; "
             "check the path (relative to the repository's root)"
         )
     return relative, target
+
+
+def _at_commit(root: Path, revision: object, relative: str) -> tuple[str, bytes]:
+    """The commit ``revision`` names (its full hash) and the cited file's bytes in it.
+
+    Raises:
+        InvalidInput: the revision is malformed, names no commit of the
+            repository, or the commit has no such file.
+    """
+    if not isinstance(revision, str) or _REVISION.fullmatch(revision.strip()) is None:
+        raise InvalidInput(
+            f"citation of {relative}: commit {revision!r} is not a revision; give a commit "
+            "hash, a branch or a tag"
+        )
+    found = _git(root, "rev-parse", "--verify", "--quiet", f"{revision.strip()}^{{commit}}")
+    sha = (found or "").strip()
+    if not sha:
+        raise InvalidInput(
+            f"citation of {relative}: commit {revision.strip()!r} is not in the repository at "
+            f"{root}; fetch it, or cite the working tree without a commit"
+        )
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "cat-file", "blob", f"{sha}:{relative}"],
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        done = None
+    if done is None or done.returncode != 0:
+        raise InvalidInput(
+            f"citation of {relative}: commit {sha[:12]} has no file {relative}; check the "
+            "path as it was then"
+        )
+    return sha, done.stdout
 
 
 def cite(
@@ -219,12 +259,16 @@ def cite(
 
     Each result is a dict: ``path``, ``lines`` or ``symbol`` when given,
     ``fingerprint``, ``commit`` (``HEAD``, or None) and ``root`` (the
-    repository's folder, where recall checks it).
+    repository's folder, where recall checks it). A citation that names a
+    ``commit`` is fingerprinted from the file as it was in that commit (which
+    it keeps as ``commit``), so a working tree that has changed since checks
+    stale at once.
 
     Raises:
         InvalidInput: ``cites`` is not a list of citations, or one names a path
             outside the repository, a missing file, lines past its end or
-            malformed, or a symbol it does not hold.
+            malformed, or a symbol it does not hold, or a commit that is not in
+            the repository or has no such file.
     """
     if isinstance(cites, (str, bytes, Mapping)) or not isinstance(cites, Sequence):
         raise InvalidInput(
@@ -248,14 +292,19 @@ def cite(
                 f"unknown citation key(s) {sorted(map(str, unknown))}; a citation takes "
                 f"{sorted(_CITE_KEYS)}"
             )
-        relative, target = _inside(root, raw.get("path"))
+        revision = raw.get("commit")
+        relative, target = _inside(root, raw.get("path"), exists=revision is None)
         lines_given = raw.get("lines") is not None
         symbol = raw.get("symbol")
         if lines_given and symbol is not None:
             raise InvalidInput(
                 f"citation of {relative} gives both lines and symbol; give one of them"
             )
-        data = read(target)
+        named = None
+        if revision is None:
+            data = read(target)
+        else:
+            named, data = _at_commit(root, revision, relative)
         entry: dict[str, Any] = {"path": relative}
         if lines_given:
             first, last = _parse_lines(raw["lines"], relative)
@@ -285,7 +334,7 @@ def cite(
             entry["fingerprint"] = _hash_lines(text[block[0] - 1 : block[1]])
         else:
             entry["fingerprint"] = f"blob:{_blob_id(data)}"
-        entry["commit"] = commit
+        entry["commit"] = commit if named is None else named
         entry["root"] = str(root)
         done.append(entry)
     return done

@@ -360,7 +360,8 @@ def build_server(engine: EngineSource, scope: ScopeResolution | None = None) -> 
         cites: Annotated[
             list[dict[str, Any]] | None,
             Field(
-                description="Code it is about: [{path, lines '70-95' or symbol}], repo-relative."
+                description="Code it is about: [{path, lines '70-95' or symbol, commit}], "
+                "repo-relative."
             ),
         ] = None,
         supersedes: Annotated[
