@@ -370,3 +370,41 @@ def test_a_bad_commit_in_a_citation_stores_nothing(
     with pytest.raises(InvalidInput, match=message):
         engine.store("about code", cites=[cite], repo=repo)
     assert engine.stats().records == 0
+
+
+def test_an_update_keeps_citations_unless_it_gives_new_ones(
+    engine: MemoryEngine, repo: Path
+) -> None:
+    record = engine.store(
+        "retries", cites=[{"path": "src/client.py", "lines": "10-12"}], repo=repo, metadata={"a": 1}
+    )
+    kept = record.metadata["cites"]
+    updated = engine.update(record.record_id, metadata={"source": "review"})
+    assert updated.metadata == {"source": "review", "cites": kept}
+    updated = engine.update(record.record_id, content="the client retries three times")
+    assert updated.metadata["cites"] == kept
+    recited = engine.update(
+        record.record_id, cites=[{"path": "src/db.py", "symbol": "connect"}], repo=repo
+    )
+    assert [c["path"] for c in recited.metadata["cites"]] == ["src/db.py"]
+    assert recited.metadata["source"] == "review"
+    assert "cites" not in engine.update(record.record_id, cites=[]).metadata
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"metadata": {"cites": []}}, "reserved"),
+        ({"repo": "."}, "give cites"),
+        ({"cites": "src/db.py"}, "list of citations"),
+        ({"cites": [{"path": "../x.py"}]}, "climbs out"),
+        ({"cites": [{"path": "src/client.py", "lines": "29-40"}]}, "past the end"),
+    ],
+)
+def test_a_bad_update_of_citations_changes_nothing(
+    engine: MemoryEngine, repo: Path, changes: dict[str, object], message: str
+) -> None:
+    record = engine.store("retries", cites=[{"path": "README.md"}], repo=repo)
+    with pytest.raises(InvalidInput, match=message):
+        engine.update(record.record_id, **({"repo": repo} if "cites" in changes else {}), **changes)
+    assert engine.get(record.record_id) == record

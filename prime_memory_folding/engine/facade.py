@@ -628,14 +628,17 @@ class MemoryEngine:
         The id and address stay as they were, also when the record moves to
         another scope. A change of content, tags, importance or scope keeps the
         version it replaced as history (:meth:`history`). ``metadata`` replaces the old
-        metadata; ``vector=None`` removes the vector.
+        metadata, but for its citations: those stay unless ``cites`` gives new
+        ones (checked and fingerprinted as :meth:`store` does them, against
+        ``repo`` or the current project's repository) or ``[]`` drops them.
+        ``vector=None`` removes the vector.
 
         Raises:
             InvalidInput: an unknown or bad field, or the change would make the
                 record identical to another one.
             NotFound: no record has this id.
         """
-        return writes.update(self._parts, record_id, changes)
+        return writes.update(self._parts, record_id, changes, self._scope.folder)
 
     def now(self) -> float:
         """The engine's clock: Unix seconds (the clock it was given, else the system's)."""

@@ -88,7 +88,9 @@ STORE_FIELDS = frozenset(
         "supersedes",
     }
 )
-UPDATABLE = frozenset({"content", "tags", "importance", "strength", "metadata", "vector", "scope"})
+UPDATABLE = frozenset(
+    {"content", "tags", "importance", "strength", "metadata", "vector", "scope", "cites", "repo"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,8 +514,14 @@ def _reinforced_metadata(old: dict[str, Any], new: dict[str, Any]) -> dict[str, 
 # -- update -----------------------------------------------------------------------
 
 
-def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> Record:
-    """See :meth:`.MemoryEngine.update`."""
+def update(
+    engine: EngineParts,
+    record_id: str,
+    changes: Mapping[str, Any],
+    folder: str | os.PathLike[str] | None = None,
+) -> Record:
+    """See :meth:`.MemoryEngine.update`; ``folder`` is where new ``cites`` look for
+    their repository when ``repo`` is not given (as :func:`prepare`'s)."""
     rid = parse_record_id(record_id)
     unknown = set(changes) - UPDATABLE
     if unknown:
@@ -536,6 +544,23 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
         check_unit_interval("strength", changes["strength"]) if "strength" in changes else None
     )
     metadata = check_metadata(changes["metadata"])[0] if "metadata" in changes else None
+    if metadata is not None and CITES_KEY in metadata:
+        raise InvalidInput(
+            f"metadata key {CITES_KEY!r} is reserved for citations; pass them as cites=[...]"
+        )
+    if "repo" in changes and "cites" not in changes:
+        raise InvalidInput("repo names the repository of cites; give cites=[...] with it")
+    given_cites = changes.get("cites")
+    if given_cites is not None and not isinstance(given_cites, (list, tuple)):
+        raise InvalidInput(
+            "cites must be a list of citations such as [{'path': 'src/db.py'}], "
+            "or [] (or None) to drop them"
+        )
+    new_cites = (
+        citations.cite(_repository(changes.get("repo"), folder), given_cites)
+        if given_cites
+        else None
+    )
     new_vector = None
     if changes.get("vector") is not None:
         new_vector = as_vector(changes["vector"])
@@ -589,7 +614,7 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
                 tag_product=prime_product(tag_table[t] for t in new_tags),
                 importance=rec.importance if importance is None else importance,
                 strength=rec.strength if strength is None else strength,
-                metadata=rec.metadata if metadata is None else metadata,
+                metadata=_cited(rec.metadata, metadata, "cites" in changes, new_cites),
                 updated_at=engine.now(),
                 vector=vector,
                 scope=item.scope,
@@ -615,6 +640,19 @@ def update(engine: EngineParts, record_id: str, changes: Mapping[str, Any]) -> R
         registry.add(assigned)
         engine.after_write([row])
     return record
+
+
+def _cited(
+    old: dict[str, Any],
+    given: dict[str, Any] | None,
+    recited: bool,
+    cites: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """An updated record's metadata: ``given`` (else ``old``), with the old citations
+    kept unless the update gave new ones (``recited``; ``cites`` None or empty: none)."""
+    base = {k: v for k, v in (old if given is None else given).items() if k != CITES_KEY}
+    kept = cites if recited else old.get(CITES_KEY)
+    return {**base, CITES_KEY: kept} if kept else base
 
 
 def require_all(ids: Sequence[str], present: Collection[str], path: str, verb: str) -> None:
