@@ -408,3 +408,21 @@ def test_a_bad_update_of_citations_changes_nothing(
     with pytest.raises(InvalidInput, match=message):
         engine.update(record.record_id, **({"repo": repo} if "cites" in changes else {}), **changes)
     assert engine.get(record.record_id) == record
+
+
+def test_a_stale_memory_makes_room_for_the_next_one(engine: MemoryEngine, repo: Path) -> None:
+    cited = engine.store(
+        "retry policy of the client: three tries",
+        cites=[{"path": "src/client.py", "lines": "10-12"}],
+        repo=repo,
+        importance=0.9,
+    )
+    plain = engine.store("retry policy of the uploader", importance=0.6)
+    assert [h.record.record_id for h in engine.query(limit=1)] == [cited.record_id]
+    (repo / "src" / "client.py").write_text("rewritten\n")
+    [hit] = engine.query(limit=1)
+    assert hit.record.record_id == plain.record_id  # 0.9 x 0.5 ranks below 0.6
+    assert [h.record.record_id for h in engine.query(limit=2)] == [
+        plain.record_id,
+        cited.record_id,
+    ]

@@ -75,6 +75,11 @@ RECALL_FLUSH_SECONDS = 30.0
 SUGGEST_FROM = 5
 
 
+def _any_stale(hits: Sequence[Hit]) -> bool:
+    """Whether a checked hit has a stale citation (its ``citations`` part is below 1)."""
+    return any(hit.score_parts.get("citations", 1.0) < 1.0 for hit in hits)
+
+
 class MemoryEngine:
     """A memory store: prime-addressed records on SQLite with an in-memory index.
 
@@ -481,7 +486,13 @@ class MemoryEngine:
                 hits = validity.versions_at(self.storage, current, moment, limit)
             reinforce = False  # closed versions are history, not recalled
         if self._citations is not None:
-            hits = self._citations.apply(hits)
+            checked = self._citations.apply(hits)
+            if as_of is None and len(hits) == limit < MAX_LIMIT and _any_stale(checked):
+                # A stale memory ranks lower: the memories just below the limit
+                # may now rank above it, so twice as many are looked at.
+                wider = self._reader.hits_of(text, gates, vector, min(MAX_LIMIT, 2 * limit))
+                checked = self._citations.apply(wider)[:limit]
+            hits = checked
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
         if reinforce and hits:
