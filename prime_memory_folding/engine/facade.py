@@ -490,8 +490,8 @@ class MemoryEngine:
             if as_of is None and len(hits) == limit < MAX_LIMIT and _any_stale(checked):
                 # A stale memory ranks lower: the memories just below the limit
                 # may now rank above it, so twice as many are looked at.
-                wider = self._reader.hits_of(text, gates, vector, min(MAX_LIMIT, 2 * limit))
-                checked = self._citations.apply(wider)[:limit]
+                more = self._reader.hits_of(text, gates, vector, min(MAX_LIMIT, 2 * limit))
+                checked = self._citations.apply(more)[:limit]
             hits = checked
         if max_tokens is not None:
             hits = budget.fit(hits, max_tokens)
