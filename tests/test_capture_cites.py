@@ -16,6 +16,7 @@ from prime_memory_folding.capture.drain import checked_cites, drain
 from prime_memory_folding.capture.keep import MAX_FILE_CITES, memories, tool_capture
 from prime_memory_folding.capture.spool import END, Captured, Spool
 from prime_memory_folding.errors import InvalidInput
+from tests.git_repos import git, make_repo
 
 SCOPE = "project:github.com/acme/api"
 #: The console script's code, as the installed ``prime-memory hook`` runs it.
@@ -23,35 +24,10 @@ HOOK = [sys.executable, "-c", "from prime_memory_folding.console import main; ma
 ANSWER = "Fixed the rounding in the billing module; totals now match the invoices."
 
 
-GIT = (
-    "git",
-    "-c",
-    "user.name=Test",
-    "-c",
-    "user.email=test@example.com",
-    "-c",
-    "commit.gpgsign=false",
-)
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        [*GIT, "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-    )
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "api"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "billing.py").write_text("def total(items):\n    return sum(items)\n")
-    (root / "README.md").write_text("# API\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    files = {"src/billing.py": "def total(items):\n    return sum(items)\n", "README.md": "# API\n"}
+    return make_repo(tmp_path / "api", files)
 
 
 def _captured(kind: str, body: dict[str, Any], n: int) -> Captured:

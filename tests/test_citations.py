@@ -11,8 +11,8 @@ import pytest
 from prime_memory_folding import CitationState, MemoryEngine
 from prime_memory_folding.core import citations
 from prime_memory_folding.errors import InvalidInput
+from tests.git_repos import CLIENT, git, make_repo
 
-CLIENT = "".join(f"line {n}\n" for n in range(1, 31))
 DB = '''import sqlite3
 
 
@@ -31,37 +31,10 @@ class Store:
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [
-            "git",
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-            "-C",
-            str(repo),
-            *args,
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    (root / "src" / "db.py").write_text(DB)
-    (root / "README.md").write_text("# Project\n\nHow to run it.\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    files = {"src/client.py": CLIENT, "src/db.py": DB, "README.md": "# Project\n\nHow to run it.\n"}
+    return make_repo(tmp_path / "project", files)
 
 
 def only_state(engine: MemoryEngine) -> CitationState:

@@ -17,21 +17,15 @@ from prime_memory_folding.errors import InvalidInput, NotFound
 from prime_memory_folding.fold import folding
 from prime_memory_folding.storage import archive
 from tests.conftest import FakeClock
-from tests.test_citations import CLIENT, git
+from tests.git_repos import CLIENT, make_repo
 
 DAY = 86_400.0
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    (root / "src" / "db.py").write_text("def connect(path):\n    return path\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    files = {"src/client.py": CLIENT, "src/db.py": "def connect(path):\n    return path\n"}
+    return make_repo(tmp_path / "project", files)
 
 
 def lines(engine: MemoryEngine, repo: Path, text: str, span: str = "10-12") -> str:

@@ -11,20 +11,14 @@ import pytest
 
 from prime_memory_folding import MemoryEngine
 from tests.conftest import FakeClock
-from tests.test_citations import CLIENT, git
+from tests.git_repos import CLIENT, make_repo
 
 DAY = 86_400.0
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    return make_repo(tmp_path / "project", {"src/client.py": CLIENT})
 
 
 def remember(store_path: Path, clock: FakeClock, repo: Path, *spans: str) -> list[str]:

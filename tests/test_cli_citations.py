@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,43 +12,17 @@ import pytest
 
 from prime_memory_folding.cli.records import parse_cite
 from tests.cli_helpers import one_line_error
+from tests.git_repos import CLIENT, git, make_repo
 
-CLIENT = "".join(f"line {n}\n" for n in range(1, 31))
 DB = "import sqlite3\n\n\ndef connect(path):\n    return sqlite3.connect(path)\n"
 DAY = 86_400.0
-
-
-GIT = (
-    "git",
-    "-c",
-    "user.name=Test",
-    "-c",
-    "user.email=test@example.com",
-    "-c",
-    "commit.gpgsign=false",
-)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [*GIT, "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repository, and the working directory the commands run in."""
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    (root / "src" / "db.py").write_text(DB)
-    (root / "README.md").write_text("# Project\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
+    files = {"src/client.py": CLIENT, "src/db.py": DB, "README.md": "# Project\n"}
+    root = make_repo(tmp_path / "project", files)
     monkeypatch.delenv("PRIME_MEMORY_SCOPE")
     monkeypatch.chdir(root)
     return root

@@ -21,6 +21,7 @@ from prime_memory_folding.capture import inject
 from prime_memory_folding.capture.runtime import HookLog, run
 from prime_memory_folding.engine.budget import count_tokens
 from prime_memory_folding.storage.sqlite_peek import Peek
+from tests.git_repos import make_repo
 
 PROJECT = "project:github.com/acme/api"
 OTHER = "project:github.com/acme/web"
@@ -316,25 +317,13 @@ def test_the_end_of_a_turn_starts_a_detached_drain_that_stores_it(
     assert kept == {("decision", "s"), ("session", "s")}
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=t@example.com", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
-
-
 @pytest.fixture
 def cited(tmp_path: Path) -> tuple[Path, Path]:
     """A git repository and a store whose two decisions cite its code."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "retry.py").write_text("".join(f"step {n}\n" for n in range(1, 21)))
-    (root / "pool.py").write_text("def connect():\n    return 1\n")
-    _git(root, "init", "-q")
-    _git(root, "add", ".")
-    _git(root, "commit", "-q", "-m", "first")
+    steps = "".join(f"step {n}\n" for n in range(1, 21))
+    root = make_repo(
+        tmp_path / "repo", {"retry.py": steps, "pool.py": "def connect():\n    return 1\n"}
+    )
     path = tmp_path / "memory.db"
     with MemoryEngine(path, scope=PROJECT) as engine:
         engine.store(

@@ -8,7 +8,6 @@ the project's repository on.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,43 +20,16 @@ from prime_memory_folding import MemoryEngine
 from prime_memory_folding.core.scopes import ScopeResolution, resolve
 from prime_memory_folding.mcp.server import build_server
 from tests.conftest import FakeClock
+from tests.git_repos import CLIENT, git, make_repo
 
 pytestmark = pytest.mark.anyio
 
-CLIENT = "".join(f"line {n}\n" for n in range(1, 31))
 DAY = 86_400.0
-
-
-GIT = (
-    "git",
-    "-c",
-    "user.name=Test",
-    "-c",
-    "user.email=test@example.com",
-    "-c",
-    "commit.gpgsign=false",
-)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [*GIT, "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    (root / "README.md").write_text("# Project\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    return make_repo(tmp_path / "project", {"src/client.py": CLIENT, "README.md": "# Project\n"})
 
 
 @pytest.fixture

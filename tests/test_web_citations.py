@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +13,12 @@ from starlette.testclient import TestClient
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.web import Secrets, create_app
 from tests.conftest import FakeClock
+from tests.git_repos import CLIENT, git, make_repo
 
 TOKEN = "inspector-test-token-0123456789"
 CSRF = "csrf-test-token-9876543210"
 DAY = 86_400.0
 XSS = "<script>alert('owned')</script>"
-CLIENT = "".join(f"line {n}\n" for n in range(1, 31))
 DB = '''import sqlite3
 
 
@@ -29,37 +28,10 @@ def connect(path):
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [
-            "git",
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-            "-C",
-            str(repo),
-            *args,
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "client.py").write_text(CLIENT)
-    (root / "src" / "db.py").write_text(DB)
-    (root / "README.md").write_text("# Project\n\nHow to run it.\n")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "first")
-    return root
+    files = {"src/client.py": CLIENT, "src/db.py": DB, "README.md": "# Project\n\nHow to run it.\n"}
+    return make_repo(tmp_path / "project", files)
 
 
 @pytest.fixture
