@@ -8,7 +8,7 @@ in order, each in its own transaction, and each applied version is recorded in
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..core.primes import default_primes
@@ -322,21 +322,29 @@ def archive_forgotten(db: sqlite3.Connection) -> None:
     history (``folded_into`` is the record's own id), while the record lives on.
 
     SQLite cannot change a CHECK constraint in place, so the archive is rebuilt
-    with the wider one: every entry keeps its ``seq`` and every column, the
-    sequence goes on from where it was, and the two indexes are made again.
+    with the wider one (:func:`_rebuild_archive`).
     """
+    _rebuild_archive(db, ("pruned", "folded", "forgotten", "replaced"), sessions=False)
+
+
+def _rebuild_archive(db: sqlite3.Connection, reasons: Sequence[str], *, sessions: bool) -> None:
+    """The archive made again with a CHECK of ``reasons``: every entry keeps its
+    ``seq`` and every column (``session`` too, once migration 10 added it), the
+    sequence goes on from where it was, and the two indexes are made again."""
     columns = (
         "seq, reason, detail, folded_into, archived_at, record_id, dedupe_key, domain, "
         "subdomain, tags, tag_product, content, vector, importance, strength, created_at, "
         "updated_at, accessed_at, access_count, metadata, instance_key, strength_at, scope"
+        + (", session" if sessions else "")
     )
+    allowed = ", ".join(f"'{reason}'" for reason in reasons)
+    session = ",\n            session TEXT" if sessions else ""
     run_script(
         db,
         f"""
         CREATE TABLE archive_new (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            reason TEXT NOT NULL
-                CHECK (reason IN ('pruned', 'folded', 'forgotten', 'replaced')),
+            reason TEXT NOT NULL CHECK (reason IN ({allowed})),
             detail TEXT NOT NULL,
             folded_into TEXT,
             archived_at REAL NOT NULL,
@@ -357,7 +365,7 @@ def archive_forgotten(db: sqlite3.Connection) -> None:
             metadata TEXT NOT NULL,
             instance_key TEXT,
             strength_at REAL,
-            scope TEXT NOT NULL DEFAULT 'global'
+            scope TEXT NOT NULL DEFAULT 'global'{session}
         );
         INSERT INTO archive_new ({columns}) SELECT {columns} FROM archive ORDER BY seq;
         DELETE FROM sqlite_sequence WHERE name = 'archive_new';
@@ -504,58 +512,10 @@ def archive_superseded_and_stale(db: sqlite3.Connection) -> None:
     nobody used for a while, archived by a fold. Both are restorable.
 
     SQLite cannot change a CHECK constraint in place, so the archive is rebuilt
-    as migration 7 rebuilt it: every entry keeps its ``seq`` and every column.
+    as migration 7 rebuilt it (:func:`_rebuild_archive`).
     """
-    columns = (
-        "seq, reason, detail, folded_into, archived_at, record_id, dedupe_key, domain, "
-        "subdomain, tags, tag_product, content, vector, importance, strength, created_at, "
-        "updated_at, accessed_at, access_count, metadata, instance_key, strength_at, scope, "
-        "session"
-    )
-    run_script(
-        db,
-        f"""
-        CREATE TABLE archive_new (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            reason TEXT NOT NULL CHECK (
-                reason IN ('pruned', 'folded', 'forgotten', 'replaced', 'superseded', 'stale')
-            ),
-            detail TEXT NOT NULL,
-            folded_into TEXT,
-            archived_at REAL NOT NULL,
-            record_id TEXT NOT NULL,
-            dedupe_key TEXT NOT NULL,
-            domain TEXT NOT NULL,
-            subdomain TEXT NOT NULL,
-            tags TEXT NOT NULL,
-            tag_product TEXT NOT NULL,
-            content TEXT NOT NULL,
-            vector BLOB,
-            importance REAL NOT NULL,
-            strength REAL NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            accessed_at REAL NOT NULL,
-            access_count INTEGER NOT NULL,
-            metadata TEXT NOT NULL,
-            instance_key TEXT,
-            strength_at REAL,
-            scope TEXT NOT NULL DEFAULT 'global',
-            session TEXT
-        );
-        INSERT INTO archive_new ({columns}) SELECT {columns} FROM archive ORDER BY seq;
-        DELETE FROM sqlite_sequence WHERE name = 'archive_new';
-        INSERT INTO sqlite_sequence (name, seq)
-            SELECT 'archive_new', seq FROM sqlite_sequence WHERE name = 'archive';
-        DROP TABLE archive;
-        ALTER TABLE archive_new RENAME TO archive;
-        CREATE INDEX archive_record ON archive (record_id);
-        CREATE INDEX archive_reason ON archive (reason, folded_into);
-        """,
-    )
-
-
-# -- when memories about code were last verified: migration 14 ------------------------------
+    reasons = ("pruned", "folded", "forgotten", "replaced", "superseded", "stale")
+    _rebuild_archive(db, reasons, sessions=True)
 
 
 @migration(14)
