@@ -38,8 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..core.citations import MOVED, STALE, CitationState
-from ..core.citations import check as check_citations
+from ..core.citations import MOVED, STALE, Citations, CitationState
 from ..core.lexicon import STOPWORDS, WORD
 from ..engine.budget import count_tokens
 from ..storage.sqlite_peek import Peek, PeekRow
@@ -117,10 +116,14 @@ def _cut(text: str, tokens: int) -> str:
     return flat[:low].rstrip() + " […]" if low else ""
 
 
-def citation_states(row: PeekRow) -> tuple[CitationState, ...]:
-    """A memory's citations checked against the working tree; () when it cites nothing."""
+def citation_states(row: PeekRow, checker: Citations) -> tuple[CitationState, ...]:
+    """A memory's citations checked against the working tree; () when it cites nothing.
+
+    One ``checker`` serves a whole block, so a file many memories cite is read,
+    and a repository's renames asked of git, once.
+    """
     cites = row.metadata.get("cites")
-    return check_citations(cites) if cites else ()
+    return checker.check(cites) if cites else ()
 
 
 def _factor(states: Sequence[CitationState]) -> float:
@@ -191,7 +194,8 @@ def opening(
     if user_scope != scope:
         durable += peek.in_domains([user_scope], ("preference",), limit=50)
     order = {domain: rank for rank, domain in enumerate(DURABLE_DOMAINS)}
-    states = {row.record_id: citation_states(row) for row in durable}
+    checker = Citations()
+    states = {row.record_id: citation_states(row, checker) for row in durable}
     durable.sort(
         key=lambda row: (
             -standing(row, now) * _factor(states[row.record_id]),
@@ -318,11 +322,12 @@ def relevant(
     filler = _Filler(budget)
     header = "Memories that may bear on this (prime-memory):"
     shown: list[str] = []
+    checker = Citations()
     candidates = []
     for candidate in scored(peek, prompt, scopes, threshold=threshold):
         if candidate.relevance < threshold:
             break
-        states = citation_states(candidate.row)
+        states = citation_states(candidate.row, checker)
         candidates.append((candidate.relevance * _factor(states), candidate.row, states))
     candidates.sort(key=lambda found: -found[0])  # stable: ties keep their order
     for relevance, row, states in candidates:
