@@ -119,6 +119,11 @@ class Group(click.Group):
             ) from None
 
 
+def cited_place(state: Any) -> str:
+    """Where a checked citation's code is now: ``src/a.py:72-97``, or the path alone."""
+    return state.path if state.lines is None else f"{state.path}:{state.lines}"
+
+
 def _remember_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         ctx.meta["prime_memory.store"] = value

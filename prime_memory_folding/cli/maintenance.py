@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from ._common import (
+    cited_place,
     console,
     count_of,
     echo_json,
@@ -281,7 +282,7 @@ _READ_SCOPE_HELP = (
 
 
 def _citation_text(state: Any) -> str:
-    where = f"{state.path}:{state.lines}" if state.lines else state.path
+    where = cited_place(state)
     return f"{where} {state.state}: {state.detail}" if state.detail else f"{where} {state.state}"
 
 

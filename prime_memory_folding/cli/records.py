@@ -15,6 +15,7 @@ from ..core.primes import Kind, normalise_label
 from ..engine.budget import Hits
 from ..errors import InvalidInput, NotAvailable
 from ._common import (
+    cited_place,
     clock_of,
     console,
     echo_json,
@@ -80,8 +81,7 @@ def parse_cite(spec: str) -> dict[str, str]:
 
 def citation_line(state: Any) -> str:
     """One citation of a hit as it reads now: ``moved src/a.py:72-97: the lines moved``."""
-    where = state.path if state.lines is None else f"{state.path}:{state.lines}"
-    return f"{state.state} {where}" + (f": {state.detail}" if state.detail else "")
+    return f"{state.state} {cited_place(state)}" + (f": {state.detail}" if state.detail else "")
 
 
 def _with_citations(content: str, states: Sequence[Any]) -> str:
