@@ -151,7 +151,8 @@ class FoldPolicy:
     #: Fold automatically once the store file passes this many bytes (0: never).
     auto_fold_bytes: int = 0
     #: Find near-duplicates by comparing every pair of records within a domain
-    #: instead of by the candidate search. Both find the same links; this is
+    #: instead of by the candidate search. Both find the same links (but for a
+    #: pair the buckets of a large residue may miss, see ``fold/lsh.py``); this is
     #: the reference the candidate search is checked against, and it takes
     #: time growing with the square of a domain's size. It implies a full fold.
     exhaustive: bool = False

@@ -4,10 +4,11 @@ Two records are linked when they share the group key (scope and domain), share
 the subdomain or a tag, their vectors' cosine reaches the policy's
 ``similarity`` and their word sets overlap by ``word_overlap`` (see
 :mod:`~prime_memory_folding.fold.folding` for the rules). :func:`linked_pairs` finds
-the links by a candidate search (a similarity join on the word rule, then an
-exact check of each candidate), or with ``exhaustive`` by screening every pair
-within each group; both find the same links. :func:`cluster` forms the
-clusters a fold merges. Everything here is a pure function of its arguments.
+the links by a candidate search (a similarity join on the word rule, buckets
+for records made of widely shared words, then an exact check of each
+candidate), or with ``exhaustive`` by screening every pair within each group.
+:func:`cluster` forms the clusters a fold merges. Everything here is a pure
+function of its arguments.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import numpy.typing as npt
 
 from ..core.words import STOPWORDS, distinct, word_set, word_table
 from ..storage.archive import UnitVectors
+from .lsh import EXACT_RESIDUE, residue_candidates
 
 __all__ = [
     "COMMON_WORD_ROWS",
     "COMMON_WORD_SHARE",
+    "JOIN_PAIRS_PER_ROW",
+    "PROBE_ROWS",
     "SCREEN_SLACK",
     "PlanStep",
     "cluster",
@@ -79,9 +83,11 @@ def cluster(
     ``threshold`` and, given ``contents``, the Jaccard overlap of their word
     sets is at least ``word_overlap``. The links are found by the candidate
     search (see :func:`linked_pairs`), or with ``exhaustive`` by comparing
-    every pair within each group; both give the same links. A cluster holds
-    only rows linked to each other. Ties go by ``ranks`` (default: row order),
-    so the result depends only on the records, not on the order they came in.
+    every pair within each group; both give the same links, but for a pair
+    the buckets of a large residue may miss (see :func:`linked_pairs`). A
+    cluster holds only rows linked to each other. Ties go by ``ranks``
+    (default: row order), so the result depends only on the records, not on
+    the order they came in.
 
     ``apart`` lists groups of rows kept apart: no two rows of one group are
     linked, so no cluster holds two of them; each may still join others.
@@ -172,16 +178,22 @@ def linked_pairs(
       Records whose ``beta`` are both below 2 also meet through one indexed word.
       Words held by one record alone take no part.
     - A record with ``beta <= 0`` (mostly common words) can overlap enough
-      with another such record through common words alone: these records
-      are also compared with each other by the exhaustive screen, within
-      their group. Their number, not the store's, sets that screen's cost;
-      common words being a share of the group keeps it small as groups grow.
+      with another such record through common words alone: these records,
+      the residue, are also compared with each other within their group.
+      A group of more than ``EXACT_RESIDUE`` records whose join would make
+      more than ``JOIN_PAIRS_PER_ROW`` pairs per record (its words widely
+      shared) joins the residue as a whole. A group's residue of at most
+      ``EXACT_RESIDUE`` records is screened pairwise; a larger one is
+      bucketed (see :mod:`~prime_memory_folding.fold.lsh`).
 
-    Candidates then pass today's exact checks: shared subdomain or tag, cosine
-    (float64) and word overlap. Every linked pair is a candidate, so the links
-    are exactly the exhaustive screen's. With no ``contents`` or a
-    ``word_overlap`` of 0 there is no word rule to join on, and every pair
-    within a group is screened.
+    Candidates then pass the exact checks: shared subdomain or tag, cosine
+    (float64) and word overlap. Wherever the residue is screened pairwise,
+    every linked pair is a candidate, so the links are exactly the exhaustive
+    screen's; the buckets of a large residue find a linked pair with a
+    probability that :mod:`~prime_memory_folding.fold.lsh` gives (0.98 or
+    more at the default thresholds), and never make a link the exhaustive
+    screen does not. With no ``contents`` or a ``word_overlap`` of 0 there is
+    no word rule to join on, and every pair within a group is screened.
     """
     n = len(domains)
     if contents is None or word_overlap <= 0 or exhaustive:
@@ -191,8 +203,14 @@ def linked_pairs(
         if contents is not None and word_overlap > 0 and len(codes):
             codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
         return codes
-    a, b, residue = _prefix_candidates(_codes(domains), contents, eligible, word_overlap)
-    residue_codes = _screen_all(domains, subdomains, tags, unit_vectors, residue, threshold)
+    group_of = _codes(domains)
+    a, b, residue = _prefix_candidates(group_of, contents, eligible, word_overlap)
+    met, screened = residue_candidates(
+        group_of, contents, residue, word_overlap, unit_vectors, threshold
+    )
+    residue_codes = _screen_all(domains, subdomains, tags, unit_vectors, screened, threshold)
+    if len(met):
+        a, b = np.concatenate([a, met // n]), np.concatenate([b, met % n])
     if step is not None:
         step("checking candidates")
     if len(a):
@@ -262,25 +280,34 @@ def probe_rows(
     A record overlapping by ``overlap`` shares ``f = floor(overlap * |words|)``
     of the words or more, so it lacks at most ``|words| - f`` of them: of any
     ``|words| - f + 2`` rare words (each held by few enough records to be
-    listed), it holds two or more. Those are asked for first that are likeliest
-    to be rare (longer words before shorter ones, stop words last), and no
-    more words are asked for once enough rare ones are found. With fewer rare
-    words than that, it holds ``rare - |words| + f`` of all of them, if that
-    is at least one.
+    listed), it holds two or more, and of ``k`` such words ``k - |words| + f``.
+    Those are asked for first that are likeliest to be rare (longer words
+    before shorter ones, stop words last), and no more words are asked for
+    once enough rare ones are found, unless their lists together hold more
+    than ``PROBE_ROWS`` rows: the words are then widely shared, and each one
+    more asked for raises the count a record must reach. With fewer rare
+    words than ``|words| - f + 1``, none of them leads anywhere.
     """
     if overlap <= 0:
         return None
     slack = len(words) - int(overlap_floor(overlap, np.array([len(words)]))[0])
     enough = slack + 2
     lead: list[npt.NDArray[np.int64]] = []
+    listed = 0
     for word in sorted(words, key=_likely_rare_first):
         rows = posting(word)
         if rows is not None:
             lead.append(rows)
-            if len(lead) == enough:
-                return lead, 2
+            listed += len(rows)
+            if len(lead) >= enough and listed <= PROBE_ROWS:
+                return lead, len(lead) - slack
     need = len(lead) - slack
     return (lead, need) if need >= 1 else None
+
+
+#: Rows the lists of an incremental fold's look-up may hold together before it
+#: asks for more of a record's words (see :func:`probe_rows`).
+PROBE_ROWS = 2_048
 
 
 def _likely_rare_first(word: str) -> tuple[bool, int, str]:
@@ -317,7 +344,7 @@ def _prefix_candidates(
     token, count = _tokens(group_of, rows, words)
     del words
     token = token.astype(np.int32) if len(token) and token.max() < 1 << 31 else token
-    group_size = np.bincount(group_of[eligible])
+    group_size = np.bincount(group_of[eligible], minlength=int(group_of.max()) + 1 if n else 0)
     limits = np.maximum(COMMON_WORD_ROWS, (group_size * COMMON_WORD_SHARE).astype(np.int64))
     limit = int(limits.max()) if len(limits) else COMMON_WORD_ROWS
     count = np.minimum(count, limit + 1).astype(np.int32)
@@ -346,12 +373,41 @@ def _prefix_candidates(
     low = beta[rows] < 2
     single: list[Ints] = [token[low], rows[low]]
     del low
-    found = [_token_pair_join(rows, token, n)]
+    runs = [_token_pair_join(rows, token, n)]
     del rows, token
     single_token, single_rows = _sorted_columns(single)
-    found.append(_pairs_in_runs(single_token, single_rows, n))
+    runs.append((single_token, single_rows))
+    # A large group whose words are widely shared makes long runs, and the
+    # pairs they hold grow with the square of the group: such a group goes
+    # to the residue's buckets as a whole (see :mod:`.lsh`).
+    pairs = np.zeros(len(group_size), dtype=np.float64)
+    for key, members in runs:
+        pairs += _pairs_per_group(key, members, group_of, len(group_size))
+    crowded = (group_size > EXACT_RESIDUE) & (pairs > JOIN_PAIRS_PER_ROW * group_size)
+    found = []
+    for key, members in runs:
+        if crowded.any():
+            keep = ~crowded[group_of[members]]
+            key, members = key[keep], members[keep]
+        found.append(_pairs_in_runs(key, members, n))
     codes = distinct(np.concatenate(found))
+    residue |= eligible & crowded[group_of]
     return codes // n, codes % n, residue
+
+
+#: A group of more than ``EXACT_RESIDUE`` records whose join would give more
+#: pairs than this per record goes to the residue's buckets as a whole.
+JOIN_PAIRS_PER_ROW = 32
+
+
+def _pairs_per_group(key: Ints, rows: Ints, group_of: Ints, groups: int) -> Any:
+    """How many pairs the runs of one (sorted) ``key`` hold, by the group of their rows."""
+    if len(key) < 2:
+        return np.zeros(groups, dtype=np.float64)
+    start = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    length = np.diff(np.concatenate([start, [len(key)]])).astype(np.float64)
+    weights = length * (length - 1) / 2
+    return np.bincount(group_of[rows[start]], weights=weights, minlength=groups)
 
 
 def _tokens(
@@ -397,8 +453,9 @@ def _sorted_columns(columns: list[Ints]) -> tuple[Ints, ...]:
     return tuple(reversed(out))
 
 
-def _token_pair_join(rows: Ints, token: Ints, n: int) -> npt.NDArray[np.int64]:
-    """Pair codes of rows that share two tokens; each row's tokens come in one run, in order.
+def _token_pair_join(rows: Ints, token: Ints, n: int) -> tuple[Ints, Ints]:
+    """Keys and rows, sorted by key, whose runs hold the rows that share two tokens; each
+    row's tokens come in one run, in order (see :func:`_pairs_in_runs`).
 
     Each row makes one key per two of its tokens (in the order they come),
     and rows with an equal key share those two tokens. Key and row go into
@@ -450,7 +507,7 @@ def _token_pair_join(rows: Ints, token: Ints, n: int) -> npt.NDArray[np.int64]:
         runs.extend((same, same + 1))
     kept = packed[distinct(np.concatenate(runs))] if runs else packed[:0]
     del packed
-    return _pairs_in_runs(kept >> row_bits, kept & ((1 << row_bits) - 1), n)
+    return kept >> row_bits, kept & ((1 << row_bits) - 1)
 
 
 #: Entries handled at once, to keep temporaries small.
