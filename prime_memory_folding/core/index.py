@@ -557,6 +557,10 @@ class StructuralIndex:
         elapsed = np.maximum(now - self._reinforced[rows], 0.0)
         return self._strength[rows] * np.exp2(-elapsed / self._half_life[rows])
 
+    def decay_terms(self, rows: Rows) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Each row's last reinforcement (when its strength was set) and half-life."""
+        return self._reinforced[rows], self._half_life[rows]
+
     def restamp(self, record_id: str, strength: float, reinforced_at: float) -> None:
         """Record a strength persisted at ``reinforced_at``; unknown ids are ignored."""
         row = self._row_of.get(record_id)

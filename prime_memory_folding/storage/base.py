@@ -19,6 +19,7 @@ from ..core.index import TagQuery
 from ..core.primes import Kind
 from ..core.records import Record
 from ..errors import StoreError
+from .pg_decay import DecayOrder
 
 __all__ = [
     "SALIENCE_FLOOR",
@@ -286,6 +287,10 @@ class Pushdown(Protocol):
     """
 
     def gated(self, gates: TagQuery, read: GatedRead) -> IndexTable: ...
+    def salience_heads(
+        self, gates: TagQuery, limits: Mapping[int, int], default: int
+    ) -> list[tuple[int, str]]: ...
+    def decay_order(self) -> DecayOrder | None: ...
     def gated_ids(self, gates: TagQuery) -> list[str]: ...
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]: ...
     def nearest(

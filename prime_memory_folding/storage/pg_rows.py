@@ -17,6 +17,7 @@ from .sqlite import index_row
 __all__ = [
     "INDEX_COLUMNS",
     "RECORD_COLUMNS",
+    "decay_heads_sql",
     "gate_sql",
     "gated_sql",
     "index_row",
@@ -162,6 +163,36 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
         if limit is not None:
             sql += " LIMIT %s"
             params.append(limit)
+    return sql, params
+
+
+def decay_heads_sql(
+    gates: TagQuery, limits: Mapping[int, int], default: int
+) -> tuple[str, list[Any]]:
+    """The query for :meth:`.PostgresStorage.salience_heads`, and its parameters.
+
+    The classes present come from a skip scan of the salience index; each class
+    then gives its best gated records by that index (see :mod:`.pg_decay`).
+    The limits are written into the statement, so that the planner (and its
+    estimate, which decides whether to compile it) knows how few rows it reads.
+    """
+    where, params = gate_sql(gates, exact=False)  # the window confirms them
+    condition = " AND ".join(where) or "TRUE"
+    cases = " ".join(f"WHEN {int(c)} THEN {int(n)}" for c, n in sorted(limits.items()))
+    limit = f"CASE cls.c {cases} ELSE {int(default)} END" if cases else str(int(default))
+    sql = (
+        "WITH RECURSIVE cls(c) AS ("
+        "(SELECT salience_class FROM records ORDER BY salience_class LIMIT 1) "
+        "UNION ALL SELECT (SELECT r.salience_class FROM records AS r "
+        "WHERE r.salience_class > cls.c ORDER BY r.salience_class LIMIT 1) "
+        "FROM cls WHERE cls.c IS NOT NULL) "
+        "SELECT cls.c, x.record_id FROM cls CROSS JOIN LATERAL ("
+        "SELECT record_id, salience_key, updated_at, id FROM records "
+        f"WHERE salience_class = cls.c AND {condition} "
+        f"ORDER BY salience_key DESC, updated_at DESC, id LIMIT {limit}) AS x "
+        "WHERE cls.c IS NOT NULL "
+        "ORDER BY cls.c, x.salience_key DESC, x.updated_at DESC, x.id"
+    )
     return sql, params
 
 

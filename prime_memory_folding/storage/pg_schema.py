@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.primes import default_primes
+from .pg_decay import STORE_DECAY, class_sql, key_sql
 
 __all__ = ["PG_MIGRATIONS", "PgMigration", "folded", "latest_pg_version"]
 
@@ -218,6 +219,18 @@ _CITE_CHECKS = (
         WHERE metadata LIKE '%"cites"%'""",
 )
 
+#: Salience in the database's own order (:mod:`.pg_decay`): each record's decay
+#: class and key, generated from the default decay policy, and the index that
+#: reads the best of each class first.
+_DECAY_ORDER = (
+    "ALTER TABLE records ADD COLUMN salience_class INTEGER "
+    f"GENERATED ALWAYS AS ({class_sql(STORE_DECAY)}) STORED",
+    "ALTER TABLE records ADD COLUMN salience_key DOUBLE PRECISION "
+    f"GENERATED ALWAYS AS ({key_sql(STORE_DECAY)}) STORED",
+    "CREATE INDEX records_salience ON records "
+    "(salience_class, salience_key DESC, updated_at DESC, id)",
+)
+
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "create_tables", _CORE, _seed_primes),
     PgMigration(2, "create_tokens", _TOKENS),
@@ -225,6 +238,7 @@ PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(4, "create_fold_apart", _FOLD_APART),
     PgMigration(5, "archive_superseded_and_stale", _ARCHIVE_REASONS),
     PgMigration(6, "create_cite_checks", _CITE_CHECKS),
+    PgMigration(7, "order_salience_by_decay", _DECAY_ORDER),
 )
 
 

@@ -43,7 +43,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,9 +66,11 @@ from .pg_connect import (
     wait_limit,
     writes,
 )
+from .pg_decay import STORE_DECAY, DecayOrder
 from .pg_rows import (
     INDEX_COLUMNS,
     RECORD_COLUMNS,
+    decay_heads_sql,
     gate_sql,
     gated_sql,
     index_row,
@@ -739,6 +741,22 @@ class PostgresStorage(token_table.TokenTable):
             (index_row_of(row) for row in stored),
             {row.record.record_id: row for row in stored},
         )
+
+    def salience_heads(
+        self, gates: TagQuery, limits: Mapping[int, int], default: int
+    ) -> list[tuple[int, str]]:
+        """(class, record id) of the best gated records of each salience class.
+
+        Each class (:mod:`.pg_decay`) gives up to ``limits[class]`` records
+        (``default`` for a class not named), best first by its decay key; the
+        classes come in ascending order. The exact gates are left to the reader.
+        """
+        sql, params = decay_heads_sql(gates, limits, default)
+        return [(int(c), str(rid)) for c, rid in self.run(sql, params)]
+
+    def decay_order(self) -> DecayOrder:
+        """The decay rule the store's salience columns compute."""
+        return STORE_DECAY
 
     def gated_ids(self, gates: TagQuery) -> list[str]:
         """Record ids that pass the SQL gates, oldest first."""
