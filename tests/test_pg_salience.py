@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
+from prime_memory_folding.engine import pushdown
 from tests import pg_helpers
 from tests.conftest import FakeClock
 
@@ -63,3 +64,101 @@ def test_salience_on_postgresql_equals_the_in_memory_order_with_ties(
     finally:
         for engine in engines:
             engine.close()
+
+
+#: A record: importance (each tier, many ties), a tier label or none, a tag,
+#: seconds to the next store, and days until it is reinforced (None: never).
+TIERED = st.lists(
+    st.tuples(
+        st.sampled_from([0.1, 0.3, 0.5, 0.5, 0.5, 0.97]),
+        st.sampled_from([None, None, None, "working", "permanent"]),
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([0.0, 0.0, 60.0]),
+        st.sampled_from([None, None, 0.0, 2.0, 30.0]),
+    ),
+    min_size=1,
+    max_size=50,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@example(records=[(0.5, None, "a", 0.0, None)] * 6, limit=1, floor=0.0)  # one class, all tied
+@given(
+    records=TIERED,
+    limit=st.sampled_from([1, 3, 5]),
+    floor=st.sampled_from([0.0, 0.0, 0.2]),
+)
+def test_salience_by_decay_class_equals_the_in_memory_order(
+    pg_database: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    records: list[tuple[float, str | None, str, float, float | None]],
+    limit: int,
+    floor: float,
+) -> None:
+    """Every tier, tier labels and reinforcements spaced in time: each decay
+    class of the database's order (its own half-life, or a bucket of them).
+    Each class's first read is as small as a query allows, so reads go on."""
+    monkeypatch.setattr(pushdown, "SALIENCE_FIRST", 1)
+    clocks = [FakeClock(), FakeClock()]
+    folder = tmp_path_factory.mktemp("decay")
+    stores = [str(folder / "memory.db"), pg_helpers.new_schema(pg_database)]
+    engines = [MemoryEngine(store, clock=clock) for store, clock in zip(stores, clocks)]
+    try:
+        stored: list[list[str]] = [[], []]
+        for n, (importance, tier, tag, pause, _) in enumerate(records):
+            metadata = {"tier": tier} if tier else None
+            for side, (engine, clock) in enumerate(zip(engines, clocks)):
+                rec = engine.store(f"note {n}", tags=[tag], importance=importance, metadata=metadata)
+                stored[side].append(rec.record_id)
+                clock.advance(pause)
+        for day in sorted({d for *_, d in records if d is not None}):
+            for clock in clocks:
+                clock.advance(day * DAY)
+            for n, record in enumerate(records):
+                if record[-1] == day:
+                    for side, engine in enumerate(engines):
+                        engine.reinforce(stored[side][n])
+        for later in (0.0, 3 * DAY, 400 * DAY):
+            for clock in clocks:
+                clock.advance(later)
+            for gates in ({}, {"tags": ["a"]}, {"exclude_tags": ["a"]}):
+                sqlite, postgres = (
+                    ids(e.query(limit=limit, min_strength=floor, **gates)) for e in engines
+                )
+                assert postgres == sqlite, gates
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_a_tag_query_over_many_ties_reads_each_class_once(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of records at one importance, stored in one batch: the first
+    read of each decay class settles the ranking, however many tie."""
+    from prime_memory_folding.storage.postgres import PostgresStorage
+
+    clock = FakeClock()
+    engine = MemoryEngine(pg_helpers.new_schema(pg_database), clock=clock)
+    reads: list[dict[int, int]] = []
+    heads = PostgresStorage.salience_heads
+
+    def counted(self: Any, gates: Any, limits: Any, default: int) -> Any:
+        reads.append(dict(limits))
+        return heads(self, gates, limits, default)
+
+    monkeypatch.setattr(PostgresStorage, "salience_heads", counted)
+    try:
+        engine.store_many([{"content": f"note {n}", "tags": ["t"]} for n in range(400)])
+        clock.advance(DAY)
+        hits = engine.query(tags=["t"], limit=5)
+        assert len(hits) == 5
+        assert reads == [{}]
+        # The ties break by storage order, as the in-memory ranking breaks them.
+        newest = [hit.record.content for hit in hits]
+        assert newest == [f"note {n}" for n in range(5)]
+    finally:
+        engine.close()

@@ -34,6 +34,7 @@ store's index.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
@@ -44,19 +45,31 @@ import numpy.typing as npt
 from ..core.index import IndexColumns, Rows, StructuralIndex, TagQuery
 from ..core.primes import Kind
 from ..core.records import Hit
+from ..fold.folding import FoldPolicy
 from ..recall.fusion import TextQuery, gated_rows, rank_text
 from ..recall.query import RankedRow, rank_by_salience, rank_by_vector
 from ..recall.query_weights import SharesOf
 from ..recall.ranking import DEFAULT_RANKING, RankingSettings
-from ..storage.base import SALIENCE_FLOOR, GatedRead, IndexTable, Pushdown, StoredRow
+from ..storage.base import (
+    SALIENCE_FLOOR,
+    GatedRead,
+    IndexTable,
+    LexicalCandidates,
+    Pushdown,
+    StoredRow,
+)
+from ..storage.pg_decay import DecayOrder
 from .reads import Reader
+from .vector_cache import VectorCache, VectorSource, cache_enabled
 
 __all__ = [
     "PushdownReader",
     "Window",
+    "by_decay",
     "by_salience",
     "by_text",
     "by_vector",
+    "decay_matches",
     "matching_ids",
 ]
 
@@ -113,6 +126,121 @@ def by_salience(
         size *= 4
 
 
+#: How far above a class's bound the last hit must be: the database and numpy
+#: round the decay apart, by far less than this.
+DECAY_SLACK = 1e-9
+
+
+def decay_matches(policy: FoldPolicy, order: DecayOrder) -> bool:
+    """Whether the store's salience columns (``order``) compute ``policy``'s decay."""
+    return (
+        policy.working_half_life,
+        policy.short_term_half_life,
+        policy.long_term_half_life,
+        policy.short_term_from,
+        policy.long_term_from,
+        policy.permanent_from,
+        policy.spacing_factor,
+    ) == (
+        order.working_half_life,
+        order.short_term_half_life,
+        order.long_term_half_life,
+        order.short_term_from,
+        order.long_term_from,
+        order.permanent_from,
+        order.spacing_factor,
+    )
+
+
+def _class_bound(
+    index: StructuralIndex, row: int, half: tuple[float, float] | None, now: float
+) -> float:
+    """The most salience a record of the class can have that its order puts after ``row``.
+
+    Within a class the order is by ``key = since + half * log2(salience)``
+    (:mod:`~..storage.pg_decay`), so a record after ``row`` has a key no
+    greater than ``row``'s, and its salience is at most ``2 ** ((key - now) /
+    half)`` for one of the class's half-lives (the largest, or the smallest
+    when the key lies ahead of ``now``). A permanent record never decays.
+    """
+    rows = np.asarray([row], dtype=np.int64)
+    salience = max(float(index.importance(rows)[0]), SALIENCE_FLOOR) * max(
+        float(index.strength(rows)[0]), SALIENCE_FLOOR
+    )
+    if half is None:
+        return salience
+    since, own = (float(column[0]) for column in index.decay_terms(rows))
+    key = since + own * math.log2(salience)
+    return float(max(2.0 ** ((key - now) / h) for h in half))
+
+
+def by_decay(
+    store: Pushdown,
+    columns_of: ColumnsOf,
+    gates: TagQuery,
+    limit: int,
+    now: float,
+    order: DecayOrder,
+) -> Window:
+    """The gated records best by importance x decayed strength, then recency,
+    read class by class in the database's decay order (:mod:`~..storage.pg_decay`).
+
+    Each class gives its best few; a class is read further only while its
+    next record could still beat the last hit. Ties within a class of one
+    half-life end the read too: the database orders them as the ranking breaks
+    them (latest update, then storage order).
+    """
+    first = max(limit * 2, SALIENCE_FIRST)
+    limits: dict[int, int] = {}
+    while True:
+        heads = store.salience_heads(gates, limits, first)
+        # Read by id alone (the unique index): the window tests every gate again.
+        ids = [rid for _, rid in heads]
+        table = store.gated(TagQuery(), GatedRead(ids=ids, records=True))
+        index = _window(columns_of, table)
+        ranked = rank_by_salience(index, index.select(gates), limit, now=now)
+        read: dict[int, list[str]] = {}
+        for salience_class, rid in heads:
+            read.setdefault(salience_class, []).append(rid)
+        short = [
+            salience_class
+            for salience_class, ids in read.items()
+            if len(ids) >= limits.get(salience_class, first)
+            and not _class_done(index, ranked, limit, ids[-1], salience_class, order, now)
+        ]
+        if not short:
+            return Window(index, ranked, table.stored)
+        for salience_class in short:
+            limits[salience_class] = limits.get(salience_class, first) * 4
+
+
+def _class_done(
+    index: StructuralIndex,
+    ranked: Sequence[RankedRow],
+    limit: int,
+    last_read: str,
+    salience_class: int,
+    order: DecayOrder,
+    now: float,
+) -> bool:
+    """Whether no record of the class after ``last_read`` can make the top ``limit``."""
+    row = index.row_of(last_read)
+    if row is None or len(ranked) < limit:
+        return False
+    last = ranked[-1].score
+    half = order.half_range(salience_class)
+    if last > _class_bound(index, row, half, now) * (1.0 + DECAY_SLACK):
+        return True
+    # A tie with the last record read: the class's order breaks ties as the
+    # ranking does, so the records after it rank after it too.
+    if not order.exact(salience_class) or last <= 0.0 or any(r.row == row for r in ranked):
+        return False
+    rows = np.asarray([row], dtype=np.int64)
+    since = float(index.decay_terms(rows)[0][0])
+    read_score = float(index.importance(rows)[0] * index.effective_strength(rows, now)[0])
+    return since <= now and read_score == last
+
+
 def by_vector(
     store: Pushdown,
     columns_of: ColumnsOf,
@@ -121,8 +249,14 @@ def by_vector(
     limit: int,
     now: float,
     settings: RankingSettings = DEFAULT_RANKING,
+    nearest: Nearest | None = None,
 ) -> Window:
-    """The gated records nearest ``unit`` (a unit vector) by cosine."""
+    """The gated records nearest ``unit`` (a unit vector) by cosine.
+
+    Past ``window_max`` gated records, the candidates come from ``nearest``
+    (pgvector, or the vector cache), else from every gated vector read in
+    batches; either way they are ranked exactly.
+    """
     window_max = settings.window_max
     table = store.gated(gates, GatedRead(vectors=True, has_vector=True, newest=window_max + 1))
     if len(table) <= window_max:
@@ -130,7 +264,7 @@ def by_vector(
         return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
     keep = max(limit * 4, NEAREST_FIRST)
     while True:
-        near = store.nearest(gates, unit, keep)
+        near = None if nearest is None else nearest(gates, unit, keep)
         if near is not None:
             # pgvector's index: fewer than asked means none are left.
             best, seen = near, (len(near) + 1 if len(near) >= keep else len(near))
@@ -172,56 +306,93 @@ def _nearest(
     return [rid for _, _, rid in best], seen
 
 
+#: ``nearest(gates, unit, keep)``: about ``keep`` gated records nearest ``unit``, by
+#: an index (pgvector's, or the server's :class:`~.vector_cache.VectorCache`); None
+#: when there is none. Fewer than ``keep`` means none are left.
+Nearest = Callable[[TagQuery, npt.NDArray[np.float32], int], "list[str] | None"]
+
+
 def by_text(
     store: Pushdown,
     columns_of: ColumnsOf,
     gates: TagQuery,
     query: TextQuery,
     limit: int,
+    nearest: Nearest | None = None,
 ) -> Window:
     """BM25 and cosine fused (:func:`~.fusion.rank_text`), as the embedded store ranks
     a text query, over a window of the gated records.
 
-    The window holds the BM25 candidates (the database's text index, gated),
-    their session neighbours, gated or not, and for the vector side the gated
-    records up to ``window_max`` (:class:`~.ranking.RankingSettings`), with
-    pgvector's nearest past that.
+    The window holds the candidates the fusion can rank: the BM25 candidates
+    (the database's text index, gated), the ``nearest_keep``
+    (:class:`~.ranking.RankingSettings`) gated records nearest the query's
+    vector by ``nearest``, the records that match the words the first hits
+    lend, and the session neighbours of all of them, gated or not. So it
+    ranks as a window of every gated record would. Without ``nearest`` (no
+    pgvector, no vector cache), the vector side reads the newest
+    ``window_max`` gated records instead.
     """
     settings, unit = query.settings, query.unit
     budget, window_max = settings.lexical_budget, settings.window_max
     found = store.lexical(query.text, gates, budget)
-    lexical_ids: Sequence[str] = list(found.scores)
+    lexical_ids: list[str] = list(found.scores)
     # The lexical hits' session neighbours come too, gated or not: they lend
     # context, or stand between a hit and a neighbour further off, as in the
     # full index.
     reach = settings.context_reach if settings.context_weight or settings.ask_penalty else 0
+    near: list[str] | None = []
+    if unit is not None:
+        keep = max(settings.nearest_keep, limit * 4)
+        near = None if nearest is None else nearest(gates, unit, keep)
+    candidates = list(dict.fromkeys([*lexical_ids, *(near or ())]))
     read = GatedRead(
         vectors=unit is not None,
-        newest=window_max,
-        also=lexical_ids,
-        around=lexical_ids,
+        newest=window_max if near is None else 0,
+        also=candidates,
+        around=candidates,
         reach=reach,
     )
-    table = store.gated(gates, read)
-    if unit is not None and len(table) >= window_max:
-        # More gated records than one window: the vector side also looks at
-        # pgvector's nearest ones, where the store has the extension.
-        near = store.nearest(gates, unit, settings.nearest_keep)
-        if near:
-            also = list(dict.fromkeys([*lexical_ids, *near]))
-            table = store.gated(gates, replace(read, also=also))
-    index = _window(columns_of, table)
+    while True:
+        window, outside = _rank_text(store, columns_of, gates, query, read, found, limit)
+        # Records that match the words the first hits lend join the window,
+        # with their neighbours, and the query ranks again.
+        held = set(read.also)
+        more = [rid for rid in dict.fromkeys(outside) if rid not in held]
+        if not more:
+            return window
+        read = replace(read, also=[*read.also, *more], around=[*read.around, *more])
+
+
+def _rank_text(
+    store: Pushdown,
+    columns_of: ColumnsOf,
+    gates: TagQuery,
+    query: TextQuery,
+    read: GatedRead,
+    found: LexicalCandidates,
+    limit: int,
+) -> tuple[Window, list[str]]:
+    """One ranking over the window ``read`` names, and the ids of records that
+    match the lent words but lie outside it."""
+    budget = query.settings.lexical_budget
+    index = _window(columns_of, store.gated(gates, read))
     rows = index.select(gates)
+    outside: list[str] = []
 
     def search(words: str) -> dict[int, float]:
-        return gated_rows(index, store.lexical(words, gates, budget).scores, rows)
+        scores = store.lexical(words, gates, budget).scores
+        outside.extend(rid for rid in scores if index.row_of(rid) is None)
+        return gated_rows(index, scores, rows)
 
     lexical = gated_rows(index, found.scores, rows)
-    return Window(index, rank_text(query, index, rows, lexical, search, limit))
+    return Window(index, rank_text(query, index, rows, lexical, search, limit)), outside
 
 
 class PushdownReader(Reader):
     """The read side of an engine whose store gates in its own database."""
+
+    #: The store's vectors, held once a query needs them (no pgvector).
+    _vectors: VectorCache | None = None
 
     @property
     def _store(self) -> Pushdown:
@@ -241,16 +412,43 @@ class PushdownReader(Reader):
         return self.hits(window.ranked, window.index, window.stored)
 
     def by_salience(self, gates: TagQuery, limit: int, now: float) -> list[Hit]:
-        return self._hits_of(by_salience(self._store, self._live.columns, gates, limit, now))
+        order = self._store.decay_order()
+        if order is not None and decay_matches(self._parts.fold_policy, order):
+            window = by_decay(self._store, self._live.columns, gates, limit, now, order)
+        else:  # the store's decay order computes another policy's decay
+            window = by_salience(self._store, self._live.columns, gates, limit, now)
+        return self._hits_of(window)
 
     def by_vector(
         self, gates: TagQuery, unit: npt.NDArray[np.float32], limit: int, now: float
     ) -> list[Hit]:
-        window = by_vector(self._store, self._live.columns, gates, unit, limit, now, self.ranking)
+        window = by_vector(
+            self._store, self._live.columns, gates, unit, limit, now, self.ranking, self._nearest
+        )
         return self._hits_of(window)
 
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
-        return self._hits_of(by_text(self._store, self._live.columns, gates, query, limit))
+        window = by_text(self._store, self._live.columns, gates, query, limit, self._nearest)
+        return self._hits_of(window)
+
+    def _nearest(
+        self, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
+    ) -> list[str] | None:
+        """About ``keep`` gated records nearest ``unit``: pgvector's, else the vector
+        cache's (exact); None when the store has neither."""
+        store = self._store
+        near = store.nearest(gates, unit, keep)
+        if near is not None or not cache_enabled():
+            return near
+        if self._vectors is None:
+            self._vectors = VectorCache(cast(VectorSource, store))
+        columns_of = self._live.columns
+
+        def passing(ids: list[str]) -> set[str]:
+            window = _window(columns_of, store.gated(gates, GatedRead(ids=ids)))
+            return set(window.select_ids(gates))
+
+        return self._vectors.nearest(unit, keep, passing)
 
     def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
         found = self._store.lexical(text, gates, self.ranking.lexical_budget)
