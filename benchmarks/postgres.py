@@ -84,6 +84,7 @@ from text_query import sentences
 from prime_memory_folding import MemoryEngine
 from prime_memory_folding.errors import NotAvailable
 from prime_memory_folding.recall.embeddings import load_embedder
+from prime_memory_folding.storage.pg_decay import STORE_DECAY
 
 DEFAULT_PG = (
     os.environ.get("PRIME_MEMORY_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -292,7 +293,10 @@ print(json.dumps({"contents": rows, "rss_kib": rss}), flush=True)
 def server_start(store: str, pair: list[str], question: str) -> dict[str, Any]:
     """Spawn the MCP server, time spawn to its first tag query's answer, read its memory."""
     started = time.perf_counter()
-    client = LineClient([*SERVER, "--store", store, "--scope", SCOPE])
+    # The servers hold no vectors of their own: their memory is what the store's
+    # size costs without the vector cache (which holds 4 bytes a dimension a record).
+    env = {**os.environ, "PRIME_MEMORY_VECTOR_CACHE": "off"}
+    client = LineClient([*SERVER, "--store", store, "--scope", SCOPE], env=env)
     try:
         reply = client.call_tool(
             "prime_memory_query", {"tags": pair, "limit": LIMIT, "max_tokens": 100_000}
@@ -373,12 +377,17 @@ def measure(
             if not vector_agrees(got, floor):
                 problems.append(f"vector query {i}: {name} differs from the exact top-10")
     # -- text: both engines answer; how much their top-10 overlap is reported
-    overlap = []
+    overlap, same, ordered = [], [], []
     for q in questions:
-        a = set(contents(sq.query(text=q, limit=LIMIT)))
-        b = set(contents(pg.query(text=q, limit=LIMIT)))
-        overlap.append(len(a & b) / max(len(a), 1))
+        a = contents(sq.query(text=q, limit=LIMIT))
+        b = contents(pg.query(text=q, limit=LIMIT))
+        overlap.append(len(set(a) & set(b)) / max(len(a), 1))
+        same.append(set(a) == set(b))
+        ordered.append(a == b)
     result["text_top10_overlap"] = statistics.mean(overlap)
+    # The share of queries whose top-10 is the same records, and in the same order.
+    result["text_top10_same"] = statistics.mean(same)
+    result["text_top10_same_order"] = statistics.mean(ordered)
     if problems:
         result["agreement"] = False
         result["problems"] = problems
@@ -538,7 +547,9 @@ def print_size(r: dict[str, Any]) -> None:
         f"agreement: OK - same record count; the same top-10 from both engines and plain SQL "
         f"for {q.get('tag')} tag queries (and from both servers for the first); the exact "
         f"top-10 from both engines for {q.get('vector')} vector queries; text top-10 overlap "
-        f"between the engines {100 * r['text_top10_overlap']:.0f} %"
+        f"between the engines {100 * r['text_top10_overlap']:.0f} %, the same top-10 for "
+        f"{100 * r['text_top10_same']:.0f} % of text queries "
+        f"({100 * r['text_top10_same_order']:.0f} % in the same order)"
     )
     if not harness.check(r.get("problems", []), ok, most=10):
         return
@@ -592,6 +603,162 @@ def judge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- the run ----------------------------------------------------------------------------
 
 
+# -- tag queries over tied and varied salience --------------------------------------------
+
+
+class FixedClock:
+    """A clock that reads ``now`` until told otherwise."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+#: Tags of the tied and varied layouts; each holds 1/20 of the records.
+LAYOUT_TAGS = 20
+#: The largest size at which the stored-salience bound's read is timed too.
+BOUND_MAX = 100_000
+DAY = 86_400.0
+
+
+def layout_items(layout: str, low: int, high: int, rng: random.Random) -> list[dict[str, Any]]:
+    """Records ``low`` to ``high`` of a layout: one tag of 20 each, no vectors.
+
+    ``tied``: every record at the default importance; ``varied``: importances
+    spread from 0.05 to 0.99, so all four tiers decay at their own pace.
+    """
+    return [
+        {
+            "content": f"note {i} about item {i % 997}",
+            "tags": [f"t{i % LAYOUT_TAGS}"],
+            **({} if layout == "tied" else {"importance": round(rng.uniform(0.05, 0.99), 4)}),
+        }
+        for i in range(low, high)
+    ]
+
+
+def floor_salience(conn: Any, prime: int, now: float, limit: int) -> list[str]:
+    """The same question in plain SQL: every gated record's decayed salience, sorted."""
+    order = STORE_DECAY
+    since = "greatest(accessed_at, coalesce(strength_at, accessed_at))"
+    salience = (
+        f"importance * strength * CASE WHEN importance >= {order.permanent_from} THEN 1 "
+        f"ELSE power(2::float8, -greatest(%s - {since}, 0) / "
+        f"CASE WHEN importance >= {order.long_term_from} THEN {order.long_term_half_life} "
+        f"WHEN importance >= {order.short_term_from} THEN {order.short_term_half_life} "
+        f"ELSE {order.working_half_life} END) END"
+    )
+    rows = conn.execute(
+        f"SELECT record_id FROM records WHERE tag_primes @> ARRAY[%s]::bigint[] "
+        f"ORDER BY {salience} DESC, updated_at DESC, id LIMIT %s",
+        (prime, now, limit),
+    )
+    return [row[0] for row in rows]
+
+
+def layout_size(
+    engine: MemoryEngine, conn: Any, now: float, n: int, limit: int, rounds: int
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, list[str]]]]]:
+    """One size of a layout: each tag's question, checked, then timed in turns."""
+    from prime_memory_folding.engine import pushdown
+
+    tags = [f"t{k}" for k in range(LAYOUT_TAGS)]
+    primes = dict(conn.execute("SELECT label, prime FROM primes WHERE kind = 'tag'"))
+    matches = pushdown.decay_matches
+
+    def ids(hits: list[Any]) -> list[str]:
+        return [hit.record.record_id for hit in hits]
+
+    def bound(tag: str) -> list[str]:
+        pushdown.decay_matches = lambda *_: False  # the read it replaces
+        try:
+            return ids(engine.query(tags=[tag], limit=limit))
+        finally:
+            pushdown.decay_matches = matches
+
+    systems: dict[str, Callable[[str], list[str]]] = {
+        "engine": lambda tag: ids(engine.query(tags=[tag], limit=limit)),
+        "sql": lambda tag: floor_salience(conn, primes[tag], now, limit),
+    }
+    if n <= BOUND_MAX:  # past it, the read it replaces takes seconds a query
+        systems["bound"] = bound
+    wrong = []
+    for tag in tags:
+        answers = {name: system(tag) for name, system in systems.items()}
+        if len({tuple(a) for a in answers.values()}) != 1:
+            wrong.append((tag, answers))
+    if wrong:
+        return {}, wrong
+    p50 = harness.pooled_medians(harness.alternate(systems, tags, rounds=rounds))
+    return {"records": n, **{f"{k}_ms": v * 1000 for k, v in p50.items()}}, []
+
+
+def salience_layouts(args: argparse.Namespace) -> int:
+    """Tag queries over the tied and varied layouts at each size: the engine's
+    decay order, the stored-salience bound it replaces, and plain SQL's sort."""
+    import psycopg
+
+    limit, rounds = 5, args.rounds
+    results: dict[str, list[dict[str, Any]]] = {}
+    failed = False
+    for layout in ("tied", "varied"):
+        rng = random.Random(args.seed)
+        clock = FixedClock(T0)
+        with scratch_database(args.pg, args.db_prefix) as url:
+            engine = MemoryEngine(url, clock=clock, embedder="none")
+            conn = psycopg.connect(url, autocommit=True)
+            loaded, rows = 0, []
+            try:
+                for n in args.sizes:
+                    progress = Progress(
+                        f"{layout}: loading to {n:,}", n - loaded, enabled=not args.quiet
+                    )
+                    for low in range(loaded, n, BATCH):
+                        high = min(low + BATCH, n)
+                        clock.now = T0 + (0.0 if layout == "tied" else low / n * 30 * DAY)
+                        engine.store_many(layout_items(layout, low, high, rng))
+                        progress.update(high - loaded)
+                    loaded = n
+                    conn.execute("ANALYZE records")
+                    clock.now = T0 + 40 * DAY
+                    row, wrong = layout_size(engine, conn, clock.now, n, limit, rounds)
+                    if wrong:
+                        print(f"{layout} at {n:,}: the systems disagree on {len(wrong)} tags:")
+                        for tag, answers in wrong[:3]:
+                            print(f"  {tag}: {answers}")
+                        failed = True
+                        break
+                    rows.append(row)
+                    replaced = (
+                        f", the stored-salience bound {row['bound_ms']:.2f} ms"
+                        if "bound_ms" in row
+                        else ""
+                    )
+                    print(
+                        f"{layout} {n:>9,}: engine {row['engine_ms']:.2f} ms, "
+                        f"plain SQL sort {row['sql_ms']:.2f} ms{replaced}"
+                    )
+            finally:
+                conn.close()
+                engine.close()
+        results[layout] = rows
+        if failed:
+            break
+        if len(rows) > 1:
+            first, last = rows[0], rows[-1]
+            growth = last["engine_ms"] / first["engine_ms"]
+            ok = growth <= 1.5
+            print(
+                f"{harness.verdict(ok)} {layout}: tag query at {last['records']:,} over "
+                f"{first['records']:,}: {growth:.2f}x (target <= 1.5x); plain SQL's sort "
+                f"{last['sql_ms'] / first['sql_ms']:.2f}x"
+            )
+    harness.write_json(args.json, {"salience_layouts": results})
+    return EXIT_MISMATCH if failed else 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # --inject-mismatch: the plain SQL's tag query drops a hit
     parser = harness.parser(
@@ -615,6 +782,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pg", default=DEFAULT_PG, help=f"a PostgreSQL server (default {DEFAULT_PG})"
     )
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
+    parser.add_argument(
+        "--salience-layouts",
+        action="store_true",
+        help="only the tag queries over the tied and varied layouts (no vectors, no SQLite)",
+    )
     parser.add_argument(
         "--db-prefix",
         default="pmf_bench_",
@@ -645,6 +817,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unavailable: cannot connect to PostgreSQL at {args.pg}: {exc}".strip())
         return 2
 
+    if args.salience_layouts:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        return salience_layouts(args)
     log = harness.Log(args.quiet)
     # A terminated run still drops its database (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
