@@ -336,10 +336,12 @@ def by_text(
     budget, window_max = settings.lexical_budget, settings.window_max
     found = store.lexical(query.text, gates, budget)
     lexical_ids: list[str] = list(found.scores)
-    # The lexical hits' session neighbours come too, gated or not: they lend
+    # The candidates' session neighbours come too, gated or not: they lend
     # context, or stand between a hit and a neighbour further off, as in the
-    # full index.
+    # full index. Twice the reach: a neighbour that joins the candidates takes
+    # context from its own neighbours.
     reach = settings.context_reach if settings.context_weight or settings.ask_penalty else 0
+    reach *= 2
     near: list[str] | None = []
     if unit is not None:
         keep = max(settings.nearest_keep, limit * 4)
