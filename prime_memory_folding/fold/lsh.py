@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core.words import _hashed_words, distinct
+from ..core.words import distinct, word_table
 from ..storage.archive import UnitVectors
 
 __all__ = [
@@ -94,9 +94,10 @@ def residue_candidates(
     rows = rows[large]
     if len(rows) < 2:
         return np.zeros(0, dtype=np.int64), screened
-    local, hashes, sizes = _word_hashes([contents[i] for i in rows.tolist()])
+    local, numbers, hashes, sizes = _word_hashes([contents[i] for i in rows.tolist()])
     groups = group_of[rows]
-    keep = _may_overlap(groups, local, hashes, sizes, overlap)
+    keep = _may_overlap(groups, local, numbers, sizes, overlap)
+    del numbers
     rows, groups, sizes = rows[keep], groups[keep], sizes[keep]
     take = keep[local]
     renumber = np.cumsum(keep) - 1
@@ -112,7 +113,9 @@ def residue_candidates(
         key ^= groups.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
         codes = _bucket_pairs(key, signs, band, m)
         a, b = codes // m, codes % m
-        found.append(codes[_popcount(signs[a] ^ signs[b]).sum(axis=1) <= limit])
+        # Keys of two groups may meet by chance; the group is part of the rule.
+        near = (_popcount(signs[a] ^ signs[b]).sum(axis=1) <= limit) & (groups[a] == groups[b])
+        found.append(codes[near])
         if band % 8 == 7:
             found = [distinct(np.concatenate(found))]
     codes = distinct(np.concatenate(found))
@@ -146,21 +149,25 @@ def _popcount(values: npt.NDArray[np.uint64]) -> Ints:
     return found
 
 
-def _word_hashes(contents: list[str]) -> tuple[Ints, npt.NDArray[np.uint64], Ints]:
-    """Each content's distinct word hashes (row, hash), by row, and how many each has."""
-    found, words = _hashed_words(contents)
-    order = np.lexsort((words, found))
-    rows: Ints = found[order].astype(np.int64)
-    hashes = words[order]
-    new = np.ones(len(rows), dtype=bool)
-    new[1:] = (rows[1:] != rows[:-1]) | (hashes[1:] != hashes[:-1])
-    kept: Ints = rows[new]
-    sizes: Ints = np.bincount(kept, minlength=len(contents)).astype(np.int64)
-    return kept, hashes[new], sizes
+def _word_hashes(contents: list[str]) -> tuple[Ints, Ints, npt.NDArray[np.uint32], Ints]:
+    """Each content's distinct words as ``(row, number, hash)`` by row, and how many each has.
+
+    The hash is a 32-bit mix of the word's number (see
+    :func:`~prime_memory_folding.core.words.word_table`), which the words
+    themselves set, not the order of the records.
+    """
+    offsets, numbers = word_table(contents)
+    sizes: Ints = np.diff(offsets)
+    rows: Ints = np.repeat(np.arange(len(contents), dtype=np.int64), sizes)
+    with np.errstate(over="ignore"):
+        mixed = numbers.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        mixed ^= mixed >> np.uint64(31)
+        mixed *= np.uint64(0xBF58476D1CE4E5B9)
+    return rows, numbers, (mixed >> np.uint64(32)).astype(np.uint32), sizes
 
 
 def _may_overlap(
-    groups: Ints, local: Ints, hashes: npt.NDArray[np.uint64], sizes: Ints, overlap: float
+    groups: Ints, local: Ints, numbers: Ints, sizes: Ints, overlap: float
 ) -> npt.NDArray[np.bool_]:
     """Which records have another of their group within the sizes they could overlap with.
 
@@ -170,16 +177,19 @@ def _may_overlap(
     """
     m = len(sizes)
     # A word is shareable when another record of the group holds it too.
-    order = np.lexsort((hashes, groups[local]))
-    g, h = groups[local][order], hashes[order]
-    same_next = np.zeros(len(g), dtype=bool)
-    same_prev = np.zeros(len(g), dtype=bool)
-    if len(g) > 1:
-        equal = (g[1:] == g[:-1]) & (h[1:] == h[:-1])
-        same_next[:-1], same_prev[1:] = equal, equal
-    shared = np.zeros(len(g), dtype=bool)
-    shared[order] = same_next | same_prev
-    shareable = np.bincount(local[shared], minlength=m)
+    _, group = np.unique(groups, return_inverse=True)
+    width = int(numbers.max()) + 1 if len(numbers) else 1
+    key = group[local] * width + numbers
+    if (int(group.max()) + 1) * width <= 4 * len(key) + 1_024:
+        held = np.bincount(key)[key]
+    else:
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        start = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        length = np.diff(np.concatenate([start, [len(key)]]))
+        held = np.empty(len(key), dtype=np.int64)
+        held[order] = np.repeat(length, length)
+    shareable = np.bincount(local[held >= 2], minlength=m)
     eps = 1e-9
     low = np.ceil(overlap * sizes - eps).astype(np.int64)
     high = np.minimum(
@@ -197,34 +207,35 @@ def _may_overlap(
     return found
 
 
-def _multipliers(count: int, salt: int) -> npt.NDArray[np.uint64]:
-    """Odd 64-bit multipliers, fixed by the seed."""
+def _multipliers(count: int, salt: int) -> npt.NDArray[np.uint32]:
+    """Odd 32-bit multipliers, fixed by the seed."""
     rng = np.random.default_rng([_SEED, salt])
-    found: npt.NDArray[np.uint64] = rng.integers(0, 1 << 63, size=count, dtype=np.uint64)
-    found = found * np.uint64(2) + np.uint64(1)
+    found: npt.NDArray[np.uint32] = rng.integers(0, 1 << 31, size=count, dtype=np.uint32)
+    found = found * np.uint32(2) + np.uint32(1)
     return found
 
 
 _MULTIPLIERS = _multipliers(BANDS * ROWS, 1)
+_MASKS = _multipliers(BANDS * ROWS, 3)
 
 
-def _band_keys(local: Ints, hashes: npt.NDArray[np.uint64], m: int, band: int) -> Any:
+def _band_keys(local: Ints, hashes: npt.NDArray[np.uint32], m: int, band: int) -> Any:
     """One 64-bit key per record: its band ``band`` of ``ROWS`` min-hashes, mixed.
 
-    A min-hash is the least of ``(word * a) >> 32`` over the record's words
-    (multiply-shift on a word's 64-bit hash, one odd ``a`` per min-hash). A
-    record without words gets the largest value in every one: such records
-    overlap fully with each other, and meet.
+    A min-hash is the least of ``(word ^ s) * a`` (32 bits) over the record's
+    words, with ``s`` and an odd ``a`` of its own: a permutation of the
+    words' hashes. A record without words gets the largest value in every
+    one: such records overlap fully with each other, and meet.
     """
     starts = np.flatnonzero(np.concatenate([[True], local[1:] != local[:-1]])[: len(local)])
     holders = local[starts]
     key = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for r in range(ROWS):
-            a = _MULTIPLIERS[band * ROWS + r]
-            mins = np.full(m, np.uint64(0xFFFFFFFF), dtype=np.uint64)
-            mins[holders] = np.minimum.reduceat((hashes * a) >> np.uint64(32), starts)
-            key = (key ^ mins) * np.uint64(0x9E3779B97F4A7C15)
+            at = band * ROWS + r
+            mins = np.full(m, np.uint32(0xFFFFFFFF), dtype=np.uint32)
+            mins[holders] = np.minimum.reduceat((hashes ^ _MASKS[at]) * _MULTIPLIERS[at], starts)
+            key = (key ^ mins.astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
             key ^= key >> np.uint64(29)
     return key
 
