@@ -348,6 +348,10 @@ def measure(
             )
     row = conn.execute("SELECT count(*) FROM records").fetchone()
     counts["plain sql"] = int(row[0])
+    size = conn.execute(
+        "SELECT pg_total_relation_size('records'), pg_indexes_total_size('records')"
+    ).fetchone()
+    result["disk_mib"] = {"records": size[0] / 2**20, "of which indexes": size[1] / 2**20}
     result["counts"] = counts
     if len(set(counts.values())) != 1:
         problems.append(f"record counts differ: {counts}")
@@ -554,6 +558,11 @@ def print_size(r: dict[str, Any]) -> None:
     if not harness.check(r.get("problems", []), ok, most=10):
         return
     print(harness.text_table(*size_table(r), indent="  "))
+    disk = r["disk_mib"]
+    print(
+        f"  PostgreSQL's records table: {disk['records']:,.0f} MiB on disk, "
+        f"{disk['of which indexes']:,.0f} MiB of it indexes"
+    )
     print(f"  fold, dry run: {fold_text(r['fold'])} (plain SQL has no fold)")
     s, m, base = r["startup_seconds"], r["rss_mib"], r["base_system"]
     print(
@@ -721,7 +730,7 @@ def salience_layouts(args: argparse.Namespace) -> int:
                         engine.store_many(layout_items(layout, low, high, rng))
                         progress.update(high - loaded)
                     loaded = n
-                    conn.execute("ANALYZE records")
+                    conn.execute("VACUUM ANALYZE records")  # as autovacuum leaves a loaded table
                     clock.now = T0 + 40 * DAY
                     row, wrong = layout_size(engine, conn, clock.now, n, limit, rounds)
                     if wrong:
@@ -783,6 +792,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--dir", type=Path, help="parent folder of the SQLite store")
     parser.add_argument(
+        "--pgserver",
+        action="store_true",
+        help="run on a PostgreSQL with pgvector that the pgserver wheel starts (instead of --pg)",
+    )
+    parser.add_argument(
         "--salience-layouts",
         action="store_true",
         help="only the tag queries over the tied and varied layouts (no vectors, no SQLite)",
@@ -806,6 +820,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.pgserver:
+        with tempfile.TemporaryDirectory(prefix="pmf-pgserver-") as folder:
+            # pgserver finds its lock folder through platformdirs.
+            os.environ.setdefault("XDG_RUNTIME_DIR", folder)
+            import pgserver
+
+            server = pgserver.get_server(Path(folder) / "data", cleanup_mode="stop")
+            try:
+                args.pg, args.pgserver = server.get_uri(), False
+                print("on pgserver's PostgreSQL, with pgvector")
+                return main_on(args)
+            finally:
+                server.cleanup()
+    return main_on(args)
+
+
+def main_on(args: argparse.Namespace) -> int:
     try:
         import psycopg
 

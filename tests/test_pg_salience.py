@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
-from prime_memory_folding.engine import pushdown
 from tests import pg_helpers
 from tests.conftest import FakeClock
 
@@ -93,15 +92,13 @@ TIERED = st.lists(
 def test_salience_by_decay_class_equals_the_in_memory_order(
     pg_database: str,
     tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
     records: list[tuple[float, str | None, str, float, float | None]],
     limit: int,
     floor: float,
 ) -> None:
     """Every tier, tier labels and reinforcements spaced in time: each decay
     class of the database's order (its own half-life, or a bucket of them).
-    Each class's first read is as small as a query allows, so reads go on."""
-    monkeypatch.setattr(pushdown, "SALIENCE_FIRST", 1)
+    Each class's first read is one more than the limit, so reads go on."""
     clocks = [FakeClock(), FakeClock()]
     folder = tmp_path_factory.mktemp("decay")
     stores = [str(folder / "memory.db"), pg_helpers.new_schema(pg_database)]
@@ -111,7 +108,9 @@ def test_salience_by_decay_class_equals_the_in_memory_order(
         for n, (importance, tier, tag, pause, _) in enumerate(records):
             metadata = {"tier": tier} if tier else None
             for side, (engine, clock) in enumerate(zip(engines, clocks)):
-                rec = engine.store(f"note {n}", tags=[tag], importance=importance, metadata=metadata)
+                rec = engine.store(
+                    f"note {n}", tags=[tag], importance=importance, metadata=metadata
+                )
                 stored[side].append(rec.record_id)
                 clock.advance(pause)
         for day in sorted({d for *_, d in records if d is not None}):

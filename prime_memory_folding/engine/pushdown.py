@@ -190,7 +190,9 @@ def by_decay(
     half-life end the read too: the database orders them as the ranking breaks
     them (latest update, then storage order).
     """
-    first = max(limit * 2, SALIENCE_FIRST)
+    # A class gives at most ``limit`` hits: one more record read shows whether
+    # the rest of it can still matter.
+    first = limit + 1
     limits: dict[int, int] = {}
     while True:
         heads = store.salience_heads(gates, limits, first)
