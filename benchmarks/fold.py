@@ -33,17 +33,33 @@
    store does.
 4. Fold safety on LoCoMo: recall@10 of the default hybrid before and after a
    default fold (target: within 1 point).
+5. Widely shared words (``--shared-layouts``, default all; ``--shared-sizes``,
+   default 20,000 and 200,000; ``--backends`` SQLite and PostgreSQL, each store
+   in a throwaway database on ``--pg``): labels such as ``item 123`` with half
+   of them near-duplicate vectors (vector-only), notes over a vocabulary of
+   400 words in three domains with no near-duplicates (small-vocabulary) and
+   in one domain with planted near-duplicate pairs (small-vocabulary-pairs).
+   At each size: a full fold (at the smaller size the median of
+   ``--small-repeat``, each on a new store), a catch-up fold, ``--new`` new
+   stores (a tenth near-duplicates of stored records) and an incremental
+   fold; at the smaller size the candidate search against the exhaustive
+   screen (recall of merged pairs, the same records archived) and a full fold
+   after the incremental one, which should merge nothing more. Targets:
+   growth <= 11x for 10x the records; the incremental fold <= 1/8 of the
+   full fold, merging the new near-duplicates.
 
 The load average is printed at the start and the end: the machine may be
 shared. Run from the repository root::
 
     python3 benchmarks/fold.py
     python3 benchmarks/fold.py --sizes 2000 20000 --skip-locomo   # a quick look
+    python3 benchmarks/fold.py --skip-scale --skip-locomo --backends sqlite   # part 5 only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import json
@@ -834,6 +850,244 @@ def scale(
     return lines, results, ok
 
 
+# -- widely shared words ----------------------------------------------------------------
+
+#: Layouts whose words are widely shared: contents such as ``item 123`` (a
+#: common word and a number of its own), half of them in pairs of
+#: near-duplicate vectors; and notes over a vocabulary of a few hundred words,
+#: each held by hundreds of records or more: in three domains with no
+#: near-duplicates, and in one domain with planted near-duplicate pairs.
+SHARED_LAYOUTS = ("vector-only", "small-vocabulary", "small-vocabulary-pairs")
+SMALL_VOCABULARY = 400
+#: Share of units that are a pair of near-duplicates (vector-only, small-vocabulary-pairs).
+PAIR_SHARE = {"vector-only": 0.5, "small-vocabulary": 0.0, "small-vocabulary-pairs": 0.05}
+BACKENDS = ("sqlite", "postgresql")
+
+
+def _small_note(rng: np.random.Generator) -> list[str]:
+    weights = 1.0 / np.arange(1, SMALL_VOCABULARY + 1) ** 0.7
+    chosen = rng.choice(
+        SMALL_VOCABULARY, size=int(rng.integers(8, 15)), replace=False, p=weights / weights.sum()
+    )
+    return [vocabulary()[int(i)] for i in chosen.tolist()]
+
+
+def _small_variant(rng: np.random.Generator, note: list[str]) -> list[str]:
+    """A near-duplicate over the small vocabulary: one word replaced."""
+    out = list(note)
+    out[int(rng.integers(0, len(out)))] = vocabulary()[int(rng.integers(0, SMALL_VOCABULARY))]
+    return out
+
+
+def shared_batches(
+    count: int, seed: int, layout: str, first: int = 0
+) -> Iterator[list[dict[str, Any]]]:
+    """``count`` records of a widely-shared-words layout in batches, the same ones for the
+    same arguments; ``first`` numbers the first ``item``."""
+    rng = np.random.default_rng(seed)
+    batch: list[dict[str, Any]] = []
+    made = unit = 0
+    while made < count:
+        size = min(2 if rng.random() < PAIR_SHARE[layout] else 1, count - made)
+        centre = rng.normal(size=DIM)
+        centre /= np.linalg.norm(centre)
+        labels = {
+            "domain": ("work", "home", "research")[unit % 3]
+            if layout == "small-vocabulary"
+            else "work",
+            "subdomain": SUBDOMAINS[int(rng.integers(len(SUBDOMAINS)))],
+            "tags": _tags(rng),
+        }
+        note = _small_note(rng) if layout != "vector-only" else []
+        for i, vector in enumerate(_members(rng, centre, size, (0.1, 0.3))):
+            if layout == "vector-only":
+                content = f"item {first + made + i}"
+            else:
+                content = " ".join(note if i == 0 else _small_variant(rng, note)) + "."
+            batch.append({"content": content, "vector": vector.astype(np.float32), **labels})
+        made += size
+        unit += 1
+        if len(batch) >= BUILD_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def shared_new_items(count: int, seed: int, layout: str, stored: int) -> tuple[list[Any], int]:
+    """``count`` new records: a tenth near-duplicates of stored ones (one word more or
+    replaced, the vector moved by 0.1), the rest new records of the layout; and how many
+    near-duplicates."""
+    rng = np.random.default_rng(seed)
+    old = next(shared_batches(min(stored, BUILD_BATCH), SEED_OF_STORE, layout))
+    picks = rng.choice(len(old), size=min(count // 10, len(old)), replace=False)
+    items: list[dict[str, Any]] = []
+    for k in sorted(picks.tolist()):
+        item = dict(old[k])
+        words = item["content"].rstrip(".").split()
+        if layout == "vector-only":
+            item["content"] = item["content"] + " again"
+        else:
+            item["content"] = " ".join(_small_variant(rng, words)) + " again."
+        jitter = rng.normal(size=DIM)
+        jitter *= 0.1 / np.linalg.norm(jitter)
+        vector = item["vector"].astype(np.float64)
+        vector /= np.linalg.norm(vector)
+        item["vector"] = (vector + jitter).astype(np.float32)
+        items.append(item)
+    twins = len(items)
+    for batch in shared_batches(count - twins, seed + 1, layout, first=10 * stored):
+        items.extend(batch)
+    return items[:count], twins
+
+
+#: The seed the stores of the widely-shared-words layouts are built with.
+SEED_OF_STORE = 7
+
+
+@contextlib.contextmanager
+def _shared_store(backend: str, server: str) -> Iterator[str]:
+    """A fresh store's path or URL, removed afterwards."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield str(Path(tmp) / "store.db")
+    else:
+        with _shared.scratch_database(server, "pmf_fold_shared_") as url:
+            yield url
+
+
+def shared_words_run(job: dict[str, Any]) -> dict[str, Any]:
+    """One layout at one size on one backend, in this process: build, full fold, catch-up,
+    new stores and an incremental fold, then (``check``) a full fold that should merge nothing
+    more; at the smaller size, the candidate search against the exhaustive screen."""
+    count, layout = int(job["count"]), job["layout"]
+    out: dict[str, Any] = {}
+    with _shared_store(job["backend"], job["server"]) as store:
+        clock = _shared.Clock(T0)
+        with MemoryEngine(store, clock=clock, embedder="none") as engine:
+            started = time.perf_counter()
+            for batch in shared_batches(count, SEED_OF_STORE, layout):
+                engine.store_many(batch)
+            out["build_seconds"] = time.perf_counter() - started
+            clock.now = FOLD_AT
+            if job.get("agreement"):
+                new, ex = _plans(engine, FOLD_AT)
+                a, b = _plan_pairs(new), _plan_pairs(ex)
+                out["agreement"] = {"pairs": len(b), "found": len(a & b), "extra": len(a - b),
+                                    "same_archived": _archived(new) == _archived(ex)}  # fmt: skip
+            marks: list[tuple[str, float]] = []
+            started = time.perf_counter()
+            report = engine.fold(full=True, progress=functools.partial(_mark, marks))
+            out["full"] = {"seconds": time.perf_counter() - started, "steps": _steps(marks),
+                           "folded": report.folded, "created": report.created}  # fmt: skip
+            engine.fold()  # the records the full fold made are new to the next fold
+            items, twins = shared_new_items(int(job["new"]), SEED_OF_STORE + 100, layout, count)
+            for start in range(0, len(items), 100):
+                engine.store_many(items[start : start + 100])
+            marks = []
+            started = time.perf_counter()
+            report = engine.fold(progress=functools.partial(_mark, marks))
+            out["incremental"] = {"seconds": time.perf_counter() - started,
+                                  "incremental": report.incremental, "steps": _steps(marks),
+                                  "screened": report.screened, "folded": report.folded,
+                                  "created": report.created, "twins": twins}  # fmt: skip
+            if job.get("check"):
+                engine.fold()
+                report = engine.fold(full=True)
+                out["left_over"] = report.created
+    return out
+
+
+def _step_growth(small: dict[str, Any], large: dict[str, Any], name: str) -> float:
+    return float(large["steps"].get(name, 0.0) / max(small["steps"].get(name, 0.0), 1e-9))
+
+
+def shared_words(
+    sizes: Sequence[int],
+    layouts: Sequence[str],
+    backends: Sequence[str],
+    new: int,
+    server: str,
+    repeat: int = 3,
+) -> tuple[list[str], dict[str, Any], bool]:
+    """Full and incremental folds of the widely-shared-words layouts at two sizes."""
+    small, large = sizes
+    lines: list[str] = []
+    results: dict[str, Any] = {}
+    ok = True
+
+    def say(line: str) -> None:
+        lines.append(line)
+        print(f"  {line}", flush=True)
+
+    for backend in backends:
+        for layout in layouts:
+            row = {}
+            for count in (small, large):
+                job = {"shared": True, "backend": backend, "server": server, "layout": layout,
+                       "count": count, "new": new, "agreement": count == small,
+                       "check": count == small}  # fmt: skip
+                run = _in_child(job)
+                # The smaller folds take a second or less, where the host's
+                # jitter weighs most: the median of a few, each on a new store.
+                runs = [run]
+                for _ in range(repeat - 1 if count == small else 0):
+                    runs.append(_in_child({**job, "agreement": False, "check": False}))
+                run["full"] = _median_run([r["full"] for r in runs], "seconds")
+                run["incremental"] = _median_run([r["incremental"] for r in runs], "seconds")
+                run["runs"] = len(runs)
+                row[count] = run
+                full, inc = run["full"], run["incremental"]
+                median = f" (median of {len(runs)})" if len(runs) > 1 else ""
+                say(
+                    f"{backend} {layout} {count:,}: built in {run['build_seconds']:.1f} s; full "
+                    f"fold{median} {full['seconds']:.2f} s (folded {full['folded']:,} into "
+                    f"{full['created']:,}; {_shares(full['steps'])})"
+                )
+                ratio = inc["seconds"] / max(full["seconds"], 1e-9)
+                merged = inc["folded"] >= 2 * inc["twins"] * 0.98 if inc["twins"] else True
+                i_ok = inc["incremental"] and ratio <= 1 / 8 and merged
+                say(
+                    f"    {new:,} new stores ({inc['twins']} near-duplicates of stored records), "
+                    f"then an incremental fold {inc['seconds']:.2f} s = {ratio:.3f} of the full "
+                    f"fold (target <= 1/8), screened {inc['screened']:,}, folded "
+                    f"{inc['folded']:,} into {inc['created']:,}  {'PASS' if i_ok else 'MISS'}"
+                )
+                ok &= i_ok
+                if "left_over" in run:
+                    left_ok = run["left_over"] == 0
+                    say(
+                        f"    a full fold after it merges {run['left_over']} more  "
+                        f"{'PASS' if left_ok else 'MISS'}"
+                    )
+                    ok &= left_ok
+                if "agreement" in run:
+                    agree = run["agreement"]
+                    recall = agree["found"] / agree["pairs"] if agree["pairs"] else 1.0
+                    a_ok = recall >= 0.98 and agree["extra"] == 0 and agree["same_archived"]
+                    say(
+                        f"    against the exhaustive screen: {agree['pairs']:,} merged pairs, "
+                        f"recall {recall:.4f}, {agree['extra']} extra, same records archived: "
+                        f"{'yes' if agree['same_archived'] else 'NO'}  "
+                        f"{'PASS' if a_ok else 'MISS'}"
+                    )
+                    ok &= a_ok
+            growth = row[large]["full"]["seconds"] / max(row[small]["full"]["seconds"], 1e-9)
+            g_ok = growth <= 1.1 * large / small
+            say(
+                f"  {backend} {layout}: full fold grew {growth:.1f}x from {small:,} to "
+                f"{large:,} (target <= {1.1 * large / small:.0f}x); by step: "
+                + ", ".join(
+                    f"{name} {_step_growth(row[small]['full'], row[large]['full'], name):.1f}x"
+                    for _, name in STEPS
+                )
+                + f"  {'PASS' if g_ok else 'MISS'}"
+            )
+            ok &= g_ok
+            results[f"{backend}/{layout}"] = row
+    return lines, results, ok
+
+
 # -- agreement with the exhaustive screen -------------------------------------------------
 
 
@@ -988,6 +1242,18 @@ def main(argv: list[str] | None = None) -> int:
         help="a LoCoMo-format JSON file for the agreement and fold-safety checks",
     )
     parser.add_argument("--skip-locomo", action="store_true", help="skip the LoCoMo checks")
+    parser.add_argument("--skip-scale", action="store_true", help="skip the scale layouts")
+    parser.add_argument(
+        "--shared-layouts", nargs="*", choices=SHARED_LAYOUTS, default=list(SHARED_LAYOUTS),
+        help="widely-shared-words layouts (none: skip them)",
+    )  # fmt: skip
+    parser.add_argument("--shared-sizes", type=int, nargs=2, default=[20_000, 200_000])
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument(
+        "--pg", default=os.environ.get("PRIME_MEMORY_TEST_PG")
+        or "postgresql://postgres@127.0.0.1:5432/postgres",
+        help="a PostgreSQL server to make throwaway databases on",
+    )  # fmt: skip
     # Internal: one job in a process of its own, as JSON on stdout.
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -995,6 +1261,8 @@ def main(argv: list[str] | None = None) -> int:
         job = json.loads(args.child)
         if "fold_once" in job:
             found = fold_once(Path(job["fold_once"][0]), int(job["fold_once"][1]))
+        elif "shared" in job:
+            found = shared_words_run(job)
         else:
             run = child_write_floor if "folded" in job else child_fold
             found = (child_incremental if "new" in job else run)(job)
@@ -1022,13 +1290,26 @@ def main(argv: list[str] | None = None) -> int:
         "families of 2-4 near-duplicates;\n  every fold in a process of its own, "
         "on a copy of the store)"
     )
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        lines, scale_results, scale_ok = scale(
-            [small, large], args.layouts, args.seed, args.new, Path(tmp), args.quiet,
-            exhaustive=not args.skip_exhaustive, small_repeat=args.small_repeat,
+    if not args.skip_scale:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            lines, scale_results, scale_ok = scale(
+                [small, large], args.layouts, args.seed, args.new, Path(tmp), args.quiet,
+                exhaustive=not args.skip_exhaustive, small_repeat=args.small_repeat,
+            )  # fmt: skip
+        ok &= scale_ok
+        results.update(scale_results)
+    if args.shared_layouts:
+        print(
+            "widely shared words (full fold, catch-up, --new new stores, incremental fold; "
+            "each layout and size in a process of its own)",
+            flush=True,
+        )
+        lines, shared_results, shared_ok = shared_words(
+            args.shared_sizes, args.shared_layouts, args.backends, args.new, args.pg,
+            repeat=args.small_repeat,
         )  # fmt: skip
-    ok &= scale_ok
-    results.update(scale_results)
+        ok &= shared_ok
+        results["shared_words"] = shared_results
     if not args.skip_locomo:
         print("fold safety on LoCoMo (R@10 before/after a default fold)")
         with tempfile.TemporaryDirectory() as tmp:
