@@ -349,7 +349,7 @@ def measure(
     row = conn.execute("SELECT count(*) FROM records").fetchone()
     counts["plain sql"] = int(row[0])
     size = conn.execute(
-        "SELECT pg_total_relation_size('records'), pg_indexes_total_size('records')"
+        "SELECT pg_total_relation_size('records'), pg_indexes_size('records')"
     ).fetchone()
     result["disk_mib"] = {"records": size[0] / 2**20, "of which indexes": size[1] / 2**20}
     result["counts"] = counts
