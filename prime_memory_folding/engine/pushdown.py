@@ -7,28 +7,32 @@ loads just those into a small :class:`~.index.StructuralIndex`, the *window*,
 and ranks them with the same functions as the embedded store: the same strength
 gate and decay, salience, cosine and hybrid fusion. What the window holds:
 
-- **salience** (no text, no vector): the gated records best by importance x
-  stored strength, which bounds the decayed salience from above; more are
-  read until the last hit's decayed salience beats the bound of every record
-  not read, so the answer is the exact top of every gated record (the window
-  keeps storage order, so ties break as in the embedded store);
+- **salience** (no text, no vector): the best few gated records of each decay
+  class (:mod:`~..storage.pg_decay`), in the database's order of decayed
+  salience; more of a class are read until no record of it not read can beat
+  the last hit, so the answer is the exact top of every gated record (the
+  window keeps storage order, so ties break as in the embedded store). An
+  engine whose decay policy is not the one the store's columns compute reads
+  by importance x stored strength, which bounds the decayed salience from
+  above, instead;
 - **vector**: every gated record with a vector, when at most ``window_max``
   (:class:`~.ranking.RankingSettings`); otherwise the nearest few by
-  pgvector's HNSW index where the database has the extension, else by reading the gated vectors in
-  batches and scoring them with numpy (memory stays bounded, time grows with
-  the gated records); more when too few of them pass the strength gate. Either
-  way those candidates are ranked exactly;
-- **text**: the BM25 candidates (the database's text index, gated), plus, for
-  the vector side and the neighbours that lend context, every gated record
-  when at most ``window_max``, else the newest ``window_max`` of them
-  and, with pgvector, the ``nearest_keep`` nearest. A text query's vector
-  side therefore never reads more than that many vectors, whatever the
-  store's size; without pgvector, an older record without a word of the query
-  is found only by a vector query.
+  pgvector's HNSW index where the database has the extension, else by the
+  server's vector cache (:mod:`.vector_cache`), else by reading the gated
+  vectors in batches and scoring them with numpy; more when too few of them
+  pass the strength gate. Either way those candidates are ranked exactly;
+- **text**: the BM25 candidates (the database's text index, gated), the
+  ``nearest_keep`` gated records nearest the query's vector (pgvector's HNSW
+  index, or the server's vector cache), the records of the words the first
+  hits lend, and the session neighbours of all of them: every record the
+  fusion can rank, so the answer is the one a window of every gated record
+  gives. Without pgvector and with the cache off, the vector side reads the
+  newest ``window_max`` gated records instead, and an older record without a
+  word of the query is found only by a vector query.
 
 The window's rows keep the store's order, and it holds the session neighbours
-of the lexical hits, so that neighbours are the same as in the embedded
-store's index.
+of its candidates, so that neighbours are the same as in the embedded store's
+index.
 """
 
 from __future__ import annotations
@@ -449,6 +453,8 @@ class PushdownReader(Reader):
         columns_of = self._live.columns
 
         def passing(ids: list[str]) -> set[str]:
+            if gates.min_strength <= 0.0:  # every other gate runs in SQL
+                return set(store.gated_among(gates, ids))
             window = _window(columns_of, store.gated(gates, GatedRead(ids=ids)))
             return set(window.select_ids(gates))
 

@@ -29,8 +29,10 @@ __all__ = ["VectorCache", "VectorSource", "cache_enabled"]
 
 #: The setting that turns the cache off.
 SETTING = "PRIME_MEMORY_VECTOR_CACHE"
-#: The first chunk of best-scored records whose gates are checked, per record wanted.
-CHUNK_PER_WANTED = 4
+#: The first chunk of best-scored records whose gates are checked: this many
+#: times the records wanted (more are read, four times as many each step, when
+#: the gates turn too many away).
+CHUNK_PER_WANTED = 1.25
 #: Dead rows (deleted or changed records) past this share of the matrix make it compact.
 COMPACT_SHARE = 0.25
 
@@ -92,7 +94,7 @@ class VectorCache:
         alive = len(self)
         found: list[str] = []
         done = 0
-        chunk = max(keep * CHUNK_PER_WANTED, 64)
+        chunk = max(int(keep * CHUNK_PER_WANTED), 64)
         while len(found) < keep and done < alive:
             upto = min(done + chunk, alive)
             if upto >= len(scores):

@@ -67,10 +67,12 @@ class RankingSettings:
         exact_store: stores of at most this many records rank text exactly.
         lexical_budget: in a larger store, the most rows one text query scores
             with BM25.
-        window_max: on PostgreSQL, the newest gated records a query's window
-            holds.
-        nearest_keep: on PostgreSQL, the nearest neighbours pgvector hands to
-            exact ranking past that window.
+        window_max: on PostgreSQL, the gated records a query ranks at once
+            (a vector query), or the newest a text query's window holds when
+            the store has neither pgvector nor the vector cache.
+        nearest_keep: on PostgreSQL, the nearest records (pgvector's, or the
+            vector cache's) a text query's window holds, at least (four
+            times the limit when more).
     """
 
     cosine_weight: float = 0.7
@@ -94,7 +96,7 @@ class RankingSettings:
     exact_store: int = 10_000
     lexical_budget: int = 400
     window_max: int = 20_000
-    nearest_keep: int = 200
+    nearest_keep: int = 40
 
     def __post_init__(self) -> None:
         for spec in fields(self):

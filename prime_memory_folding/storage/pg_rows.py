@@ -122,26 +122,31 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     sql = "SELECT " + columns.format(vector="vector" if read.vectors else "NULL")
     sql += " FROM records WHERE "
     if newest is not None:
-        inner = f"SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s"
+        # The ids of each source, united, then the rows read by primary key: each
+        # source runs on its own index (a disjunction would scan the table).
         gated_params = params
-        sql += f"(id IN ({inner})"
-        params = [*gated_params, newest]
+        sources = []
+        params = []
+        if newest > 0:
+            sources.append(f"(SELECT id FROM records WHERE {condition} ORDER BY id DESC LIMIT %s)")
+            params += [*gated_params, newest]
         if also:
-            sql += f" OR (record_id = ANY(%s) AND {condition})"
+            sources.append(f"SELECT id FROM records WHERE record_id = ANY(%s) AND {condition}")
             params += [list(also), *gated_params]
         if around and reach > 0:
             # The same session's records on each side, by (session, id): none
             # for a record without a session.
-            sql += (
-                " OR id IN (SELECT x.id FROM records AS h, LATERAL ("
+            sources.append(
+                "SELECT x.id FROM records AS h, LATERAL ("
                 "(SELECT r.id FROM records AS r WHERE r.session = h.session AND r.id < h.id "
                 "ORDER BY r.id DESC LIMIT %s) "
                 "UNION ALL (SELECT r.id FROM records AS r WHERE r.session = h.session "
                 "AND r.id > h.id ORDER BY r.id LIMIT %s)) AS x "
-                "WHERE h.record_id = ANY(%s) AND h.session IS NOT NULL)"
+                "WHERE h.record_id = ANY(%s) AND h.session IS NOT NULL"
             )
             params += [reach, reach, list(around)]
-        sql += ") ORDER BY id"
+        union = " UNION ".join(sources) or "SELECT NULL::bigint WHERE FALSE"
+        sql += f"id IN ({union}) ORDER BY id"
     elif order == "salience":
         # The best by stored salience, chosen on the narrow columns the order
         # needs (the rows' other columns, a vector among them, would otherwise

@@ -758,6 +758,13 @@ class PostgresStorage(token_table.TokenTable):
         """The decay rule the store's salience columns compute."""
         return STORE_DECAY
 
+    def gated_among(self, gates: TagQuery, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` that pass the SQL gates (every gate but the strength gate)."""
+        where, params = gate_sql(gates)
+        where.append("record_id = ANY(%s)")
+        sql = "SELECT record_id FROM records WHERE " + " AND ".join(where)
+        return [row[0] for row in self.run(sql, [*params, list(ids)])]
+
     def gated_ids(self, gates: TagQuery) -> list[str]:
         """Record ids that pass the SQL gates, oldest first."""
         where, params = gate_sql(gates)
