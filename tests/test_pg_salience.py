@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine
+from prime_memory_folding.storage import pg_rows
 from tests import pg_helpers
 from tests.conftest import FakeClock
 
@@ -92,13 +94,17 @@ TIERED = st.lists(
 def test_salience_by_decay_class_equals_the_in_memory_order(
     pg_database: str,
     tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
     records: list[tuple[float, str | None, str, float, float | None]],
     limit: int,
     floor: float,
 ) -> None:
     """Every tier, tier labels and reinforcements spaced in time: each decay
     class of the database's order (its own half-life, or a bucket of them).
-    Each class's first read is one more than the limit, so reads go on."""
+    Each class's first read is one more than the limit, so reads go on, and
+    scans a short stretch of its class, so that classes whose gated records
+    are sparser are read through the gates' indexes."""
+    monkeypatch.setattr(pg_rows, "PREFIX", 1)
     clocks = [FakeClock(), FakeClock()]
     folder = tmp_path_factory.mktemp("decay")
     stores = [str(folder / "memory.db"), pg_helpers.new_schema(pg_database)]
@@ -161,3 +167,40 @@ def test_a_tag_query_over_many_ties_reads_each_class_once(
         assert newest == [f"note {n}" for n in range(5)]
     finally:
         engine.close()
+
+
+def test_a_rare_tag_in_a_large_class_is_read_through_the_tag_index(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The best of a class's stretch all lack the tag: the class's records that
+    have it are found by the tag and sorted, as SQLite ranks them."""
+    monkeypatch.setattr(pg_rows, "PREFIX", 10)
+    clocks = [FakeClock(), FakeClock()]
+    stores = [str(tmp_path / "memory.db"), pg_helpers.new_schema(pg_database)]
+    engines = [MemoryEngine(store, clock=clock) for store, clock in zip(stores, clocks)]
+    try:
+        for n in range(40):  # older: the rare tag; newer: the common one
+            tag = "rare" if n < 12 else "common"
+            for engine, clock in zip(engines, clocks):
+                engine.store(f"note {n}", tags=[tag])
+                clock.advance(60.0)
+        for clock in clocks:
+            clock.advance(DAY)
+        sqlite, postgres = (ids(e.query(tags=["rare"], limit=3)) for e in engines)
+        assert postgres == sqlite
+        assert [engines[1].get(rid).content for rid in postgres] == [
+            "note 11",
+            "note 10",
+            "note 9",
+        ]
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_metadata_with_a_nul_is_stored_and_ranked(pg_url: str) -> None:
+    """PostgreSQL's jsonb holds no NUL: such metadata has no tier label there,
+    and the record is stored and found as any other."""
+    with MemoryEngine(pg_url) as engine:
+        rec = engine.store("odd metadata", tags=["t"], metadata={"\x00": "x"})
+        assert ids(engine.query(tags=["t"])) == [rec.record_id]

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from ..errors import StoreError
 from .base import SqlStorage, StoredRow
+from .pg_decay import TIER_SQL
 from .ranks import id_order
 from .sqlite import (
     _RECORD_COLUMNS,
@@ -72,7 +73,7 @@ _SNAPSHOT_SQL = (
 )
 #: ``metadata["tier"]``, in each backend's words (a tier that is no string counts as none).
 _SQLITE_TIER = "json_extract(metadata, '$.tier')"
-_PG_TIER = "(metadata::jsonb ->> 'tier')"
+_PG_TIER = TIER_SQL
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "BUCKETS_PER_DOUBLING",
     "PERMANENT_CLASS",
     "STORE_DECAY",
+    "TIER_SQL",
     "DecayOrder",
     "class_sql",
     "key_sql",
@@ -98,13 +99,22 @@ STORE_DECAY = DecayOrder(
 )
 
 
+#: A record's ``metadata["tier"]``. PostgreSQL's ``jsonb`` holds no NUL
+#: character, which JSON text may escape (``\u0000``): such metadata has no tier
+#: here (a label beside a NUL in the same metadata is the one case where this
+#: and the engine's reading differ).
+TIER_SQL = (
+    "(CASE WHEN strpos(metadata, '\\u0000') > 0 THEN NULL ELSE metadata::jsonb ->> 'tier' END)"
+)
+
+
 def _float(value: float) -> str:
     return f"{value!r}::float8"
 
 
 def _tier(order: DecayOrder) -> str:
     """The record's tier: its ``metadata`` label when valid, else by importance."""
-    label = "(metadata::jsonb ->> 'tier')"
+    label = TIER_SQL
     return (
         f"CASE WHEN {label} IN ('working', 'short_term', 'long_term', 'permanent') "
         f"THEN {label} "

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.index import TagQuery
 from .base import SALIENCE_FLOOR, GatedRead, IndexRow, IndexTable, StoredRow
+from .pg_decay import TIER_SQL
 from .sqlite import index_row
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "gate_sql",
     "gated_sql",
     "index_row",
+    "sparse_heads_sql",
     "table_of",
 ]
 
@@ -34,7 +36,7 @@ RECORD_COLUMNS = (
 INDEX_COLUMNS = (
     "record_id, domain, subdomain, tags, tag_product, importance, strength, "
     "updated_at, {vector}, created_at, accessed_at, access_count, strength_at, "
-    "(metadata::jsonb ->> 'tier'), scope, session"
+    f"{TIER_SQL}, scope, session"
 )
 
 
@@ -171,34 +173,73 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     return sql, params
 
 
+#: The most index entries of one decay class a salience read scans for the
+#: gated records it wants; a class whose gated records are sparser is read
+#: through the gates' own indexes instead (:func:`sparse_heads_sql`).
+PREFIX = 1024
+
+
+def _limit_sql(limits: Mapping[int, int], default: int) -> str:
+    """Each class's limit, written into the statement (the planner then knows how
+    few rows it reads, and its estimate stays below what makes it compile)."""
+    cases = " ".join(f"WHEN {int(c)} THEN {int(n)}" for c, n in sorted(limits.items()))
+    return f"CASE cls.c {cases} ELSE {int(default)} END" if cases else str(int(default))
+
+
 def decay_heads_sql(
     gates: TagQuery, limits: Mapping[int, int], default: int
-) -> tuple[str, list[Any]]:
-    """The query for :meth:`.PostgresStorage.salience_heads`, and its parameters.
+) -> tuple[str, list[Any], int]:
+    """The query for :meth:`.PostgresStorage.salience_heads`, its parameters, and
+    how many entries of each class it scans at most.
 
-    The classes present come from a skip scan of the salience index; each class
-    then gives its best gated records by that index (see :mod:`.pg_decay`).
-    The limits are written into the statement, so that the planner (and its
-    estimate, which decides whether to compile it) knows how few rows it reads.
+    The classes present come from a skip scan of the salience index. Each class
+    then gives its best gated records from the first entries of that index
+    (:data:`PREFIX`, or more for a larger limit), and one more row with a
+    null id and the number of entries scanned.
     """
     where, params = gate_sql(gates, exact=False)  # the window confirms them
     condition = " AND ".join(where) or "TRUE"
-    cases = " ".join(f"WHEN {int(c)} THEN {int(n)}" for c, n in sorted(limits.items()))
-    limit = f"CASE cls.c {cases} ELSE {int(default)} END" if cases else str(int(default))
+    limit = _limit_sql(limits, default)
+    prefix = max(PREFIX, 2 * max([default, *limits.values()]))
     sql = (
         "WITH RECURSIVE cls(c) AS ("
         "(SELECT salience_class FROM records ORDER BY salience_class LIMIT 1) "
         "UNION ALL SELECT (SELECT r.salience_class FROM records AS r "
         "WHERE r.salience_class > cls.c ORDER BY r.salience_class LIMIT 1) "
         "FROM cls WHERE cls.c IS NOT NULL) "
-        "SELECT cls.c, x.record_id FROM cls CROSS JOIN LATERAL ("
-        "SELECT record_id, salience_key, updated_at, id FROM records "
-        f"WHERE salience_class = cls.c AND {condition} "
-        f"ORDER BY salience_key DESC, updated_at DESC, id LIMIT {limit}) AS x "
+        "SELECT cls.c, x.record_id, x.scanned FROM cls CROSS JOIN LATERAL ("
+        "WITH p AS (SELECT record_id, salience_key, updated_at, id, scope, domain_prime, "
+        "subdomain_prime, tag_primes FROM records WHERE salience_class = cls.c "
+        f"ORDER BY salience_key DESC, updated_at DESC, id LIMIT {prefix}) "
+        "(SELECT record_id, salience_key, updated_at, id, NULL::bigint AS scanned FROM p "
+        f"WHERE {condition} ORDER BY salience_key DESC, updated_at DESC, id LIMIT {limit}) "
+        "UNION ALL (SELECT NULL, NULL, NULL, NULL, count(*) FROM p)) AS x "
         "WHERE cls.c IS NOT NULL "
-        "ORDER BY cls.c, x.salience_key DESC, x.updated_at DESC, x.id"
+        "ORDER BY cls.c, x.salience_key DESC NULLS LAST, x.updated_at DESC, x.id"
     )
-    return sql, params
+    return sql, params, prefix
+
+
+def sparse_heads_sql(gates: TagQuery, limits: Mapping[int, int]) -> tuple[str, list[Any]]:
+    """The best gated records of each class of ``limits`` (class: how many), found
+    through the gates' indexes and sorted, not through the salience index (whose
+    order would pass over every record of the class)."""
+    where, params = gate_sql(gates, exact=False)
+    condition = " AND ".join(where) or "TRUE"
+    parts = []
+    for c, n in sorted(limits.items()):
+        parts.append(
+            f"(SELECT {int(c)} AS c, record_id, salience_key, updated_at, id FROM records "
+            f"WHERE salience_class = {int(c)} AND {condition} "
+            # ``+ 0``: an order the salience index cannot give, so that the
+            # planner finds the rows by the gates and sorts them.
+            f"ORDER BY salience_key + 0 DESC, updated_at DESC, id LIMIT {int(n)})"
+        )
+    sql = (
+        "SELECT c, record_id FROM (" + " UNION ALL ".join(parts) + ") AS x "
+        "ORDER BY c, salience_key DESC, updated_at DESC, id"
+    )
+    return sql, [value for _ in parts for value in params]
 
 
 def table_of(rows: Iterable[IndexRow], stored: Mapping[str, StoredRow] | None = None) -> IndexTable:

@@ -75,6 +75,7 @@ from .pg_rows import (
     gated_sql,
     index_row,
     index_row_of,
+    sparse_heads_sql,
     table_of,
 )
 from .pg_schema import PG_MIGRATIONS, latest_pg_version
@@ -750,9 +751,28 @@ class PostgresStorage(token_table.TokenTable):
         Each class (:mod:`.pg_decay`) gives up to ``limits[class]`` records
         (``default`` for a class not named), best first by its decay key; the
         classes come in ascending order. The exact gates are left to the reader.
+        A class is read in its salience order, for at most
+        :data:`~.pg_rows.PREFIX` entries; where the gated records are sparser
+        than that, its gated records are found through the gates' indexes and
+        sorted, so that a rare tag never walks the whole class.
         """
-        sql, params = decay_heads_sql(gates, limits, default)
-        return [(int(c), str(rid)) for c, rid in self.run(sql, params)]
+        sql, params, prefix = decay_heads_sql(gates, limits, default)
+        found: dict[int, list[str]] = {}
+        sparse: dict[int, int] = {}
+        for c, rid, scanned in self.run(sql, params):
+            if rid is not None:
+                found.setdefault(int(c), []).append(str(rid))
+                continue
+            wanted = limits.get(int(c), default)
+            if int(scanned) >= prefix and len(found.get(int(c), ())) < wanted:
+                sparse[int(c)] = wanted  # fewer gated records than wanted in the scan
+        if sparse:
+            sql, params = sparse_heads_sql(gates, sparse)
+            for c in sparse:
+                found[c] = []
+            for c, rid in self.run(sql, params):
+                found[int(c)].append(str(rid))
+        return [(c, rid) for c in sorted(found) for rid in found[c]]
 
     def decay_order(self) -> DecayOrder:
         """The decay rule the store's salience columns compute."""
