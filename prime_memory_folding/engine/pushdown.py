@@ -210,9 +210,9 @@ def by_decay(
             read.setdefault(salience_class, []).append(rid)
         short = [
             salience_class
-            for salience_class, ids in read.items()
-            if len(ids) >= limits.get(salience_class, first)
-            and not _class_done(index, ranked, limit, ids[-1], salience_class, order, now)
+            for salience_class, got in read.items()
+            if len(got) >= limits.get(salience_class, first)
+            and not _class_done(index, ranked, limit, got[-1], salience_class, order, now)
         ]
         if not short:
             return Window(index, ranked, table.stored)
