@@ -190,9 +190,9 @@ def linked_pairs(
     (float64) and word overlap. Wherever the residue is screened pairwise,
     every linked pair is a candidate, so the links are exactly the exhaustive
     screen's; the buckets of a large residue find a linked pair with a
-    probability that :mod:`~prime_memory_folding.fold.lsh` gives (0.98 or
-    more at the default thresholds), and never make a link the exhaustive
-    screen does not. With no ``contents`` or a ``word_overlap`` of 0 there is
+    probability that :mod:`~prime_memory_folding.fold.lsh` gives (0.984 from
+    the bands at the default thresholds), and never make a link the
+    exhaustive screen does not. With no ``contents`` or a ``word_overlap`` of 0 there is
     no word rule to join on, and every pair within a group is screened.
     """
     n = len(domains)

@@ -5,7 +5,7 @@ candidate search, see :func:`~prime_memory_folding.fold.links.linked_pairs`)
 can overlap with another such record through common words alone, so the join
 on rare words cannot find its links. Within a group whose residue is small
 (``EXACT_RESIDUE`` records or fewer) every pair is screened, as before; in a
-larger one the residue goes through two steps:
+larger one the residue goes through three steps:
 
 1. **Sizes (exact).** Two records overlapping by ``t`` (Jaccard) have sizes
    within a factor ``t`` of each other, and share only words that another
@@ -15,16 +15,23 @@ larger one the residue goes through two steps:
    among them, and drops out: records such as ``item 123``, a common word
    and a number of their own, all go here.
 2. **MinHash bands (probabilistic).** Each record left gets ``BANDS`` bands of
-   ``ROWS`` min-hashes of its words (64-bit word hashes, so a record's
-   signature depends on its text alone). Two records whose words overlap by
-   ``J`` share one band with probability ``1 - (1 - J**ROWS)**BANDS``: at the
-   default ``word_overlap`` of 0.5 that is 0.984, at 0.6 above 0.9998, while
-   two records overlapping by 0.05 meet with odds of 4 in 10,000. A bucket of
+   ``ROWS`` min-hashes of its words (32-bit hashes of the words' numbers
+   within the residue, so that they depend on the words, not on the order
+   of the records). Two records whose words overlap by ``J`` share one band
+   with probability ``1 - (1 - J**ROWS)**BANDS``: at the default
+   ``word_overlap`` of 0.5 that is 0.984, at 0.6 above 0.9998, while two
+   records overlapping by 0.05 meet with odds of 4 in 10,000. A bucket of
    more than ``BUCKET_ROWS`` records is split by the signs of the records'
    vectors on random hyperplanes (four at a time, up to four times), so that
-   records sharing every common word but not their meaning do not all meet.
+   records sharing every common word but not their meaning do not all meet;
+   a split keeps a pair at cosine ``c`` together with probability
+   ``(1 - acos(c) / pi) ** 4``.
+3. **Signs (probabilistic).** A pair met is kept only when its vectors'
+   signs on ``SIGN_BITS`` random hyperplanes differ in no more than
+   :func:`sign_limit` of them, which drops a pair at the similarity threshold
+   with odds of about one in a million.
 
-Every pair met goes on to the exact checks (cosine, labels, word overlap).
+Every pair kept goes on to the exact checks (cosine, labels, word overlap).
 The seeds are fixed: the same records give the same candidates.
 """
 
