@@ -205,3 +205,35 @@ def test_the_buckets_depend_on_the_records_not_their_order() -> None:
     )
     back = {min(order[c // n], order[c % n]) * n + max(order[c // n], order[c % n]) for c in moved}
     assert back == first
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.lists(st.integers(0, 14), min_size=1, max_size=9), min_size=2, max_size=30),
+    at=st.integers(0, 29),
+    overlap=st.sampled_from([0.3, 0.5, 0.8]),
+)
+def test_a_look_up_of_widely_shared_words_asks_more_and_still_leads_to_every_partner(
+    texts: list[list[int]], at: int, overlap: float
+) -> None:
+    sets = [word_set(" ".join(f"v{w}" for w in words)) for words in texts]
+    x = sets[at % len(sets)]
+
+    def posting(word: str) -> np.ndarray | None:
+        return np.array([i for i, s in enumerate(sets) if word in s], dtype=np.int64)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(links, "PROBE_ROWS", 0)  # every list counts as long
+        probe = links.probe_rows(x, overlap, posting)
+    slack = len(x) - int(links.overlap_floor(overlap, np.array([len(x)]))[0])
+    if probe is None:
+        assert len(x) - slack < 1
+        return
+    lead, need = probe
+    # Every word is listed here, so every one is asked for, and the count rises with them.
+    assert len(lead) == len(x) and need == len(x) - slack
+    found, times = np.unique(np.concatenate(lead), return_counts=True)
+    reached = set(found[times >= need].tolist())
+    for i, other in enumerate(sets):
+        if jaccard(x, other) >= overlap:
+            assert i in reached
