@@ -176,7 +176,7 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
 #: The most index entries of one decay class a salience read scans for the
 #: gated records it wants; a class whose gated records are sparser is read
 #: through the gates' own indexes instead (:func:`sparse_heads_sql`).
-PREFIX = 1024
+PREFIX = 256
 
 
 def _limit_sql(limits: Mapping[int, int], default: int) -> str:
@@ -222,24 +222,24 @@ def decay_heads_sql(
 
 def sparse_heads_sql(gates: TagQuery, limits: Mapping[int, int]) -> tuple[str, list[Any]]:
     """The best gated records of each class of ``limits`` (class: how many), found
-    through the gates' indexes and sorted, not through the salience index (whose
-    order would pass over every record of the class)."""
+    through the gates' indexes in one scan and sorted, not through the salience
+    index (whose order would pass over every record of a class)."""
     where, params = gate_sql(gates, exact=False)
-    condition = " AND ".join(where) or "TRUE"
-    parts = []
-    for c, n in sorted(limits.items()):
-        parts.append(
-            f"(SELECT {int(c)} AS c, record_id, salience_key, updated_at, id FROM records "
-            f"WHERE salience_class = {int(c)} AND {condition} "
-            # ``+ 0``: an order the salience index cannot give, so that the
-            # planner finds the rows by the gates and sorts them.
-            f"ORDER BY salience_key + 0 DESC, updated_at DESC, id LIMIT {int(n)})"
-        )
+    classes = sorted(limits)
+    # ``+ 0``: a test the salience index cannot answer, so that the planner
+    # finds the rows by the gates.
+    where.append("salience_class + 0 = ANY(%s)")
+    params.append(classes)
+    wanted = " ".join(f"WHEN {int(c)} THEN {int(limits[c])}" for c in classes)
     sql = (
-        "SELECT c, record_id FROM (" + " UNION ALL ".join(parts) + ") AS x "
+        "SELECT c, record_id FROM (SELECT salience_class AS c, record_id, salience_key, "
+        "updated_at, id, row_number() OVER (PARTITION BY salience_class "
+        "ORDER BY salience_key DESC, updated_at DESC, id) AS n "
+        f"FROM records WHERE {' AND '.join(where)}) AS x "
+        f"WHERE n <= CASE c {wanted} END "
         "ORDER BY c, salience_key DESC, updated_at DESC, id"
     )
-    return sql, [value for _ in parts for value in params]
+    return sql, params
 
 
 def table_of(rows: Iterable[IndexRow], stored: Mapping[str, StoredRow] | None = None) -> IndexTable:
