@@ -204,3 +204,18 @@ def test_metadata_with_a_nul_is_stored_and_ranked(pg_url: str) -> None:
     with MemoryEngine(pg_url) as engine:
         rec = engine.store("odd metadata", tags=["t"], metadata={"\x00": "x"})
         assert ids(engine.query(tags=["t"])) == [rec.record_id]
+
+
+def test_the_store_columns_compute_the_default_decay() -> None:
+    """The generated columns' constants are the default policy's, and the most
+    spaced reinforcements they count are the ones the engine counts."""
+    from prime_memory_folding.engine.pushdown import decay_matches
+    from prime_memory_folding.fold.folding import FoldPolicy, half_life
+    from prime_memory_folding.storage.pg_decay import STORE_DECAY
+
+    policy = FoldPolicy()
+    assert decay_matches(policy, STORE_DECAY)
+    assert not decay_matches(FoldPolicy(long_term_half_life=30 * DAY), STORE_DECAY)
+    base = policy.base_half_life("working")
+    most = half_life(policy, "working", 0.0, 1e9 * base, 10**9)
+    assert most == base * STORE_DECAY.spacing_factor**STORE_DECAY.max_spaced

@@ -62,7 +62,7 @@ from ..storage.base import (
     Pushdown,
     StoredRow,
 )
-from ..storage.pg_decay import DecayOrder
+from ..storage.pg_decay import DECAY_FIELDS, DecayOrder
 from .reads import Reader
 from .vector_cache import VectorCache, VectorSource, cache_enabled
 
@@ -137,23 +137,7 @@ DECAY_SLACK = 1e-9
 
 def decay_matches(policy: FoldPolicy, order: DecayOrder) -> bool:
     """Whether the store's salience columns (``order``) compute ``policy``'s decay."""
-    return (
-        policy.working_half_life,
-        policy.short_term_half_life,
-        policy.long_term_half_life,
-        policy.short_term_from,
-        policy.long_term_from,
-        policy.permanent_from,
-        policy.spacing_factor,
-    ) == (
-        order.working_half_life,
-        order.short_term_half_life,
-        order.long_term_half_life,
-        order.short_term_from,
-        order.long_term_from,
-        order.permanent_from,
-        order.spacing_factor,
-    )
+    return all(getattr(policy, name) == getattr(order, name) for name in DECAY_FIELDS)
 
 
 def _class_bound(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "BUCKETS_PER_DOUBLING",
+    "DECAY_FIELDS",
     "PERMANENT_CLASS",
     "STORE_DECAY",
     "TIER_SQL",
@@ -51,6 +52,19 @@ _TIER_STRIDE = 1000
 #: (the logarithm of 0 is undefined); numpy's product then is 0 or nearly so.
 _FLOOR = 1e-150
 _TIERS = ("working", "short_term", "long_term")
+
+
+#: The fields of a fold policy that decay reads (besides the fixed most spaced
+#: reinforcements, ``max_spaced``).
+DECAY_FIELDS = (
+    "working_half_life",
+    "short_term_half_life",
+    "long_term_half_life",
+    "short_term_from",
+    "long_term_from",
+    "permanent_from",
+    "spacing_factor",
+)
 
 
 @dataclass(frozen=True, slots=True)
