@@ -237,3 +237,23 @@ def test_a_look_up_of_widely_shared_words_asks_more_and_still_leads_to_every_par
     for i, other in enumerate(sets):
         if jaccard(x, other) >= overlap:
             assert i in reached
+
+
+def test_a_crowded_bucket_is_split_by_the_vectors_and_keeps_its_near_duplicates() -> None:
+    rng = np.random.default_rng(4)
+    dim = 64
+    centres = rng.normal(size=(300, dim))
+    # 300 pairs of near-duplicate vectors; every text the same words, so that
+    # every band puts all 600 records in one bucket.
+    vectors = unit_rows(np.repeat(centres, 2, axis=0) + rng.normal(size=(600, dim)) * 0.02)
+    contents = ["alpha beta gamma delta epsilon"] * 600
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lsh, "EXACT_RESIDUE", 0)
+        met, _ = lsh.residue_candidates(
+            np.zeros(600, dtype=np.int64), contents, np.ones(600, dtype=bool), 0.5, vectors, 0.85
+        )
+    found = set(met.tolist())
+    twins = {2 * k * 600 + 2 * k + 1 for k in range(300)}
+    assert twins <= found
+    # Far fewer candidates than pairs: the splits and the signs did the work.
+    assert len(found) < 600 * 599 // 2 // 20

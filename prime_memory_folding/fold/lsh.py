@@ -260,6 +260,13 @@ def _signs(unit_vectors: UnitVectors, rows: Ints) -> npt.NDArray[np.uint64]:
     return bits
 
 
+#: The hyperplanes each split of each band's buckets takes its signs from: drawn
+#: afresh for every band, so that a pair one band's split parts rarely parts in all.
+_SPLIT_PLANES = np.random.default_rng([_SEED, 4]).integers(
+    0, SIGN_BITS, size=(BANDS, _SPLITS, _SPLIT_BITS)
+)
+
+
 def _bucket_pairs(
     key: npt.NDArray[np.uint64], signs: npt.NDArray[np.uint64], band: int, m: int
 ) -> Ints:
@@ -288,8 +295,10 @@ def _bucket_pairs(
         if split == _SPLITS:
             found.append(_run_pairs(key, local, m))
             break
-        shift = np.uint64((_SPLIT_BITS * (band * _SPLITS + split)) % 64)
-        part = (signs[local, 0] >> shift) & np.uint64((1 << _SPLIT_BITS) - 1)
+        part = np.zeros(len(local), dtype=np.uint64)
+        for k, plane in enumerate(_SPLIT_PLANES[band % len(_SPLIT_PLANES), split].tolist()):
+            bit = (signs[local, plane // 64] >> np.uint64(plane % 64)) & np.uint64(1)
+            part |= bit << np.uint64(k)
         with np.errstate(over="ignore"):
             key = (key ^ part) * np.uint64(0xBF58476D1CE4E5B9)
             key ^= key >> np.uint64(31)
