@@ -878,7 +878,8 @@ def main_on(args: argparse.Namespace) -> int:
         conn = psycopg.connect(url, autocommit=True)
         base_records = args.sizes[0]
         conn.execute('CREATE SCHEMA "base"')
-        base_url = f"{url}?options={quote('-csearch_path=base')}"
+        joiner = "&" if "?" in url else "?"
+        base_url = f"{url}{joiner}options={quote('-csearch_path=base,public')}"
         with MemoryEngine(base_url, scope=SCOPE, clock=clock, embedder=embedder) as base:
             for low in range(0, base_records, BATCH):
                 batch = data.items(low, min(low + BATCH, base_records))
