@@ -105,6 +105,7 @@ def test_salience_by_decay_class_equals_the_in_memory_order(
     scans a short stretch of its class, so that classes whose gated records
     are sparser are read through the gates' indexes."""
     monkeypatch.setattr(pg_rows, "PREFIX", 1)
+    monkeypatch.setattr(pg_rows, "DEEP_PREFIX", 3)
     clocks = [FakeClock(), FakeClock()]
     folder = tmp_path_factory.mktemp("decay")
     stores = [str(folder / "memory.db"), pg_helpers.new_schema(pg_database)]
@@ -174,7 +175,8 @@ def test_a_rare_tag_in_a_large_class_is_read_through_the_tag_index(
 ) -> None:
     """The best of a class's stretch all lack the tag: the class's records that
     have it are found by the tag and sorted, as SQLite ranks them."""
-    monkeypatch.setattr(pg_rows, "PREFIX", 10)
+    monkeypatch.setattr(pg_rows, "PREFIX", 5)
+    monkeypatch.setattr(pg_rows, "DEEP_PREFIX", 10)
     clocks = [FakeClock(), FakeClock()]
     stores = [str(tmp_path / "memory.db"), pg_helpers.new_schema(pg_database)]
     engines = [MemoryEngine(store, clock=clock) for store, clock in zip(stores, clocks)]

@@ -7,7 +7,7 @@ Shared by the store's reads (:mod:`.postgres`) and its text search
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.index import TagQuery
@@ -173,10 +173,12 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
     return sql, params
 
 
-#: The most index entries of one decay class a salience read scans for the
-#: gated records it wants; a class whose gated records are sparser is read
-#: through the gates' own indexes instead (:func:`sparse_heads_sql`).
+#: The index entries of one decay class a salience read scans first for the
+#: gated records it wants; then, for a class where they were too few,
+#: :data:`DEEP_PREFIX`; a class whose gated records are sparser still is read
+#: through the gates' own indexes (:func:`sparse_heads_sql`).
 PREFIX = 256
+DEEP_PREFIX = 4096
 
 
 def _limit_sql(limits: Mapping[int, int], default: int) -> str:
@@ -187,27 +189,37 @@ def _limit_sql(limits: Mapping[int, int], default: int) -> str:
 
 
 def decay_heads_sql(
-    gates: TagQuery, limits: Mapping[int, int], default: int
+    gates: TagQuery,
+    limits: Mapping[int, int],
+    default: int,
+    stretch: int = PREFIX,
+    classes: Sequence[int] | None = None,
 ) -> tuple[str, list[Any], int]:
     """The query for :meth:`.PostgresStorage.salience_heads`, its parameters, and
     how many entries of each class it scans at most.
 
-    The classes present come from a skip scan of the salience index. Each class
-    then gives its best gated records from the first entries of that index
-    (:data:`PREFIX`, or more for a larger limit), and one more row with a
-    null id and the number of entries scanned.
+    The classes are ``classes``, or those present, from a skip scan of the
+    salience index. Each class then gives its best gated records from the
+    first ``stretch`` entries of that index (more for a larger limit), and
+    one more row with a null id and the number of entries scanned.
     """
     where, params = gate_sql(gates, exact=False)  # the window confirms them
     condition = " AND ".join(where) or "TRUE"
     limit = _limit_sql(limits, default)
-    prefix = max(PREFIX, 2 * max([default, *limits.values()]))
+    prefix = max(stretch, 2 * max([default, *limits.values()]))
+    if classes is None:
+        present = (
+            "WITH RECURSIVE cls(c) AS ("
+            "(SELECT salience_class FROM records ORDER BY salience_class LIMIT 1) "
+            "UNION ALL SELECT (SELECT r.salience_class FROM records AS r "
+            "WHERE r.salience_class > cls.c ORDER BY r.salience_class LIMIT 1) "
+            "FROM cls WHERE cls.c IS NOT NULL) "
+        )
+    else:
+        named = ",".join(str(int(c)) for c in classes)
+        present = f"WITH cls(c) AS (SELECT unnest(ARRAY[{named}]::int[])) "
     sql = (
-        "WITH RECURSIVE cls(c) AS ("
-        "(SELECT salience_class FROM records ORDER BY salience_class LIMIT 1) "
-        "UNION ALL SELECT (SELECT r.salience_class FROM records AS r "
-        "WHERE r.salience_class > cls.c ORDER BY r.salience_class LIMIT 1) "
-        "FROM cls WHERE cls.c IS NOT NULL) "
-        "SELECT cls.c, x.record_id, x.scanned FROM cls CROSS JOIN LATERAL ("
+        present + "SELECT cls.c, x.record_id, x.scanned FROM cls CROSS JOIN LATERAL ("
         "WITH p AS (SELECT record_id, salience_key, updated_at, id, scope, domain_prime, "
         "subdomain_prime, tag_primes FROM records WHERE salience_class = cls.c "
         f"ORDER BY salience_key DESC, updated_at DESC, id LIMIT {prefix}) "

@@ -52,7 +52,7 @@ import numpy.typing as npt
 from ..core.index import TagQuery
 from ..core.primes import MAX_PRIME, Kind, next_prime
 from ..errors import NotAvailable, SchemaTooNew, StoreError
-from . import token_table
+from . import pg_rows, token_table
 from .base import GatedRead, IndexRow, IndexTable, LexicalCandidates, StoredRow
 from .pg_connect import (
     Rows,
@@ -752,20 +752,29 @@ class PostgresStorage(token_table.TokenTable):
         (``default`` for a class not named), best first by its decay key; the
         classes come in ascending order. The exact gates are left to the reader.
         A class is read in its salience order, for at most
-        :data:`~.pg_rows.PREFIX` entries; where the gated records are sparser
-        than that, its gated records are found through the gates' indexes and
-        sorted, so that a rare tag never walks the whole class.
+        :data:`~.pg_rows.PREFIX` entries, then :data:`~.pg_rows.DEEP_PREFIX`
+        where that held too few; where the gated records are sparser still,
+        they are found through the gates' indexes and sorted, so that a rare
+        tag never walks the whole class.
         """
-        sql, params, prefix = decay_heads_sql(gates, limits, default)
         found: dict[int, list[str]] = {}
-        sparse: dict[int, int] = {}
-        for c, rid, scanned in self.run(sql, params):
-            if rid is not None:
-                found.setdefault(int(c), []).append(str(rid))
-                continue
-            wanted = limits.get(int(c), default)
-            if int(scanned) >= prefix and len(found.get(int(c), ())) < wanted:
-                sparse[int(c)] = wanted  # fewer gated records than wanted in the scan
+        sparse: dict[int, int] | None = None  # the classes still short, and how many each wants
+        for stretch in (pg_rows.PREFIX, pg_rows.DEEP_PREFIX):
+            if sparse is not None and not sparse:
+                break
+            classes = None if sparse is None else sorted(sparse)
+            sql, params, prefix = decay_heads_sql(gates, limits, default, stretch, classes)
+            short: dict[int, int] = {}
+            for c in classes or ():
+                found[c] = []
+            for c, rid, scanned in self.run(sql, params):
+                if rid is not None:
+                    found.setdefault(int(c), []).append(str(rid))
+                    continue
+                wanted = limits.get(int(c), default)
+                if int(scanned) >= prefix and len(found.get(int(c), ())) < wanted:
+                    short[int(c)] = wanted  # fewer gated records than wanted in the scan
+            sparse = short
         if sparse:
             sql, params = sparse_heads_sql(gates, sparse)
             for c in sparse:
