@@ -166,8 +166,7 @@ QUESTIONS = [
 ]
 # The bugs of session s-db are three places apart in it, with conventions
 # between them that the domain gate leaves out.
-REFRESH_BUG = Question("what went wrong with refresh tokens", "jti column", {"domain": "bug"})
-QUESTIONS.append(REFRESH_BUG)
+QUESTIONS.append(Question("what went wrong with refresh tokens", "jti column", {"domain": "bug"}))
 BACKENDS = ("sqlite", "postgres")
 
 
@@ -251,20 +250,11 @@ def test_the_answer_ranks_first(
     assert found[0] == answer_of(question), found
 
 
-# On PostgreSQL a gated text query reads the session neighbours of its lexical
-# hits whatever the gates, but not those of the other gated records it ranks;
-# two records of one session that the gate keeps, with records it leaves out
-# between them, then sit side by side in the query's window and lend each
-# other context, while on SQLite they are farther apart than context_reach and
-# lend nothing. Here the nightly-report and deadlock bugs gain 0.16 and 0.11
-# (score part "context") on PostgreSQL only.
-GATED_CONTEXT = pytest.mark.xfail(
-    strict=True,
-    reason="PostgreSQL: records of a session that a gate splits lend each other context",
-)
-AGREEMENT = [
-    pytest.param(q, id=q.text, marks=GATED_CONTEXT if q is REFRESH_BUG else ()) for q in QUESTIONS
-]
+# Among them, a gated text query whose gate splits a session: on both backends
+# the records the gate keeps on either side of those it leaves out are farther
+# apart than context_reach and lend each other nothing (PostgreSQL reads the
+# neighbours of every candidate, gated or not).
+AGREEMENT = [pytest.param(q, id=q.text) for q in QUESTIONS]
 
 
 @pytest.mark.parametrize("question", AGREEMENT)
