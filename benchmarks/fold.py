@@ -660,6 +660,49 @@ def child_incremental(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def child_pg_fold(job: dict[str, Any]) -> dict[str, Any]:
+    """A full fold of a PostgreSQL store, in this process: time, steps, peak memory."""
+    marks: list[tuple[str, float]] = []
+    with MemoryEngine(job["pg_fold"], clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
+        rss_before = (_shared.memory_kib()["rss_kib"] or 0) * 1024
+        started = time.perf_counter()
+        report = engine.fold(full=True, progress=functools.partial(_mark, marks))
+        seconds = time.perf_counter() - started
+        after = engine.stats().records
+    return {
+        "seconds": seconds,
+        "steps": _steps(marks),
+        "rss_before": rss_before,
+        "peak": (_shared.memory_kib()["peak_rss_kib"] or 0) * 1024,
+        "merged": report.folded,
+        "created": report.created,
+        "records_after": after,
+    }
+
+
+def pg_full_fold(count: int, seed: int, server: str, quiet: bool) -> dict[str, Any]:
+    """Build ``count`` records of the one-domain layout in a new PostgreSQL database,
+    then fold them all in a process of its own."""
+    with _shared.scratch_database(server, "pmf_fold_full_") as url:
+        progress = _shared.Progress(f"building {count:,} on PostgreSQL", count, enabled=not quiet)
+        started = time.perf_counter()
+        with MemoryEngine(url, clock=_shared.Clock(T0), embedder="none") as engine:
+            done = 0
+            for batch in scale_batches(count, seed, "one-domain"):
+                engine.store_many(batch)
+                done += len(batch)
+                progress.update(done)
+        build = time.perf_counter() - started
+        found = _in_child({"pg_fold": url})
+    print(
+        f"PostgreSQL, {count:,} records (one domain): built in {build:.0f} s; a full fold "
+        f"took {found['seconds']:.1f} s ({_shares(found['steps'])}), peak memory "
+        f"{found['peak'] / 2**30:.2f} GiB; it folded {found['merged']:,} records into "
+        f"{found['created']:,}, {found['records_after']:,} left"
+    )
+    return {"records": count, "build_seconds": build, **found}
+
+
 def _in_child(job: dict[str, Any]) -> dict[str, Any]:
     """One job (see ``main``) in a Python process of its own; what it printed, as JSON."""
     done = subprocess.run(
@@ -1255,11 +1298,17 @@ def main(argv: list[str] | None = None) -> int:
         help="a PostgreSQL server to make throwaway databases on",
     )  # fmt: skip
     # Internal: one job in a process of its own, as JSON on stdout.
+    parser.add_argument(
+        "--pg-full-fold", type=int, metavar="N",
+        help="only: build N records (one domain) on PostgreSQL and time a full fold",
+    )  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         job = json.loads(args.child)
-        if "fold_once" in job:
+        if "pg_fold" in job:
+            found = child_pg_fold(job)
+        elif "fold_once" in job:
             found = fold_once(Path(job["fold_once"][0]), int(job["fold_once"][1]))
         elif "shared" in job:
             found = shared_words_run(job)
@@ -1267,6 +1316,11 @@ def main(argv: list[str] | None = None) -> int:
             run = child_write_floor if "folded" in job else child_fold
             found = (child_incremental if "new" in job else run)(job)
         print(json.dumps(found))
+        return 0
+    if args.pg_full_fold:
+        harness.write_json(
+            args.json, pg_full_fold(args.pg_full_fold, args.seed, args.pg, args.quiet)
+        )
         return 0
     small, large = args.sizes
     if not 0 < small < large:
