@@ -73,7 +73,11 @@ def test_text_queries_rank_over_candidates_as_over_every_record(
         with (
             MemoryEngine(lite_path, clock=clocks[0], scope="project:a", embedder="builtin") as lite,
             MemoryEngine(
-                emptied(pg_url), clock=clocks[1], scope="project:a", ranking=small, embedder="builtin"
+                emptied(pg_url),
+                clock=clocks[1],
+                scope="project:a",
+                ranking=small,
+                embedder="builtin",
             ) as pg,
         ):
             for words, session, scope, tag in written:
