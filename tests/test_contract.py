@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.engine import pushdown
+from prime_memory_folding.engine import pushdown, vector_cache
 
 from .backends import emptied, examples
 from .conftest import FakeClock
@@ -54,15 +54,18 @@ gates = st.fixed_dictionaries(
 )
 
 
-@pytest.fixture(params=["small windows", "default windows"])
+@pytest.fixture(params=["small windows", "small windows, no vector cache", "default windows"])
 def windows(request: pytest.FixtureRequest) -> Iterator[RankingSettings]:
-    """The PostgreSQL windows' limits: lowered, so every path of pushdown.py runs."""
+    """The PostgreSQL windows' limits: lowered, so every path of pushdown.py runs
+    (without the vector cache, vector queries scan the gated vectors in batches)."""
     if request.param == "default windows":
         yield RankingSettings()
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pushdown, "SALIENCE_FIRST", 1)
         patch.setattr(pushdown, "NEAREST_FIRST", 1)
+        if request.param.endswith("no vector cache"):
+            patch.setenv(vector_cache.SETTING, "off")
         yield RankingSettings(window_max=3)
 
 

@@ -240,18 +240,22 @@ def by_vector(
     now: float,
     settings: RankingSettings = DEFAULT_RANKING,
     nearest: Nearest | None = None,
+    exact: bool = False,
 ) -> Window:
     """The gated records nearest ``unit`` (a unit vector) by cosine.
 
     Past ``window_max`` gated records, the candidates come from ``nearest``
     (pgvector, or the vector cache), else from every gated vector read in
-    batches; either way they are ranked exactly.
+    batches; either way they are ranked exactly. When ``nearest`` is
+    ``exact`` (the vector cache), it is asked at any size.
     """
     window_max = settings.window_max
-    table = store.gated(gates, GatedRead(vectors=True, has_vector=True, newest=window_max + 1))
-    if len(table) <= window_max:
-        index = _window(columns_of, table)
-        return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
+    if not (exact and nearest is not None):
+        read = GatedRead(vectors=True, has_vector=True, newest=window_max + 1)
+        table = store.gated(gates, read)
+        if len(table) <= window_max:
+            index = _window(columns_of, table)
+            return Window(index, rank_by_vector(index, index.select(gates), unit, limit, now=now))
     keep = max(limit * 4, NEAREST_FIRST)
     while True:
         near = None if nearest is None else nearest(gates, unit, keep)
@@ -414,8 +418,18 @@ class PushdownReader(Reader):
     def by_vector(
         self, gates: TagQuery, unit: npt.NDArray[np.float32], limit: int, now: float
     ) -> list[Hit]:
+        # Without pgvector, the vector cache is exact: it answers at any size.
+        exact = cache_enabled() and not self._store.nearest_index()
         window = by_vector(
-            self._store, self._live.columns, gates, unit, limit, now, self.ranking, self._nearest
+            self._store,
+            self._live.columns,
+            gates,
+            unit,
+            limit,
+            now,
+            self.ranking,
+            self._nearest,
+            exact,
         )
         return self._hits_of(window)
 

@@ -811,6 +811,10 @@ class PostgresStorage(token_table.TokenTable):
         where, params = gate_sql(gates)
         return self._vectors.nearest(where, params, unit, keep, self.transaction)
 
+    def nearest_index(self) -> bool:
+        """Whether the store answers :meth:`nearest` (it has pgvector)."""
+        return self._vectors is not None
+
     def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
         """(record id, vector) of every gated record with a vector, in batches, oldest first."""
         where, params = gate_sql(gates)
