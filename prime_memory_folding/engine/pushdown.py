@@ -15,12 +15,13 @@ gate and decay, salience, cosine and hybrid fusion. What the window holds:
   engine whose decay policy is not the one the store's columns compute reads
   by importance x stored strength, which bounds the decayed salience from
   above, instead;
-- **vector**: every gated record with a vector, when at most ``window_max``
-  (:class:`~.ranking.RankingSettings`); otherwise the nearest few by
-  pgvector's HNSW index where the database has the extension, else by the
-  server's vector cache (:mod:`.vector_cache`), else by reading the gated
-  vectors in batches and scoring them with numpy; more when too few of them
-  pass the strength gate. Either way those candidates are ranked exactly;
+- **vector**: the nearest few by the server's vector cache
+  (:mod:`.vector_cache`, exact), at any size; with pgvector, every gated
+  record with a vector when at most ``window_max``
+  (:class:`~.ranking.RankingSettings`), otherwise the nearest few by its HNSW
+  index; with neither, the nearest few found by reading the gated vectors in
+  batches and scoring them with numpy; more when too few of them pass the
+  strength gate. Either way those candidates are ranked exactly;
 - **text**: the BM25 candidates (the database's text index, gated), the
   ``nearest_keep`` gated records nearest the query's vector (pgvector's HNSW
   index, or the server's vector cache), the records of the words the first
