@@ -225,7 +225,8 @@ def test_run_all_refuses_a_charts_folder_without_matplotlib_before_running(
 @pytest.mark.slow
 def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) -> None:
     result = run(
-        "fold.py", "--sizes", "200", "2000", "--new", "50", "--skip-locomo", cwd=tmp_path,
+        "fold.py", "--sizes", "200", "2000", "--new", "50", "--skip-locomo",
+        "--shared-sizes", "300", "3000", cwd=tmp_path,
     )  # fmt: skip
     out = result.stdout
     assert result.returncode in (0, 1), out + result.stderr
@@ -243,6 +244,11 @@ def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) 
     assert "exact checks " in out and "write " in out
     assert "incremental fold == full fold of the same store: yes  PASS" in out
     assert "nothing new: " in out and "after 50 new: " in out
+    # The widely-shared-words layouts, on both backends: the candidate search
+    # finds what the exhaustive screen finds.
+    agreed = "recall 1.0000, 0 extra, same records archived: yes  PASS"
+    assert out.count(agreed) == 6, out
+    assert out.count("a full fold after it merges 0 more  PASS") == 6
     assert "end: load average " in out
 
 
