@@ -424,13 +424,29 @@ def _variant(rng: np.random.Generator, note: list[str]) -> list[str]:
     return out
 
 
+def _in_batches(families: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+    """Families of records, whole, in batches of at least :data:`BUILD_BATCH` (the last
+    one smaller)."""
+    batch: list[dict[str, Any]] = []
+    for family in families:
+        batch.extend(family)
+        if len(batch) >= BUILD_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def scale_batches(count: int, seed: int, layout: str) -> Iterator[list[dict[str, Any]]]:
     """``count`` records in batches, the same ones for the same arguments."""
+    return _in_batches(_scale_families(count, seed, layout))
+
+
+def _scale_families(count: int, seed: int, layout: str) -> Iterator[list[dict[str, Any]]]:
     rng = np.random.default_rng(seed)
     # Units of one record, or families of 2-4 (mean 3) with probability q:
     # 3q / (3q + 1 - q) = FAMILY_SHARE.
     q = FAMILY_SHARE / (3 - 2 * FAMILY_SHARE) if layout != "no-duplicates" else 0.0
-    batch: list[dict[str, Any]] = []
     made = unit = 0
     while made < count:
         size = int(rng.integers(2, 5)) if rng.random() < q else 1
@@ -446,17 +462,14 @@ def scale_batches(count: int, seed: int, layout: str) -> Iterator[list[dict[str,
             "tags": _tags(rng),
             "importance": 0.2 if rng.random() < 0.05 else 0.5,
         }
+        family: list[dict[str, Any]] = []
         for i, vector in enumerate(_members(rng, centre, size, (0.1, 0.3))):
             words = note if i == 0 else _variant(rng, note)
-            batch.append({"content": " ".join(words) + ".", "vector": vector.astype(np.float32),
-                          **labels})  # fmt: skip
+            family.append({"content": " ".join(words) + ".", "vector": vector.astype(np.float32),
+                           **labels})  # fmt: skip
+        yield family
         made += size
         unit += 1
-        if len(batch) >= BUILD_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def build_scale_store(path: Path, count: int, seed: int, layout: str, quiet: bool) -> float:
@@ -927,8 +940,13 @@ def shared_batches(
 ) -> Iterator[list[dict[str, Any]]]:
     """``count`` records of a widely-shared-words layout in batches, the same ones for the
     same arguments; ``first`` numbers the first ``item``."""
+    return _in_batches(_shared_families(count, seed, layout, first))
+
+
+def _shared_families(
+    count: int, seed: int, layout: str, first: int
+) -> Iterator[list[dict[str, Any]]]:
     rng = np.random.default_rng(seed)
-    batch: list[dict[str, Any]] = []
     made = unit = 0
     while made < count:
         size = min(2 if rng.random() < PAIR_SHARE[layout] else 1, count - made)
@@ -942,19 +960,16 @@ def shared_batches(
             "tags": _tags(rng),
         }
         note = _small_note(rng) if layout != "vector-only" else []
+        family: list[dict[str, Any]] = []
         for i, vector in enumerate(_members(rng, centre, size, (0.1, 0.3))):
             if layout == "vector-only":
                 content = f"item {first + made + i}"
             else:
                 content = " ".join(note if i == 0 else _small_variant(rng, note)) + "."
-            batch.append({"content": content, "vector": vector.astype(np.float32), **labels})
+            family.append({"content": content, "vector": vector.astype(np.float32), **labels})
+        yield family
         made += size
         unit += 1
-        if len(batch) >= BUILD_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def shared_new_items(count: int, seed: int, layout: str, stored: int) -> tuple[list[Any], int]:
