@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
@@ -301,6 +302,9 @@ def _nearest(
     return [rid for _, _, rid in best], seen
 
 
+#: Held while a reader makes its vector cache.
+_CACHE_MADE = threading.Lock()
+
 #: ``nearest(gates, unit, keep)``: about ``keep`` gated records nearest ``unit``, by
 #: an index (pgvector's, or the server's :class:`~.vector_cache.VectorCache`); None
 #: when there is none. Fewer than ``keep`` means none are left.
@@ -349,8 +353,9 @@ def by_text(
         around=candidates,
         reach=reach,
     )
+    lent: dict[str, LexicalCandidates] = {}  # the lent words' search, kept across rounds
     while True:
-        window, outside = _rank_text(store, columns_of, gates, query, read, found, limit)
+        window, outside = _rank_text(store, columns_of, gates, query, read, found, limit, lent)
         # Records that match the words the first hits lend join the window,
         # with their neighbours, and the query ranks again.
         held = set(read.also)
@@ -368,16 +373,20 @@ def _rank_text(
     read: GatedRead,
     found: LexicalCandidates,
     limit: int,
+    lent: dict[str, LexicalCandidates],
 ) -> tuple[Window, list[str]]:
     """One ranking over the window ``read`` names, and the ids of records that
-    match the lent words but lie outside it."""
+    match the lent words but lie outside it (``lent`` keeps each search of
+    lent words, for the next round)."""
     budget = query.settings.lexical_budget
     index = _window(columns_of, store.gated(gates, read))
     rows = index.select(gates)
     outside: list[str] = []
 
     def search(words: str) -> dict[int, float]:
-        scores = store.lexical(words, gates, budget).scores
+        if words not in lent:
+            lent[words] = store.lexical(words, gates, budget)
+        scores = lent[words].scores
         outside.extend(rid for rid in scores if index.row_of(rid) is None)
         return gated_rows(index, scores, rows)
 
@@ -447,8 +456,9 @@ class PushdownReader(Reader):
         near = store.nearest(gates, unit, keep)
         if near is not None or not cache_enabled():
             return near
-        if self._vectors is None:
-            self._vectors = VectorCache(cast(VectorSource, store))
+        with _CACHE_MADE:  # reads run side by side: one cache per reader
+            if self._vectors is None:
+                self._vectors = VectorCache(cast(VectorSource, store))
         columns_of = self._live.columns
 
         def passing(ids: list[str]) -> set[str]:

@@ -29,7 +29,7 @@ differs reads by the stored salience bound instead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 __all__ = [
     "BUCKETS_PER_DOUBLING",
@@ -52,19 +52,6 @@ _TIER_STRIDE = 1000
 #: (the logarithm of 0 is undefined); numpy's product then is 0 or nearly so.
 _FLOOR = 1e-150
 _TIERS = ("working", "short_term", "long_term")
-
-
-#: The fields of a fold policy that decay reads (besides the fixed most spaced
-#: reinforcements, ``max_spaced``).
-DECAY_FIELDS = (
-    "working_half_life",
-    "short_term_half_life",
-    "long_term_half_life",
-    "short_term_from",
-    "long_term_from",
-    "permanent_from",
-    "spacing_factor",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +86,10 @@ class DecayOrder:
         """Whether every record of the class has the same half-life (or none)."""
         return salience_class % _TIER_STRIDE == 0
 
+
+#: The fields of a fold policy that decay reads (all of :class:`DecayOrder`'s but
+#: the fixed most spaced reinforcements, ``max_spaced``).
+DECAY_FIELDS = tuple(f.name for f in fields(DecayOrder) if f.name != "max_spaced")
 
 #: What a new store's columns compute: the default decay policy.
 STORE_DECAY = DecayOrder(

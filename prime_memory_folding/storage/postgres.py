@@ -757,31 +757,42 @@ class PostgresStorage(token_table.TokenTable):
         they are found through the gates' indexes and sorted, so that a rare
         tag never walks the whole class.
         """
-        found: dict[int, list[str]] = {}
-        sparse: dict[int, int] | None = None  # the classes still short, and how many each wants
-        for stretch in (pg_rows.PREFIX, pg_rows.DEEP_PREFIX):
-            if sparse is not None and not sparse:
-                break
-            classes = None if sparse is None else sorted(sparse)
-            sql, params, prefix = decay_heads_sql(gates, limits, default, stretch, classes)
-            short: dict[int, int] = {}
-            for c in classes or ():
-                found[c] = []
-            for c, rid, scanned in self.run(sql, params):
-                if rid is not None:
-                    found.setdefault(int(c), []).append(str(rid))
-                    continue
-                wanted = limits.get(int(c), default)
-                if int(scanned) >= prefix and len(found.get(int(c), ())) < wanted:
-                    short[int(c)] = wanted  # fewer gated records than wanted in the scan
-            sparse = short
-        if sparse:
-            sql, params = sparse_heads_sql(gates, sparse)
-            for c in sparse:
-                found[c] = []
+        found, short = self._heads(gates, limits, default, pg_rows.PREFIX, None)
+        if short:
+            deeper, short = self._heads(gates, limits, default, pg_rows.DEEP_PREFIX, short)
+            found.update(deeper)
+        if short:
+            sql, params = sparse_heads_sql(gates, {c: limits.get(c, default) for c in short})
+            found.update({c: [] for c in short})
             for c, rid in self.run(sql, params):
                 found[int(c)].append(str(rid))
         return [(c, rid) for c in sorted(found) for rid in found[c]]
+
+    def _heads(
+        self,
+        gates: TagQuery,
+        limits: Mapping[int, int],
+        default: int,
+        stretch: int,
+        classes: Sequence[int] | None,
+    ) -> tuple[dict[int, list[str]], list[int]]:
+        """Each class's best gated records within its first ``stretch`` index entries
+        (of ``classes``, None: every class), and the classes whose entries held fewer
+        than they want."""
+        sql, params, prefix = decay_heads_sql(gates, limits, default, stretch, classes)
+        found: dict[int, list[str]] = {c: [] for c in classes or ()}
+        scanned: dict[int, int] = {}
+        for c, rid, count in self.run(sql, params):
+            if rid is None:
+                scanned[int(c)] = int(count)
+            else:
+                found.setdefault(int(c), []).append(str(rid))
+        short = [
+            c
+            for c, count in scanned.items()
+            if count >= prefix and len(found.get(c, ())) < limits.get(c, default)
+        ]
+        return found, sorted(short)
 
     def decay_order(self) -> DecayOrder:
         """The decay rule the store's salience columns compute."""
