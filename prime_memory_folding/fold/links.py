@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ..core.words import STOPWORDS, distinct, word_set, word_table
 from ..storage.archive import UnitVectors
-from .lsh import EXACT_RESIDUE, residue_candidates
+from .lsh import EXACT_RESIDUE, pairs_in_runs, residue_candidates
 
 __all__ = [
     "COMMON_WORD_ROWS",
@@ -389,7 +389,7 @@ def _prefix_candidates(
         if crowded.any():
             keep = ~crowded[group_of[members]]
             key, members = key[keep], members[keep]
-        found.append(_pairs_in_runs(key, members, n))
+        found.append(pairs_in_runs(key, members, n))
     codes = distinct(np.concatenate(found))
     residue |= eligible & crowded[group_of]
     return codes // n, codes % n, residue
@@ -455,7 +455,7 @@ def _sorted_columns(columns: list[Ints]) -> tuple[Ints, ...]:
 
 def _token_pair_join(rows: Ints, token: Ints, n: int) -> tuple[Ints, Ints]:
     """Keys and rows, sorted by key, whose runs hold the rows that share two tokens; each
-    row's tokens come in one run, in order (see :func:`_pairs_in_runs`).
+    row's tokens come in one run, in order (see :func:`~.lsh.pairs_in_runs`).
 
     Each row makes one key per two of its tokens (in the order they come),
     and rows with an equal key share those two tokens. Key and row go into
@@ -512,21 +512,6 @@ def _token_pair_join(rows: Ints, token: Ints, n: int) -> tuple[Ints, Ints]:
 
 #: Entries handled at once, to keep temporaries small.
 _SLICE = 1 << 21
-
-
-def _pairs_in_runs(key: Ints, rows: Ints, n: int) -> npt.NDArray[np.int64]:
-    """Pair codes ``low * n + high`` of the rows within each run of one ``key`` (sorted)."""
-    found: list[npt.NDArray[np.int64]] = []
-    # Offset by offset: each offset visits only the runs still long enough.
-    live = np.flatnonzero(key[1:] == key[:-1])
-    gap = 1
-    while len(live):
-        a, b = rows[live].astype(np.int64), rows[live + gap].astype(np.int64)
-        found.append(np.minimum(a, b) * n + np.maximum(a, b))
-        gap += 1
-        live = live[live + gap < len(key)]
-        live = live[key[live] == key[live + gap]]
-    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def _share_label(

@@ -54,6 +54,7 @@ __all__ = [
     "ROWS",
     "SIGN_BITS",
     "band_recall",
+    "pairs_in_runs",
     "residue_candidates",
     "sign_limit",
 ]
@@ -288,12 +289,12 @@ def _bucket_pairs(
         run_of = np.repeat(np.arange(len(start)), length)
         big = length[run_of] > BUCKET_ROWS
         small = (~big) & (length[run_of] >= 2)
-        found.append(_run_pairs(key[small], local[small], m))
+        found.append(pairs_in_runs(key[small], local[small], m))
         if not big.any():
             break
         key, local = key[big], local[big]
         if split == _SPLITS:
-            found.append(_run_pairs(key, local, m))
+            found.append(pairs_in_runs(key, local, m))
             break
         part = np.zeros(len(local), dtype=np.uint64)
         for k, plane in enumerate(_SPLIT_PLANES[band % len(_SPLIT_PLANES), split].tolist()):
@@ -305,13 +306,14 @@ def _bucket_pairs(
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def _run_pairs(key: npt.NDArray[np.uint64], rows: Ints, n: int) -> Ints:
-    """Pair codes ``low * n + high`` of the rows within each run of one (sorted) key."""
-    found: list[Ints] = []
+def pairs_in_runs(key: npt.NDArray[Any], rows: Ints, n: int) -> npt.NDArray[np.int64]:
+    """Pair codes ``low * n + high`` of the rows within each run of one ``key`` (sorted)."""
+    found: list[npt.NDArray[np.int64]] = []
+    # Offset by offset: each offset visits only the runs still long enough.
     live = np.flatnonzero(key[1:] == key[:-1])
     gap = 1
     while len(live):
-        a, b = rows[live], rows[live + gap]
+        a, b = rows[live].astype(np.int64), rows[live + gap].astype(np.int64)
         found.append(np.minimum(a, b) * n + np.maximum(a, b))
         gap += 1
         live = live[live + gap < len(key)]
