@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.engine import pushdown, vector_cache
+from prime_memory_folding.engine import pushdown, text_cache, vector_cache
 
 from .backends import emptied, examples
 from .conftest import FakeClock
@@ -54,18 +54,20 @@ gates = st.fixed_dictionaries(
 )
 
 
-@pytest.fixture(params=["small windows", "small windows, no vector cache", "default windows"])
+@pytest.fixture(params=["small windows", "small windows, no caches", "default windows"])
 def windows(request: pytest.FixtureRequest) -> Iterator[RankingSettings]:
     """The PostgreSQL windows' limits: lowered, so every path of pushdown.py runs
-    (without the vector cache, vector queries scan the gated vectors in batches)."""
+    (without the vector cache, vector queries scan the gated vectors in batches;
+    without the text cache, text queries search PostgreSQL's own text index)."""
     if request.param == "default windows":
         yield RankingSettings()
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pushdown, "SALIENCE_FIRST", 1)
         patch.setattr(pushdown, "NEAREST_FIRST", 1)
-        if request.param.endswith("no vector cache"):
+        if request.param.endswith("no caches"):
             patch.setenv(vector_cache.SETTING, "off")
+            patch.setenv(text_cache.SETTING, "off")
         yield RankingSettings(window_max=3)
 
 

@@ -65,8 +65,10 @@ from ..storage.base import (
     StoredRow,
 )
 from ..storage.pg_decay import DECAY_FIELDS, DecayOrder
+from ..storage.sqlite_text import LEXICAL_DEPTH
 from .reads import Reader
-from .vector_cache import VectorCache, VectorSource, cache_enabled
+from .text_cache import TextCache, TextSource, text_cache_enabled
+from .vector_cache import Passing, VectorCache, VectorSource, cache_enabled
 
 __all__ = [
     "PushdownReader",
@@ -75,6 +77,7 @@ __all__ = [
     "by_salience",
     "by_text",
     "by_vector",
+    "cached_lexical",
     "decay_matches",
     "matching_ids",
 ]
@@ -309,6 +312,38 @@ _CACHE_MADE = threading.Lock()
 #: an index (pgvector's, or the server's :class:`~.vector_cache.VectorCache`); None
 #: when there is none. Fewer than ``keep`` means none are left.
 Nearest = Callable[[TagQuery, npt.NDArray[np.float32], int], "list[str] | None"]
+#: ``lexical(text, gates, budget)``: BM25 of the gated records that match ``text``.
+Lexical = Callable[[str, TagQuery, int], LexicalCandidates]
+
+
+def cached_lexical(texts: TextCache, passing: Passing, exact_store: int, limit: int) -> Lexical:
+    """A text query's BM25 search through the server's :class:`~.text_cache.TextCache`,
+    gated by ``passing``, as the embedded store searches: the best
+    ``LEXICAL_DEPTH`` matches, or every match when the gates leave fewer than
+    ``limit`` of those; the words the first hits lend are searched as deep.
+    """
+    depth: list[int | None] = []  # the first search's, for the others
+
+    def gated(found: LexicalCandidates) -> LexicalCandidates:
+        good = passing(list(found.scores))
+        kept = {rid: score for rid, score in found.scores.items() if rid in good}
+        return LexicalCandidates(kept, found.exhaustive)
+
+    def search(text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
+        if depth:
+            return gated(texts.lexical(text, depth[0], budget=budget, exact_store=exact_store))
+        chosen: int | None = LEXICAL_DEPTH
+        while True:
+            found = texts.lexical(text, chosen, budget=budget, exact_store=exact_store)
+            kept = gated(found)
+            # Gates may have dropped most of the best; then look at every match.
+            if chosen is None or found.exhaustive or len(kept.scores) >= limit:
+                break
+            chosen = None
+        depth.append(chosen)
+        return kept
+
+    return search
 
 
 def by_text(
@@ -318,6 +353,7 @@ def by_text(
     query: TextQuery,
     limit: int,
     nearest: Nearest | None = None,
+    lexical: Lexical | None = None,
 ) -> Window:
     """BM25 and cosine fused (:func:`~.fusion.rank_text`), as the embedded store ranks
     a text query, over a window of the gated records.
@@ -329,11 +365,13 @@ def by_text(
     lend, and the session neighbours of all of them, gated or not. So it
     ranks as a window of every gated record would. Without ``nearest`` (no
     pgvector, no vector cache), the vector side reads the newest
-    ``window_max`` gated records instead.
+    ``window_max`` gated records instead. ``lexical`` searches the text (the
+    store's own text index when None).
     """
     settings, unit = query.settings, query.unit
     budget, window_max = settings.lexical_budget, settings.window_max
-    found = store.lexical(query.text, gates, budget)
+    search = store.lexical if lexical is None else lexical
+    found = search(query.text, gates, budget)
     lexical_ids: list[str] = list(found.scores)
     # The candidates' session neighbours come too, gated or not: they lend
     # context, or stand between a hit and a neighbour further off, as in the
@@ -355,7 +393,9 @@ def by_text(
     )
     lent: dict[str, LexicalCandidates] = {}  # the lent words' search, kept across rounds
     while True:
-        window, outside = _rank_text(store, columns_of, gates, query, read, found, limit, lent)
+        window, outside = _rank_text(
+            store, columns_of, (gates, search), query, read, found, limit, lent
+        )
         # Records that match the words the first hits lend join the window,
         # with their neighbours, and the query ranks again.
         held = set(read.also)
@@ -368,7 +408,7 @@ def by_text(
 def _rank_text(
     store: Pushdown,
     columns_of: ColumnsOf,
-    gates: TagQuery,
+    searched: tuple[TagQuery, Lexical],
     query: TextQuery,
     read: GatedRead,
     found: LexicalCandidates,
@@ -377,7 +417,8 @@ def _rank_text(
 ) -> tuple[Window, list[str]]:
     """One ranking over the window ``read`` names, and the ids of records that
     match the lent words but lie outside it (``lent`` keeps each search of
-    lent words, for the next round)."""
+    lent words, for the next round); ``searched``: the gates, and the text search."""
+    gates, lexical_search = searched
     budget = query.settings.lexical_budget
     index = _window(columns_of, store.gated(gates, read))
     rows = index.select(gates)
@@ -385,7 +426,7 @@ def _rank_text(
 
     def search(words: str) -> dict[int, float]:
         if words not in lent:
-            lent[words] = store.lexical(words, gates, budget)
+            lent[words] = lexical_search(words, gates, budget)
         scores = lent[words].scores
         outside.extend(rid for rid in scores if index.row_of(rid) is None)
         return gated_rows(index, scores, rows)
@@ -399,6 +440,8 @@ class PushdownReader(Reader):
 
     #: The store's vectors, held once a query needs them (no pgvector).
     _vectors: VectorCache | None = None
+    #: The store's text, indexed as the embedded store's, once a query needs it.
+    _texts: TextCache | None = None
 
     @property
     def _store(self) -> Pushdown:
@@ -412,7 +455,10 @@ class PushdownReader(Reader):
         return True
 
     def shares_of(self, lent: bool) -> SharesOf:
-        return self._store.word_shares
+        texts = self._text_cache()
+        if texts is None:
+            return self._store.word_shares
+        return lambda words: texts.word_shares(words, lent=lent)
 
     def _hits_of(self, window: Window) -> list[Hit]:
         return self.hits(window.ranked, window.index, window.stored)
@@ -444,8 +490,36 @@ class PushdownReader(Reader):
         return self._hits_of(window)
 
     def by_text(self, query: TextQuery, gates: TagQuery, limit: int) -> list[Hit]:
-        window = by_text(self._store, self._live.columns, gates, query, limit, self._nearest)
+        texts = self._text_cache()
+        lexical = None
+        if texts is not None:
+            passing = self._passing(gates)
+            lexical = cached_lexical(texts, passing, query.settings.exact_store, limit)
+        window = by_text(
+            self._store, self._live.columns, gates, query, limit, self._nearest, lexical
+        )
         return self._hits_of(window)
+
+    def _text_cache(self) -> TextCache | None:
+        """The server's text index (:mod:`.text_cache`); None when it is turned off."""
+        if not text_cache_enabled():
+            return None
+        with _CACHE_MADE:  # reads run side by side: one cache per reader
+            if self._texts is None:
+                self._texts = TextCache(cast(TextSource, self._store))
+            return self._texts
+
+    def _passing(self, gates: TagQuery) -> Passing:
+        """Which of some ids pass ``gates``: in SQL, and the strength gate on a window."""
+        store, columns_of = self._store, self._live.columns
+
+        def passing(ids: list[str]) -> set[str]:
+            if gates.min_strength <= 0.0:  # every other gate runs in SQL
+                return set(store.gated_among(gates, ids))
+            window = _window(columns_of, store.gated(gates, GatedRead(ids=ids)))
+            return set(window.select_ids(gates))
+
+        return passing
 
     def _nearest(
         self, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
@@ -459,18 +533,14 @@ class PushdownReader(Reader):
         with _CACHE_MADE:  # reads run side by side: one cache per reader
             if self._vectors is None:
                 self._vectors = VectorCache(cast(VectorSource, store))
-        columns_of = self._live.columns
-
-        def passing(ids: list[str]) -> set[str]:
-            if gates.min_strength <= 0.0:  # every other gate runs in SQL
-                return set(store.gated_among(gates, ids))
-            window = _window(columns_of, store.gated(gates, GatedRead(ids=ids)))
-            return set(window.select_ids(gates))
-
-        return self._vectors.nearest(unit, keep, passing)
+        return self._vectors.nearest(unit, keep, self._passing(gates))
 
     def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
-        found = self._store.lexical(text, gates, self.ranking.lexical_budget)
+        texts, budget = self._text_cache(), self.ranking.lexical_budget
+        if texts is None:
+            found = self._store.lexical(text, gates, budget)
+        else:  # planned at any size, as the embedded store's
+            found = cached_lexical(texts, self._passing(gates), 0, limit)(text, gates, budget)
         best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
         return [rid for rid, _ in best[:limit]]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..core.primes import default_primes
-from ..core.words import UNSEGMENTED_GLOB
+from . import sqlite_text
 
 __all__ = [
     "MIGRATIONS",
@@ -130,50 +130,9 @@ def create_core_tables(db: sqlite3.Connection) -> None:
 
 @migration(2)
 def create_text_search(db: sqlite3.Connection) -> None:
-    """Full-text indexes over ``records.content``, kept in sync by triggers.
-
-    ``records_fts`` stems words (porter over unicode61, diacritics folded) and
-    ranks by BM25. ``records_grams`` is a trigram index of only the records
-    whose text has runs without word breaks (CJK, Thai, emoji), which unicode61
-    cannot split into words. Both are external-content tables: the text itself
-    stays in ``records``.
-    """
-    glob = "'" + UNSEGMENTED_GLOB + "'"
-    run_script(
-        db,
-        f"""
-        CREATE VIRTUAL TABLE records_fts USING fts5(
-            content, content='records', content_rowid='id',
-            tokenize='porter unicode61 remove_diacritics 2'
-        );
-        CREATE VIRTUAL TABLE records_grams USING fts5(
-            content, content='records', content_rowid='id', tokenize='trigram'
-        );
-        CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
-            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
-            INSERT INTO records_grams (rowid, content)
-                SELECT new.id, new.content WHERE new.content GLOB {glob};
-        END;
-        CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
-            INSERT INTO records_fts (records_fts, rowid, content)
-                VALUES ('delete', old.id, old.content);
-            INSERT INTO records_grams (records_grams, rowid, content)
-                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
-        END;
-        CREATE TRIGGER records_fts_update AFTER UPDATE OF id, content ON records BEGIN
-            INSERT INTO records_fts (records_fts, rowid, content)
-                VALUES ('delete', old.id, old.content);
-            INSERT INTO records_grams (records_grams, rowid, content)
-                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
-            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
-            INSERT INTO records_grams (rowid, content)
-                SELECT new.id, new.content WHERE new.content GLOB {glob};
-        END;
-        INSERT INTO records_fts (rowid, content) SELECT id, content FROM records;
-        INSERT INTO records_grams (rowid, content)
-            SELECT id, content FROM records WHERE content GLOB {glob};
-        """,
-    )
+    """Full-text indexes over ``records.content``, kept in sync by triggers
+    (:func:`.sqlite_text.text_search_schema`)."""
+    run_script(db, sqlite_text.text_search_schema())
 
 
 # -- folding: migration 3 -------------------------------------------------------

@@ -834,6 +834,17 @@ class PostgresStorage(token_table.TokenTable):
         for batch in self._batches(sql, params):
             yield [(rid, bytes(blob)) for rid, blob in batch]
 
+    def text_batches(self) -> Iterator[list[tuple[int, str, str]]]:
+        """(row id, record id, content) of every record, in batches, oldest first."""
+        for batch in self._batches("SELECT id, record_id, content FROM records ORDER BY id", ()):
+            yield [(int(row), rid, content) for row, rid, content in batch]
+
+    def texts_of(self, record_ids: Sequence[str]) -> list[tuple[int, str, str]]:
+        """(row id, record id, content) of those of ``record_ids`` that are stored."""
+        sql = "SELECT id, record_id, content FROM records WHERE record_id = ANY(%s) ORDER BY id"
+        rows = self.run(sql, (list(record_ids),))
+        return [(int(row), rid, content) for row, rid, content in rows]
+
     def lexical(self, text: str, gates: TagQuery, budget: int) -> LexicalCandidates:
         """BM25 scores of a text query's gated candidates (:meth:`.pg_text.TextSearch.lexical`)."""
         return self._text.lexical(text, gates, budget)

@@ -32,7 +32,14 @@ from ..core.words import (
 )
 from .base import LexicalCandidates
 
-__all__ = ["LEXICAL_DEPTH", "LexicalQuery", "WordShares", "lexical_scores", "parse_query"]
+__all__ = [
+    "LEXICAL_DEPTH",
+    "LexicalQuery",
+    "WordShares",
+    "lexical_scores",
+    "parse_query",
+    "text_search_schema",
+]
 
 #: BM25 hits taken from FTS before the structural gates are applied.
 LEXICAL_DEPTH = 1000
@@ -56,6 +63,51 @@ class LexicalQuery:
     short: tuple[str, ...]
     #: The quoted terms of ``words``, one by one.
     terms: tuple[str, ...] = ()
+
+
+def text_search_schema() -> str:
+    """The full-text indexes over ``records.content`` and the triggers that keep them.
+
+    ``records_fts`` stems words (porter over unicode61, diacritics folded) and
+    ranks by BM25. ``records_grams`` is a trigram index of only the records
+    whose text has runs without word breaks (CJK, Thai, emoji), which unicode61
+    cannot split into words. Both are external-content tables: the text itself
+    stays in ``records`` (``id`` and ``content``), and the last statements index
+    what it holds already.
+    """
+    glob = "'" + UNSEGMENTED_GLOB + "'"
+    return f"""
+        CREATE VIRTUAL TABLE records_fts USING fts5(
+            content, content='records', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE records_grams USING fts5(
+            content, content='records', content_rowid='id', tokenize='trigram'
+        );
+        CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
+            INSERT INTO records_grams (rowid, content)
+                SELECT new.id, new.content WHERE new.content GLOB {glob};
+        END;
+        CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+            INSERT INTO records_fts (records_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO records_grams (records_grams, rowid, content)
+                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
+        END;
+        CREATE TRIGGER records_fts_update AFTER UPDATE OF id, content ON records BEGIN
+            INSERT INTO records_fts (records_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO records_grams (records_grams, rowid, content)
+                SELECT 'delete', old.id, old.content WHERE old.content GLOB {glob};
+            INSERT INTO records_fts (rowid, content) VALUES (new.id, new.content);
+            INSERT INTO records_grams (rowid, content)
+                SELECT new.id, new.content WHERE new.content GLOB {glob};
+        END;
+        INSERT INTO records_fts (rowid, content) SELECT id, content FROM records;
+        INSERT INTO records_grams (rowid, content)
+            SELECT id, content FROM records WHERE content GLOB {glob};
+        """
 
 
 def _quote(term: str) -> str:
