@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import FoldPolicy, MemoryEngine
+from prime_memory_folding.engine import maintenance
 from prime_memory_folding.fold import folding, links
 from prime_memory_folding.fold.folding import prune_moments
 from prime_memory_folding.fold.links import linked_pairs, word_set, word_table
@@ -594,3 +595,93 @@ def test_an_incremental_fold_writes_only_the_prune_moments_that_differ(
         assert len(written) == 0
         assert marks_of(engine) == expected_marks(engine, engine.fold_policy)
         assert twin.record_id in dict(marks_of(engine))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sets(st.integers(0, 12), max_size=10),
+    st.sets(st.integers(0, 12), max_size=10),
+    st.sets(st.integers(0, 12), max_size=10),
+    st.sampled_from([0.3, 0.5, 0.6, 0.7, 0.9, 1.0]),
+)
+def test_a_partner_sharing_only_unlisted_words_has_a_size_in_the_bounds(
+    x: set[int], y: set[int], listed: set[int], overlap: float
+) -> None:
+    listed &= x
+    y -= listed
+    if links.jaccard(frozenset(x), frozenset(y)) < overlap:
+        return
+    low, high = links.unlisted_partner_sizes(len(x), len(x) - len(listed), overlap)
+    assert low <= len(y) <= high
+
+
+def items_of(count: int, away_from: list[float]) -> list[dict[str, Any]]:
+    """Labels such as ``item 12``: one word every record holds and a number of its own,
+    with vectors far from ``away_from`` (and near each other: they share too few words)."""
+    return [
+        {"content": f"item {i}", "vector": near([-v for v in away_from], i, 0.1)}
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("single", "labels", "merges"),
+    [
+        (True, ("a", ["x"]), True),  # the same subdomain and tag
+        (True, ("b", ["x", "z"]), True),  # a tag only
+        (True, ("a", ["y"]), True),  # the subdomain only
+        (True, ("b", ["y"]), False),  # neither: no link
+        (False, ("a", ["x"]), False),  # no record of one word to fold with
+    ],
+)
+def test_an_incremental_fold_finds_a_partner_that_shares_only_a_common_word(
+    backend_store: str,
+    another_store: str,
+    single: bool,
+    labels: tuple[str, list[str]],
+    merges: bool,
+) -> None:
+    # 300 records hold "item": it is common, and a new "item 9000" leads nowhere
+    # through the full-text index. Its partner, if any, holds "item" alone.
+    outcomes = []
+    for path, full in ((backend_store, False), (another_store, True)):
+        with MemoryEngine(path, clock=FakeClock(T0)) as engine:
+            engine.store_many(items_of(300, unit(5_000)))
+            lone = (
+                engine.store("item", subdomain="a", tags=["x"], vector=unit(5_000))
+                if single
+                else None
+            )
+            engine.fold(full=True)
+            twin = engine.store(
+                "item 9000", subdomain=labels[0], tags=labels[1], vector=near(unit(5_000), 1, 0.01)
+            )
+            report = engine.fold(full=full)
+            assert report.incremental != full
+            merged = {frozenset(members) for members in report.folded_from.values()}
+            pair = {frozenset({lone.record_id, twin.record_id})} if lone else set()
+            assert merged == (pair if merges else set())
+            outcomes.append((report.created_ids, sorted(engine.match_ids())))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_the_sizes_a_fold_leaves_cover_every_live_record(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with MemoryEngine(store_path, clock=clock) as engine:
+        engine.store_many(items_of(50, unit(900)))
+        engine.fold()
+        engine.store("a note of five words", vector=unit(900))
+        engine.store("item", domain="other", vector=unit(901))
+        engine.fold()
+        state = fold_marks.fold_state(engine.storage)
+        assert state is not None
+        sizes = maintenance._word_sizes(engine.storage, state[0])
+        assert sizes is not None
+        db = engine.storage.db  # type: ignore[attr-defined]
+        for scope, domain, content in db.execute("SELECT scope, domain, content FROM records"):
+            assert len(word_set(content)) in sizes[f"{scope}\x00{domain}"].tolist()
+        # A fold that counts no words leaves no sizes to rely on.
+        engine.fold(full=True, policy=FoldPolicy(exhaustive=True))
+        state = fold_marks.fold_state(engine.storage)
+        assert state is not None and maintenance._word_sizes(engine.storage, state[0]) is None

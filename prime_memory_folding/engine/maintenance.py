@@ -9,6 +9,7 @@ as methods of the same names.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,18 +26,27 @@ from ..core.records import Record
 from ..errors import InvalidInput, NotFound
 from ..fold.folding import (
     MAX_REPORTED,
+    FoldPlan,
     FoldPolicy,
     FoldReport,
     Merge,
     Snapshot,
     decay_terms,
     effective_strength,
+    fold_groups,
     plan_fold,
     prune_margin,
 )
 from ..fold.gc_pause import paused_gc
-from ..fold.links import COMMON_WORD_ROWS, COMMON_WORD_SHARE, SCREEN_SLACK, probe_rows, word_set
-from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
+from ..fold.links import (
+    COMMON_WORD_ROWS,
+    COMMON_WORD_SHARE,
+    SCREEN_SLACK,
+    probe_rows,
+    unlisted_partner_sizes,
+    word_set,
+)
+from ..storage import SqlStorage, StoredRow, archive, fold_marks, tidy_text_index
 from . import writes
 from .cite_check import CitationCheck, expired_and_stale
 
@@ -225,9 +235,9 @@ def fold(
                 )
                 # Everything up to here has been screened; the folded records
                 # inserted next are new to the next fold.
-                fold_marks.set_fold_state(
-                    storage, storage.newest_change(), policy_key(policy), plan.held
-                )
+                screened_to = storage.newest_change()
+                _set_word_sizes(storage, plan, new_rows, source.incremental, screened_to)
+                fold_marks.set_fold_state(storage, screened_to, policy_key(policy), plan.held)
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
                 newest = storage.newest_change()
@@ -382,7 +392,8 @@ def _incremental(
     if not changed_ids and not due:
         return _Source(None, True, records, 0, nothing_to_do=True)
     with archive.mapped_file(storage):
-        return _screened(engine, storage, policy, records, changed_ids, due)
+        sizes = _word_sizes(storage, state[0])
+        return _screened(engine, storage, policy, records, changed_ids, due, sizes)
 
 
 def _changed_since_fold(storage: SqlStorage, policy: FoldPolicy) -> bool:
@@ -401,8 +412,13 @@ def _screened(
     records: int,
     changed_ids: list[str],
     due: list[str],
+    sizes: Mapping[str, npt.NDArray[np.int64]] | None = None,
 ) -> _Source:
-    """:func:`_incremental`'s records: the changed ones and all they may fold with."""
+    """:func:`_incremental`'s records: the changed ones and all they may fold with.
+
+    ``sizes``: the numbers of distinct words the store's records may have, by
+    group key (see :func:`_word_sizes`); None when unknown.
+    """
     fresh = archive.read_snapshot_of(storage, record_ids=changed_ids)
     vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
     rowids: set[int] = set()
@@ -418,50 +434,142 @@ def _screened(
             lists[word] = fold_marks.rows_with_word(storage, word, limit)
         return lists[word]
 
+    keys = fold_groups(fresh)
     for i in np.flatnonzero(fresh.has_vector).tolist():
-        probe = probe_rows(word_set(fresh.contents[i]), policy.word_overlap, posting)
+        words = word_set(fresh.contents[i])
+        probe = probe_rows(words, policy.word_overlap, posting)
         if probe is None:
-            scan.append(i)
+            # Every word was asked for. A partner that holds none of the listed
+            # ones has a size the store may not hold in this group at all.
+            listed = [rows for rows in map(lists.get, words) if rows is not None]
+            known = None if sizes is None else sizes.get(keys[i], _NO_SIZES)
+            if policy.word_overlap <= 0 or known is None:
+                scan.append(i)
+                continue
+            low, high = unlisted_partner_sizes(len(words), len(words) - len(listed),
+                                               policy.word_overlap)  # fmt: skip
+            if low <= high and np.searchsorted(known, low) < np.searchsorted(known, high, "right"):
+                scan.append(i)
+                continue
+            if listed:
+                rowids.update(np.unique(np.concatenate(listed)).tolist())
             continue
         lead, need = probe
         found, times = np.unique(np.concatenate(lead), return_counts=True)
         rowids.update(found[times >= need].tolist())
-    near = _similar(engine, storage, fresh.vectors[scan], policy.similarity - SCREEN_SLACK)
+    near = _similar(engine, fresh, scan, policy.similarity - SCREEN_SLACK)
     snapshot = archive.read_snapshot_of(
         storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
     )
     return _Source(snapshot, True, records, len(fresh), vanished)
 
 
-def _similar(
-    engine: EngineParts, storage: SqlStorage, queries: npt.NDArray[np.float32], threshold: float
-) -> list[str]:
-    """Ids of live records whose vector's cosine with one of ``queries`` reaches ``threshold``.
+#: The store's meta key for the numbers of distinct words its records have, by
+#: group key, as of the last fold (see :func:`_word_sizes`).
+WORD_SIZES_KEY = "fold_word_sizes"
+_NO_SIZES = np.zeros(0, dtype=np.int64)
 
-    From the engine's index when it holds one; on a store that answers queries
-    itself (PostgreSQL), from its vectors read in batches, so that the fold
-    holds none of them for long.
+
+def _word_sizes(storage: SqlStorage, seq: int) -> dict[str, npt.NDArray[np.int64]] | None:
+    """Every number of distinct words a live record of each group may have, sorted, as
+    the fold that got to change-log position ``seq`` left them; None when unknown.
+
+    A full fold counts them; an incremental one adds those of the records it
+    screened and made. A size may stay after the last record of that size
+    left: the set only ever holds more than the store, never less, which is
+    all an incremental fold needs (see :func:`.links.unlisted_partner_sizes`).
+    Records changed since then are the next fold's fresh ones, which it
+    adds before it relies on the set.
     """
-    held = engine.held_index
-    source = pushdown_of(storage)
-    if held is not None or source is None:
-        return engine.index.similar(queries, threshold)
-    if not len(queries):
+    raw = storage.get_meta(WORD_SIZES_KEY)
+    if raw is None:
+        return None
+    try:
+        state = json.loads(raw)
+        if state.get("seq") != seq:
+            return None
+        return {str(k): np.asarray(sorted(v), dtype=np.int64) for k, v in state["groups"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _set_word_sizes(
+    storage: SqlStorage,
+    plan: FoldPlan,
+    new_rows: Sequence[StoredRow],
+    incremental: bool,
+    seq: int,
+) -> None:
+    """Note the sizes (see :func:`_word_sizes`) as of ``seq``. Call inside the fold's
+    transaction, before its new fold state."""
+    known: dict[str, npt.NDArray[np.int64]] | None = {}
+    if incremental:
+        state = fold_marks.fold_state(storage)
+        known = None if state is None else _word_sizes(storage, state[0])
+    if known is None or plan.word_sizes is None:
+        storage.set_meta(WORD_SIZES_KEY, json.dumps({"seq": None}))
+        return
+    groups = {key: set(values.tolist()) for key, values in known.items()}
+    for key, values in plan.word_sizes.items():
+        groups.setdefault(key, set()).update(values)
+    for row in new_rows:
+        key = "\x00".join((row.record.scope, row.record.domain))
+        groups.setdefault(key, set()).add(len(word_set(row.record.content)))
+    found = {key: sorted(values) for key, values in sorted(groups.items())}
+    storage.set_meta(WORD_SIZES_KEY, json.dumps({"seq": seq, "groups": found}))
+
+
+def _similar(
+    engine: EngineParts, fresh: Snapshot, scan: Sequence[int], threshold: float
+) -> list[str]:
+    """Ids of live records that ``fresh``'s rows ``scan`` may link with by vector alone.
+
+    Those in the same scope and domain as one of them that share its
+    subdomain or one of its tags, with a cosine of ``threshold`` or more: a
+    link needs all three, so no other record can be one's partner. Each
+    label's records are compared with the rows that have that label, so a
+    pass compares far fewer pairs than every row with every record. From the
+    engine's index; on a store that answers queries itself (PostgreSQL) it is
+    read the first time and then kept up to date through the change log, as
+    on SQLite, rather than every vector being read back at every fold.
+    """
+    if not len(scan):
         return []
-    size = queries.shape[1] * 4
-    found: list[str] = []
-    for batch in source.vector_batches(TagQuery()):
-        fits = [(rid, blob) for rid, blob in batch if len(blob) == size]
-        if not fits:
+    index = engine.index
+    registry = engine.registry
+    found: list[npt.NDArray[np.int64]] = []
+    loose: list[int] = []  # rows whose labels the index cannot gate on: every vector
+    by_label: dict[TagQuery, list[int]] = {}
+    for i in scan:
+        domain = registry.get(Kind.DOMAIN, fresh.domains[i])
+        subdomain = registry.get(Kind.SUBDOMAIN, fresh.subdomains[i])
+        tags = [registry.get(Kind.TAG, tag) for tag in fresh.tags[i]]
+        if domain is None or subdomain is None or None in tags or threshold <= 0:
+            loose.append(i)
             continue
-        block = np.frombuffer(b"".join(blob for _, blob in fits), dtype="<f4")
-        block = block.reshape(len(fits), size // 4)
-        norms = np.linalg.norm(block, axis=1)
-        present = norms > 0
-        block = block / np.where(present, norms, 1.0).astype(np.float32)[:, None]
-        near = (block @ queries.T >= threshold).any(axis=1) & present
-        found.extend(rid for (rid, _), hit in zip(fits, near.tolist()) if hit)
-    return found
+        scopes = (fresh.scopes[i],)
+        by_label.setdefault(TagQuery(domain, subdomain, scopes=scopes), []).append(i)
+        for prime in tags:
+            assert prime is not None
+            by_label.setdefault(TagQuery(domain, all_of=(prime,), scopes=scopes), []).append(i)
+    matrix = index.vectors_of([])
+    if matrix is not None and by_label:
+        vectors = matrix[0]
+        for gates, members in by_label.items():
+            rows = index.select(gates)
+            queries = fresh.vectors[members]
+            for start in range(0, len(rows), _SIMILAR_ROWS):
+                block = rows[start : start + _SIMILAR_ROWS]
+                near = (vectors[block] @ queries.T >= threshold).any(axis=1)
+                found.append(block[near])
+    ids = index.record_ids(np.unique(np.concatenate(found))) if found else []
+    if loose:
+        ids.extend(index.similar(fresh.vectors[loose], threshold))
+    return ids
+
+
+#: Rows of the index compared with a label's records at once, to bound memory.
+_SIMILAR_ROWS = 32_768
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:

@@ -385,6 +385,10 @@ class FoldPlan:
     #: Expired memories about code whose citations are stale, to archive as
     #: ``stale``, by id, with a detail naming the stale citation.
     stale: tuple[tuple[str, str], ...] = ()
+    #: The numbers of distinct words the planned records have, by group key
+    #: (see :func:`fold_groups`), each group's sorted; None when the plan
+    #: did not count words (the exhaustive screen, no word rule).
+    word_sizes: Mapping[str, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,8 +671,10 @@ def plan_fold(
     pruned = tuple((snapshot.record_ids[i], float(effective[i])) for i in pruned_rows.tolist())
     if step is not None:
         step("finding candidates")
+    keys = fold_groups(snapshot)
+    counted: list[npt.NDArray[np.signedinteger[Any]]] = []
     groups = cluster(
-        fold_groups(snapshot),
+        keys,
         snapshot.subdomains,
         snapshot.tags,
         snapshot.vectors,
@@ -680,6 +686,7 @@ def plan_fold(
         ranks=ranks,
         step=step,
         apart=_positions_of(snapshot, kept_apart),
+        word_counts=counted.append,
     )
     held: tuple[str, ...] = ()
     if apart:
@@ -722,7 +729,23 @@ def plan_fold(
         unmarked=unmarked,
         held=held,
         stale=stale,
+        word_sizes=_sizes_by_group(keys, counted[0]) if counted else None,
     )
+
+
+def _sizes_by_group(
+    keys: Sequence[str], sizes: npt.NDArray[np.signedinteger[Any]]
+) -> dict[str, tuple[int, ...]]:
+    """The distinct values of ``sizes`` within each group key, sorted."""
+    table = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    codes = np.fromiter(map(table.__getitem__, keys), dtype=np.int64, count=len(keys))
+    width = int(sizes.max()) + 1 if len(sizes) else 1
+    pairs = np.unique(codes * width + sizes.astype(np.int64))
+    names = list(table)
+    found: dict[str, list[int]] = {}
+    for code, size in zip((pairs // width).tolist(), (pairs % width).tolist()):
+        found.setdefault(names[code], []).append(size)
+    return {key: tuple(values) for key, values in found.items()}
 
 
 # -- merge ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ function of its arguments.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,11 +32,13 @@ __all__ = [
     "PROBE_ROWS",
     "SCREEN_SLACK",
     "PlanStep",
+    "WordCounts",
     "cluster",
     "jaccard",
     "linked_pairs",
     "overlap_floor",
     "probe_rows",
+    "unlisted_partner_sizes",
     "word_set",
     "word_table",
 ]
@@ -59,6 +62,8 @@ _EXACT_CHUNK = 8_192
 Ints = npt.NDArray[np.signedinteger[Any]]
 #: ``step(name)``: called as a plan moves on to its next step.
 PlanStep = Callable[[str], None]
+#: ``word_counts(sizes)``: told each row's number of distinct words.
+WordCounts = Callable[[Ints], None]
 
 
 def cluster(
@@ -75,6 +80,7 @@ def cluster(
     ranks: npt.NDArray[np.int64] | None = None,
     step: PlanStep | None = None,
     apart: Sequence[Sequence[int]] = (),
+    word_counts: WordCounts | None = None,
 ) -> list[list[int]]:
     """Clusters of two or more row positions, each led by its most-linked member.
 
@@ -91,6 +97,8 @@ def cluster(
 
     ``apart`` lists groups of rows kept apart: no two rows of one group are
     linked, so no cluster holds two of them; each may still join others.
+    ``word_counts`` is told each row's number of distinct words, when the
+    candidate search counts them (see :func:`linked_pairs`).
     """
     n = len(domains)
     codes = linked_pairs(
@@ -104,6 +112,7 @@ def cluster(
         word_overlap=word_overlap,
         exhaustive=exhaustive,
         step=step,
+        word_counts=word_counts,
     )
     if len(codes) and apart:
         kept = [_code(a, b, n) for group in apart for a, b in itertools.combinations(group, 2)]
@@ -156,6 +165,7 @@ def linked_pairs(
     word_overlap: float = 0.0,
     exhaustive: bool = False,
     step: PlanStep | None = None,
+    word_counts: WordCounts | None = None,
 ) -> npt.NDArray[np.int64]:
     """Sorted pair codes ``low * n + high`` of every linked pair (see :func:`cluster`).
 
@@ -194,6 +204,10 @@ def linked_pairs(
     the bands at the default thresholds), and never make a link the
     exhaustive screen does not. With no ``contents`` or a ``word_overlap`` of 0 there is
     no word rule to join on, and every pair within a group is screened.
+
+    ``word_counts``, when given, is told each row's number of distinct words
+    (an array by row) once the candidate search has counted them; the
+    exhaustive screen counts none.
     """
     n = len(domains)
     if contents is None or word_overlap <= 0 or exhaustive:
@@ -204,7 +218,7 @@ def linked_pairs(
             codes = codes[_share_words(contents, codes // n, codes % n, word_overlap)]
         return codes
     group_of = _codes(domains)
-    a, b, residue = _prefix_candidates(group_of, contents, eligible, word_overlap)
+    a, b, residue = _prefix_candidates(group_of, contents, eligible, word_overlap, word_counts)
     met, screened = residue_candidates(
         group_of, contents, residue, word_overlap, unit_vectors, threshold
     )
@@ -305,6 +319,22 @@ def probe_rows(
     return (lead, need) if need >= 1 else None
 
 
+def unlisted_partner_sizes(size: int, unlisted: int, overlap: float) -> tuple[int, int]:
+    """The sizes a record may have that overlaps by ``overlap`` with one of ``size``
+    distinct words while sharing none but ``unlisted`` of them (empty when low > high).
+
+    ``o`` shared words of ``x`` give ``J = o / (|x| + |y| - o)``, so ``J >= t``
+    needs ``t |x| <= |y| <= o (1 + t) / t - |x|``, and ``o <= unlisted``. An
+    incremental fold asks the full-text index for a record's words: a record
+    that holds none of those it found lists for shares only the others, and
+    where its group holds no record of these sizes it needs no pass over
+    every vector. A hair of slack keeps the bounds safe from rounding.
+    """
+    low = max(math.ceil(overlap * size - 1e-9), 0)
+    high = math.floor(min(size / overlap, unlisted * (1 + overlap) / overlap - size) + 1e-9)
+    return low, high
+
+
 #: Rows the lists of an incremental fold's look-up may hold together before it
 #: asks for more of a record's words (see :func:`probe_rows`).
 PROBE_ROWS = 2_048
@@ -320,6 +350,7 @@ def _prefix_candidates(
     contents: Sequence[str],
     eligible: npt.NDArray[np.bool_],
     overlap: float,
+    word_counts: WordCounts | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """Candidate pairs ``(a, b)``, ``a < b``, and the rows left to the exhaustive screen.
 
@@ -335,6 +366,8 @@ def _prefix_candidates(
     offsets, words = word_table(contents)  # held here alone, so that it goes early
     sizes = np.diff(offsets)
     del offsets
+    if word_counts is not None:
+        word_counts(sizes)
     # 32-bit rows and tokens: half the memory of the largest arrays here.
     rows: Ints = np.repeat(np.arange(n, dtype=np.int32), sizes)
     if not eligible.all():
