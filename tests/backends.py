@@ -8,15 +8,18 @@ call changed nothing), and an empty store for each hypothesis example.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 
+from prime_memory_folding import MemoryEngine, RankingSettings
 from prime_memory_folding.core.primes import DEFAULT_LABELS
 
-__all__ = ["dump", "emptied", "examples", "is_postgres"]
+__all__ = ["dump", "emptied", "examples", "is_postgres", "twins"]
 
 
 def is_postgres(store: str | Path) -> bool:
@@ -91,3 +94,27 @@ def examples(store: str, sqlite: int, postgres: int) -> settings:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
+
+
+@contextlib.contextmanager
+def twins(
+    lite_path: Path,
+    pg_url: str,
+    clocks: tuple[Callable[[], float], Callable[[], float]],
+    rankings: tuple[RankingSettings, RankingSettings],
+) -> Iterator[tuple[MemoryEngine, MemoryEngine]]:
+    """An SQLite store at ``lite_path`` and the emptied PostgreSQL store, both in
+    scope ``project:a`` with the built-in model, each with its clock and ranking."""
+    with (
+        MemoryEngine(
+            lite_path, clock=clocks[0], scope="project:a", ranking=rankings[0], embedder="builtin"
+        ) as lite,
+        MemoryEngine(
+            emptied(pg_url),
+            clock=clocks[1],
+            scope="project:a",
+            ranking=rankings[1],
+            embedder="builtin",
+        ) as pg,
+    ):
+        yield lite, pg

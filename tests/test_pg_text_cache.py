@@ -23,7 +23,7 @@ from prime_memory_folding.engine import text_cache, vector_cache
 from prime_memory_folding.engine.text_cache import TextCache
 from prime_memory_folding.storage import sqlite_text
 
-from .backends import emptied, examples
+from .backends import examples, twins
 from .conftest import FakeClock
 
 #: Words whose stems, stop words, diacritics and joins the two text indexes of
@@ -72,18 +72,7 @@ def test_text_queries_rank_as_on_sqlite(
     ) -> None:
         clocks = FakeClock(), FakeClock()
         lite_path = tmp_path / f"lite-{next(examples_run)}.db"
-        with (
-            MemoryEngine(
-                lite_path, clock=clocks[0], scope="project:a", ranking=planned, embedder="builtin"
-            ) as lite,
-            MemoryEngine(
-                emptied(pg_url),
-                clock=clocks[1],
-                scope="project:a",
-                ranking=small,
-                embedder="builtin",
-            ) as pg,
-        ):
+        with twins(lite_path, pg_url, clocks, (planned, small)) as (lite, pg):
             for content, session, tag in written:
                 item = {"content": content, "session": session, "tags": [tag]}
                 assert lite.store(**item) == pg.store(**item)

@@ -4,7 +4,8 @@ Its window holds only the candidates the fusion can rank (the BM25 candidates,
 the nearest vectors, the records of the words the first hits lend, and their
 session neighbours), not every gated record. With windows lowered so that
 this path always runs, and the built-in model's vectors, a hybrid text query
-answers as the SQLite store's, which ranks over every record.
+answers as the SQLite store's, which ranks over every record: here with
+PostgreSQL's own text index (the text cache off), on words both index alike.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prime_memory_folding import MemoryEngine, RankingSettings
-from prime_memory_folding.engine import vector_cache
+from prime_memory_folding.engine import text_cache, vector_cache
 
-from .backends import emptied, examples
+from .backends import examples, twins
 from .conftest import FakeClock
 
 #: Words that both backends' stemmers keep alike, and no stop word.
@@ -52,6 +53,9 @@ def test_text_queries_rank_over_candidates_as_over_every_record(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(vector_cache.SETTING, raising=False)
+    # PostgreSQL's own text index, where both see the same words (with the text
+    # cache on, the default, tests/test_pg_text_cache.py checks every word).
+    monkeypatch.setenv(text_cache.SETTING, "off")
     examples_run = itertools.count()
     small = RankingSettings(window_max=3, nearest_keep=1)
 
@@ -70,16 +74,7 @@ def test_text_queries_rank_over_candidates_as_over_every_record(
     ) -> None:
         clocks = FakeClock(), FakeClock()
         lite_path = tmp_path / f"lite-{next(examples_run)}.db"
-        with (
-            MemoryEngine(lite_path, clock=clocks[0], scope="project:a", embedder="builtin") as lite,
-            MemoryEngine(
-                emptied(pg_url),
-                clock=clocks[1],
-                scope="project:a",
-                ranking=small,
-                embedder="builtin",
-            ) as pg,
-        ):
+        with twins(lite_path, pg_url, clocks, (RankingSettings(), small)) as (lite, pg):
             for words, session, scope, tag in written:
                 item = {"content": " ".join(words), "session": session, "scope": scope}
                 assert lite.store(**item, tags=[tag]) == pg.store(**item, tags=[tag])
