@@ -560,7 +560,8 @@ def _similar(
             queries = fresh.vectors[members]
             for start in range(0, len(rows), _SIMILAR_ROWS):
                 block = rows[start : start + _SIMILAR_ROWS]
-                near = (vectors[block] @ queries.T >= threshold).any(axis=1)
+                # Queries by rows, not rows by queries: far faster for a few queries.
+                near = (queries @ vectors[block].T >= threshold).any(axis=0)
                 found.append(block[near])
     ids = index.record_ids(np.unique(np.concatenate(found))) if found else []
     if loose:
