@@ -1111,6 +1111,7 @@ def shared_words(
                     f"fold (target <= 1/8), screened {inc['screened']:,}, folded "
                     f"{inc['folded']:,} into {inc['created']:,}  {'PASS' if i_ok else 'MISS'}"
                 )
+                say(f"      incremental fold by step: {_shares(inc['steps'])}")
                 ok &= i_ok
                 if "left_over" in run:
                     left_ok = run["left_over"] == 0
