@@ -544,16 +544,18 @@ def _similar(
         domain = registry.get(Kind.DOMAIN, fresh.domains[i])
         subdomain = registry.get(Kind.SUBDOMAIN, fresh.subdomains[i])
         tags = [registry.get(Kind.TAG, tag) for tag in fresh.tags[i]]
-        if domain is None or subdomain is None or None in tags or threshold <= 0:
+        primes = [prime for prime in tags if prime is not None]
+        if domain is None or subdomain is None or len(primes) < len(tags) or threshold <= 0:
             loose.append(i)
             continue
         scopes = (fresh.scopes[i],)
         by_label.setdefault(TagQuery(domain, subdomain, scopes=scopes), []).append(i)
-        for prime in tags:
-            assert prime is not None
+        for prime in primes:
             by_label.setdefault(TagQuery(domain, all_of=(prime,), scopes=scopes), []).append(i)
     matrix = index.vectors_of([])
-    if matrix is not None and by_label:
+    if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1]:
+        return index.similar(fresh.vectors[list(scan)], threshold)  # finds none
+    if by_label:
         vectors = matrix[0]
         for gates, members in by_label.items():
             rows = index.select(gates)
