@@ -685,3 +685,21 @@ def test_the_sizes_a_fold_leaves_cover_every_live_record(
         engine.fold(full=True, policy=FoldPolicy(exhaustive=True))
         state = fold_marks.fold_state(engine.storage)
         assert state is not None and maintenance._word_sizes(engine.storage, state[0]) is None
+
+
+def test_a_record_changed_to_a_near_duplicate_after_a_fold_is_screened_again(
+    backend_store: str,
+) -> None:
+    with MemoryEngine(backend_store, clock=FakeClock(T0)) as engine:
+        engine.store_many(items_of(300, unit(7_000)))
+        kept = engine.store("the crane rota for pier four", vector=unit(7_000))
+        other = engine.store("item", vector=unit(7_001))
+        engine.fold(full=True)
+        engine.fold()  # screens what the full fold left, and notes what it screened
+        engine.store("item 9000", vector=unit(7_002))
+        engine.fold()
+        # Unchanged since two folds screened it, then changed to fold with ``kept``.
+        engine.update(other.record_id, content="the crane rota for pier four!", vector=unit(7_000))
+        report = engine.fold()
+        assert report.incremental
+        assert [set(m) for m in report.folded_from.values()] == [{kept.record_id, other.record_id}]

@@ -9,11 +9,12 @@ as methods of the same names.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -237,6 +238,7 @@ def fold(
                 # inserted next are new to the next fold.
                 screened_to = storage.newest_change()
                 _set_word_sizes(storage, plan, new_rows, source.incremental, screened_to)
+                _set_screened(storage, plan, source.prints, screened_to)
                 fold_marks.set_fold_state(storage, screened_to, policy_key(policy), plan.held)
                 storage.insert(new_rows)
                 storage.set_meta(LAST_FOLD_KEY, repr(when))
@@ -326,6 +328,8 @@ class _Source:
     vanished: tuple[str, ...] = ()
     #: Nothing changed since the last fold and nothing is due.
     nothing_to_do: bool = False
+    #: Each screened record's fingerprint (see :func:`_fingerprints`), by id.
+    prints: Mapping[str, str] = field(default_factory=dict)
 
     def planned(self) -> Snapshot:
         """The records to plan over (none when there is nothing to do)."""
@@ -393,7 +397,8 @@ def _incremental(
         return _Source(None, True, records, 0, nothing_to_do=True)
     with archive.mapped_file(storage):
         sizes = _word_sizes(storage, state[0])
-        return _screened(engine, storage, policy, records, changed_ids, due, sizes)
+        clean = _screened_before(storage, state[0], exclude={*waiting, *released})
+        return _screened(engine, storage, policy, records, changed_ids, due, sizes, clean)
 
 
 def _changed_since_fold(storage: SqlStorage, policy: FoldPolicy) -> bool:
@@ -413,11 +418,16 @@ def _screened(
     changed_ids: list[str],
     due: list[str],
     sizes: Mapping[str, npt.NDArray[np.int64]] | None = None,
+    clean: Mapping[str, str] | None = None,
 ) -> _Source:
     """:func:`_incremental`'s records: the changed ones and all they may fold with.
 
     ``sizes``: the numbers of distinct words the store's records may have, by
-    group key (see :func:`_word_sizes`); None when unknown.
+    group key (see :func:`_word_sizes`); None when unknown. ``clean``: the
+    records the last fold screened and left live, with their fingerprints
+    (see :func:`_screened_before`): one that has not changed since can fold
+    only with records new since, which are all planned over here, so it
+    leads to no other record.
     """
     fresh = archive.read_snapshot_of(storage, record_ids=changed_ids)
     vanished = tuple(sorted(set(changed_ids) - set(fresh.record_ids)))
@@ -435,7 +445,11 @@ def _screened(
         return lists[word]
 
     keys = fold_groups(fresh)
+    prints = _fingerprints(fresh)
+    clean = clean or {}
     for i in np.flatnonzero(fresh.has_vector).tolist():
+        if clean.get(fresh.record_ids[i]) == prints[i]:
+            continue
         words = word_set(fresh.contents[i])
         probe = probe_rows(words, policy.word_overlap, posting)
         if probe is None:
@@ -461,7 +475,9 @@ def _screened(
     snapshot = archive.read_snapshot_of(
         storage, record_ids=[*fresh.record_ids, *due, *near], rowids=sorted(rowids)
     )
-    return _Source(snapshot, True, records, len(fresh), vanished)
+    return _Source(
+        snapshot, True, records, len(fresh), vanished, prints=dict(zip(fresh.record_ids, prints))
+    )
 
 
 #: The store's meta key for the numbers of distinct words its records have, by
@@ -517,6 +533,65 @@ def _set_word_sizes(
         groups.setdefault(key, set()).add(len(word_set(row.record.content)))
     found = {key: sorted(values) for key, values in sorted(groups.items())}
     storage.set_meta(WORD_SIZES_KEY, json.dumps({"seq": seq, "groups": found}))
+
+
+#: The store's meta key for the records the last fold screened and left live, with
+#: their fingerprints (see :func:`_screened_before`).
+SCREENED_KEY = "fold_screened"
+#: A fold that screened more records than this leaves none noted: the next
+#: fold then screens every changed record, as it would without the note.
+_SCREENED_NOTED = 4_096
+
+
+def _fingerprints(snapshot: Snapshot) -> list[str]:
+    """A digest of what decides each record's links: its scope, labels, words and vector."""
+    found = []
+    for i in range(len(snapshot)):
+        digest = hashlib.blake2b(digest_size=12)
+        parts = (snapshot.scopes[i], snapshot.domains[i], snapshot.subdomains[i],
+                 "\x1f".join(snapshot.tags[i]), snapshot.contents[i])  # fmt: skip
+        for part in parts:
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+        digest.update(bytes([bool(snapshot.has_vector[i])]) + snapshot.vectors[i].tobytes())
+        found.append(digest.hexdigest())
+    return found
+
+
+def _screened_before(storage: SqlStorage, seq: int, exclude: set[str]) -> dict[str, str]:
+    """The records the fold that got to change-log position ``seq`` screened and left
+    live, with their fingerprints then; but ``exclude``.
+
+    Such a record had no link left among the records live after that fold,
+    so while it is unchanged, its links can only be with records new or
+    changed since. A store whose change log is read a little way back (on
+    PostgreSQL, sequence numbers come before commits) lists it again at the
+    next fold: this is how that fold knows it need not look for its partners.
+    """
+    raw = storage.get_meta(SCREENED_KEY)
+    if raw is None:
+        return {}
+    try:
+        state = json.loads(raw)
+        if state.get("seq") != seq:
+            return {}
+        return {str(k): str(v) for k, v in state["prints"].items() if k not in exclude}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _set_screened(storage: SqlStorage, plan: FoldPlan, prints: Mapping[str, str], seq: int) -> None:
+    """Note the records this fold screened and leaves live (see :func:`_screened_before`).
+
+    Call inside the fold's transaction. Not those it prunes, merges or leaves
+    unmerged for this fold only (``plan.held``).
+    """
+    gone = {rid for rid, _ in plan.pruned} | {rid for rid, _ in plan.stale} | set(plan.held)
+    gone.update(rid for merge in plan.merges for rid in merge.member_ids)
+    kept = {rid: fp for rid, fp in sorted(prints.items()) if rid not in gone}
+    state: dict[str, object] = {"seq": None}
+    if len(kept) <= _SCREENED_NOTED:
+        state = {"seq": seq, "prints": kept}
+    storage.set_meta(SCREENED_KEY, json.dumps(state))
 
 
 def _similar(
