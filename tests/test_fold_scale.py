@@ -634,15 +634,20 @@ def items_of(count: int, away_from: list[float]) -> list[dict[str, Any]]:
         (False, ("a", ["x"]), False),  # no record of one word to fold with
     ],
 )
+@pytest.mark.parametrize("by_label", [True, False])
 def test_an_incremental_fold_finds_a_partner_that_shares_only_a_common_word(
     backend_store: str,
     another_store: str,
     single: bool,
     labels: tuple[str, list[str]],
     merges: bool,
+    by_label: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 300 records hold "item": it is common, and a new "item 9000" leads nowhere
-    # through the full-text index. Its partner, if any, holds "item" alone.
+    # through the full-text index. Its partner, if any, holds "item" alone. Its
+    # vector is compared label by label, or with its whole group's.
+    monkeypatch.setattr(maintenance, "_LABEL_PAIRS", 0 if by_label else 10**12)
     outcomes = []
     for path, full in ((backend_store, False), (another_store, True)):
         with MemoryEngine(path, clock=FakeClock(T0)) as engine:

@@ -599,55 +599,83 @@ def _similar(
 ) -> list[str]:
     """Ids of live records that ``fresh``'s rows ``scan`` may link with by vector alone.
 
-    Those in the same scope and domain as one of them that share its
-    subdomain or one of its tags, with a cosine of ``threshold`` or more: a
-    link needs all three, so no other record can be one's partner. Each
-    label's records are compared with the rows that have that label, so a
-    pass compares far fewer pairs than every row with every record. From the
-    engine's index; on a store that answers queries itself (PostgreSQL) it is
-    read the first time and then kept up to date through the change log, as
-    on SQLite, rather than every vector being read back at every fold.
+    Those in the same scope and domain as one of them whose vectors reach
+    ``threshold`` with its vector. A link also needs a shared subdomain or
+    tag, so in a large group each label's records are compared only with the
+    rows that have that label: far fewer pairs, in more and smaller products,
+    which pays once the group is large enough (:data:`_LABEL_PAIRS`). From
+    the engine's index; on a store that answers queries itself (PostgreSQL)
+    it is read the first time and then kept up to date through the change
+    log, as on SQLite, rather than every vector being read back at every fold.
     """
     if not len(scan):
         return []
     index = engine.index
+    matrix = index.vectors_of([])
+    if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1] or threshold <= 0:
+        return index.similar(fresh.vectors[list(scan)], threshold)
+    vectors = matrix[0]
     registry = engine.registry
-    found: list[npt.NDArray[np.int64]] = []
     loose: list[int] = []  # rows whose labels the index cannot gate on: every vector
-    by_label: dict[TagQuery, list[int]] = {}
+    groups: dict[TagQuery, dict[TagQuery, list[int]]] = {}
     for i in scan:
         domain = registry.get(Kind.DOMAIN, fresh.domains[i])
         subdomain = registry.get(Kind.SUBDOMAIN, fresh.subdomains[i])
         tags = [registry.get(Kind.TAG, tag) for tag in fresh.tags[i]]
         primes = [prime for prime in tags if prime is not None]
-        if domain is None or subdomain is None or len(primes) < len(tags) or threshold <= 0:
+        if domain is None or subdomain is None or len(primes) < len(tags):
             loose.append(i)
             continue
         scopes = (fresh.scopes[i],)
-        by_label.setdefault(TagQuery(domain, subdomain, scopes=scopes), []).append(i)
+        labels = groups.setdefault(TagQuery(domain, scopes=scopes), {})
+        labels.setdefault(TagQuery(domain, subdomain, scopes=scopes), []).append(i)
         for prime in primes:
-            by_label.setdefault(TagQuery(domain, all_of=(prime,), scopes=scopes), []).append(i)
-    matrix = index.vectors_of([])
-    if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1]:
-        return index.similar(fresh.vectors[list(scan)], threshold)  # finds none
-    if by_label:
-        vectors = matrix[0]
-        for gates, members in by_label.items():
-            rows = index.select(gates)
-            queries = fresh.vectors[members]
-            for start in range(0, len(rows), _SIMILAR_ROWS):
-                block = rows[start : start + _SIMILAR_ROWS]
-                # Queries by rows, not rows by queries: far faster for a few queries.
-                near = (queries @ vectors[block].T >= threshold).any(axis=0)
-                found.append(block[near])
+            labels.setdefault(TagQuery(domain, all_of=(prime,), scopes=scopes), []).append(i)
+    found: list[npt.NDArray[np.int64]] = []
+    for group, labels in groups.items():
+        rows = index.select(group)
+        members = sorted({i for by_label in labels.values() for i in by_label})
+        if len(members) * len(rows) <= _LABEL_PAIRS * len(labels):
+            found.append(_near_rows(vectors, rows, fresh.vectors[members], threshold))
+            continue
+        for gates, by_label in labels.items():
+            found.append(
+                _near_rows(vectors, index.select(gates), fresh.vectors[by_label], threshold)
+            )
     ids = index.record_ids(np.unique(np.concatenate(found))) if found else []
     if loose:
         ids.extend(index.similar(fresh.vectors[loose], threshold))
     return ids
 
 
+def _near_rows(
+    vectors: npt.NDArray[np.float32],
+    rows: npt.NDArray[np.int64],
+    queries: npt.NDArray[np.float32],
+    threshold: float,
+) -> npt.NDArray[np.int64]:
+    """Those of ``rows`` whose vector reaches ``threshold`` with one of ``queries``."""
+    found = []
+    for start in range(0, len(rows), _SIMILAR_ROWS):
+        block = rows[start : start + _SIMILAR_ROWS]
+        if len(queries) <= _FEW_QUERIES:
+            # A product this thin costs the BLAS library's threads more than
+            # it saves: numpy's own loop does it in one.
+            scores = np.einsum("ij,kj->ik", queries, vectors[block])
+        else:
+            scores = queries @ vectors[block].T
+        found.append(block[(scores >= threshold).any(axis=0)])
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
 #: Rows of the index compared with a label's records at once, to bound memory.
 _SIMILAR_ROWS = 32_768
+#: A label with this few new records is compared without the BLAS library.
+_FEW_QUERIES = 8
+#: A group is compared label by label when its pairs, every new record with
+#: every row, pass this many per label: a label's product costs about as
+#: much as this many pairs more in one product.
+_LABEL_PAIRS = 100_000
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:
