@@ -42,6 +42,7 @@ import heapq
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -307,6 +308,8 @@ def _nearest(
 
 #: Held while a reader makes its vector cache.
 _CACHE_MADE = threading.Lock()
+#: Threads that look for a text query's nearest records beside its word search.
+_SIDE_BY_SIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pmf-nearest")
 
 #: ``nearest(gates, unit, keep)``: about ``keep`` gated records nearest ``unit``, by
 #: an index (pgvector's, or the server's :class:`~.vector_cache.VectorCache`); None
@@ -354,6 +357,7 @@ def by_text(
     limit: int,
     nearest: Nearest | None = None,
     lexical: Lexical | None = None,
+    side_by_side: bool = False,
 ) -> Window:
     """BM25 and cosine fused (:func:`~.fusion.rank_text`), as the embedded store ranks
     a text query, over a window of the gated records.
@@ -366,11 +370,19 @@ def by_text(
     ranks as a window of every gated record would. Without ``nearest`` (no
     pgvector, no vector cache), the vector side reads the newest
     ``window_max`` gated records instead. ``lexical`` searches the text (the
-    store's own text index when None).
+    store's own text index when None); ``side_by_side`` looks for the nearest
+    records in another thread meanwhile (never inside a write, whose
+    connection that thread would not share).
     """
     settings, unit = query.settings, query.unit
     budget, window_max = settings.lexical_budget, settings.window_max
     search = store.lexical if lexical is None else lexical
+    # Outside a write, the nearest records are looked for while the words are
+    # (both wait on numpy, SQLite or the database, which let the other thread run).
+    pending: Future[list[str] | None] | None = None
+    keep = max(settings.nearest_keep, limit * 4)
+    if unit is not None and nearest is not None and side_by_side:
+        pending = _SIDE_BY_SIDE.submit(nearest, gates, unit, keep)
     found = search(query.text, gates, budget)
     lexical_ids: list[str] = list(found.scores)
     # The candidates' session neighbours come too, gated or not: they lend
@@ -379,10 +391,11 @@ def by_text(
     # context from its own neighbours.
     reach = settings.context_reach if settings.context_weight or settings.ask_penalty else 0
     reach *= 2
-    near: list[str] | None = []
-    if unit is not None:
-        keep = max(settings.nearest_keep, limit * 4)
-        near = None if nearest is None else nearest(gates, unit, keep)
+    near: list[str] | None = [] if unit is None else None
+    if pending is not None:
+        near = pending.result()
+    elif unit is not None and nearest is not None:
+        near = nearest(gates, unit, keep)
     candidates = list(dict.fromkeys([*lexical_ids, *(near or ())]))
     read = GatedRead(
         vectors=unit is not None,
@@ -495,8 +508,16 @@ class PushdownReader(Reader):
         if texts is not None:
             passing = self._passing(gates)
             lexical = cached_lexical(texts, passing, query.settings.exact_store, limit)
+        writing = self._parts.lock.writing()
         window = by_text(
-            self._store, self._live.columns, gates, query, limit, self._nearest, lexical
+            self._store,
+            self._live.columns,
+            gates,
+            query,
+            limit,
+            self._nearest,
+            lexical,
+            not writing,
         )
         return self._hits_of(window)
 
