@@ -202,3 +202,25 @@ def test_the_cache_searches_as_an_index_made_afresh(
             assert len(cache) == len(source.texts)
     got = cache.lexical(text, depth, budget=1_000, exact_store=1_000).scores
     assert got == pytest.approx(fresh_scores(source, text, depth))
+
+
+def test_a_failed_cache_is_given_up_and_the_store_answers(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A private database that fails (its disk full, say) is dropped with a
+    warning; that query and the next are answered from the store's own index."""
+    with MemoryEngine(pg_url, embedder="none") as pg:
+        stored = pg.store("the orchard keeps apples")
+        pg.store("a river bank")
+        assert _ids(pg.query(text="apples")) == [stored.record_id]
+
+        def full(*args: object, **kwargs: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(text_cache.sqlite_text, "lexical_scores", full)
+        with caplog.at_level("WARNING"):
+            assert _ids(pg.query(text="apples")) == [stored.record_id]
+        assert "text cache failed" in caplog.text
+        monkeypatch.undo()
+        later = pg.store("apples in a basket")
+        assert set(_ids(pg.query(text="apples"))) == {stored.record_id, later.record_id}

@@ -38,6 +38,7 @@ index.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import threading
@@ -68,7 +69,7 @@ from ..storage.base import (
 from ..storage.pg_decay import DECAY_FIELDS, DecayOrder
 from ..storage.sqlite_text import LEXICAL_DEPTH
 from .reads import Reader
-from .text_cache import TextCache, TextSource, text_cache_enabled
+from .text_cache import TextCache, TextCacheFailed, TextSource, text_cache_enabled
 from .vector_cache import Passing, VectorCache, VectorSource, cache_enabled
 
 __all__ = [
@@ -468,10 +469,17 @@ class PushdownReader(Reader):
         return True
 
     def shares_of(self, lent: bool) -> SharesOf:
-        texts = self._text_cache()
+        texts, store = self._text_cache(), self._store
         if texts is None:
-            return self._store.word_shares
-        return lambda words: texts.word_shares(words, lent=lent)
+            return store.word_shares
+
+        def shares(words: Sequence[str]) -> tuple[list[float | None], int] | None:
+            try:
+                return texts.word_shares(words, lent=lent)
+            except TextCacheFailed:
+                return store.word_shares(words)
+
+        return shares
 
     def _hits_of(self, window: Window) -> list[Hit]:
         return self.hits(window.ranked, window.index, window.stored)
@@ -508,27 +516,27 @@ class PushdownReader(Reader):
         if texts is not None:
             passing = self._passing(gates)
             lexical = cached_lexical(texts, passing, query.settings.exact_store, limit)
-        writing = self._parts.lock.writing()
-        window = by_text(
-            self._store,
-            self._live.columns,
-            gates,
-            query,
-            limit,
-            self._nearest,
-            lexical,
-            not writing,
-        )
+        side_by_side = not self._parts.lock.writing()
+        columns_of, nearest = self._live.columns, self._nearest
+        try:
+            window = by_text(
+                self._store, columns_of, gates, query, limit, nearest, lexical, side_by_side
+            )
+        except TextCacheFailed:  # given up: the store's own text index answers
+            window = by_text(
+                self._store, columns_of, gates, query, limit, nearest, None, side_by_side
+            )
         return self._hits_of(window)
 
     def _text_cache(self) -> TextCache | None:
-        """The server's text index (:mod:`.text_cache`); None when it is turned off."""
+        """The server's text index (:mod:`.text_cache`); None when it is turned off
+        or was given up."""
         if not text_cache_enabled():
             return None
         with _CACHE_MADE:  # reads run side by side: one cache per reader
             if self._texts is None:
                 self._texts = TextCache(cast(TextSource, self._store))
-            return self._texts
+            return None if self._texts.failed else self._texts
 
     def _passing(self, gates: TagQuery) -> Passing:
         """Which of some ids pass ``gates``: in SQL, and the strength gate on a window."""
@@ -558,10 +566,12 @@ class PushdownReader(Reader):
 
     def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
         texts, budget = self._text_cache(), self.ranking.lexical_budget
-        if texts is None:
+        found = None
+        if texts is not None:  # planned at any size, as the embedded store's
+            with contextlib.suppress(TextCacheFailed):
+                found = cached_lexical(texts, self._passing(gates), 0, limit)(text, gates, budget)
+        if found is None:
             found = self._store.lexical(text, gates, budget)
-        else:  # planned at any size, as the embedded store's
-            found = cached_lexical(texts, self._passing(gates), 0, limit)(text, gates, budget)
         best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
         return [rid for rid, _ in best[:limit]]
 

@@ -20,17 +20,21 @@ PostgreSQL's own text index (see docs/team.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 from ..storage import sqlite_text
 from ..storage.base import LexicalCandidates
 from ..storage.migrations import run_script
 
-__all__ = ["TextCache", "TextSource", "text_cache_enabled"]
+__all__ = ["TextCache", "TextCacheFailed", "TextSource", "text_cache_enabled"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The setting that turns the cache off.
 SETTING = "PRIME_MEMORY_TEXT_CACHE"
@@ -43,6 +47,10 @@ CHUNK = 10_000
 def text_cache_enabled() -> bool:
     """Whether servers keep the text in a full-text index of their own (:data:`SETTING`)."""
     return os.environ.get(SETTING, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+class TextCacheFailed(RuntimeError):
+    """The private database failed (its disk is full, say): the cache is given up."""
 
 
 class TextSource(Protocol):
@@ -64,6 +72,8 @@ class TextCache:
     def __init__(self, source: TextSource) -> None:
         self._source = source
         self._lock = threading.Lock()
+        #: Why the cache was given up (its database failed); None while it works.
+        self.failed: str | None = None
         self._db: sqlite3.Connection | None = None
         self._seq = -1
         self._size = 0
@@ -79,8 +89,8 @@ class TextCache:
         """BM25 of the best ``depth`` records that match ``text`` (None: every match),
         ungated, as the embedded store scores them
         (:func:`~..storage.sqlite_text.lexical_scores`)."""
-        with self._lock:
-            db = self._caught_up()
+
+        def search(db: sqlite3.Connection) -> LexicalCandidates:
             return sqlite_text.lexical_scores(
                 db,
                 sqlite_text.parse_query(text),
@@ -91,15 +101,35 @@ class TextCache:
                 exact_store=exact_store,
             )
 
+        return self._use(search)
+
     def word_shares(
         self, words: Sequence[str], *, lent: bool = False
     ) -> tuple[list[float | None], int] | None:
         """Each word's share of the newest records and the store's size, as the
         embedded store samples them (:class:`~..storage.sqlite_text.WordShares`)."""
-        with self._lock:
-            db = self._caught_up()
+
+        def shares(db: sqlite3.Connection) -> tuple[list[float | None], int] | None:
             memo = self._lent_shares if lent else self._shares
             return memo.of_store(db, self._size)(words)
+
+        return self._use(shares)
+
+    def _use(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """``read`` of the caught-up database; a failed database gives the cache up
+        (:class:`TextCacheFailed`), and its file goes."""
+        with self._lock:
+            if self.failed is not None:
+                raise TextCacheFailed(self.failed)
+            try:
+                return read(self._caught_up())
+            except sqlite3.Error as exc:
+                self.failed = f"the text cache failed ({exc}); text is searched in the store"
+                logger.warning(self.failed)
+                if self._db is not None:
+                    self._db.close()
+                self._db = None
+                raise TextCacheFailed(self.failed) from exc
 
     # -- keeping up with the store ------------------------------------------------------
 
