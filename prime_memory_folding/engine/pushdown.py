@@ -22,14 +22,15 @@ gate and decay, salience, cosine and hybrid fusion. What the window holds:
   index; with neither, the nearest few found by reading the gated vectors in
   batches and scoring them with numpy; more when too few of them pass the
   strength gate. Either way those candidates are ranked exactly;
-- **text**: the BM25 candidates (the database's text index, gated), the
-  ``nearest_keep`` gated records nearest the query's vector (pgvector's HNSW
-  index, or the server's vector cache), the records of the words the first
-  hits lend, and the session neighbours of all of them: every record the
-  fusion can rank, so the answer is the one a window of every gated record
-  gives. Without pgvector and with the cache off, the vector side reads the
-  newest ``window_max`` gated records instead, and an older record without a
-  word of the query is found only by a vector query.
+- **text**: the BM25 candidates (the server's text cache, :mod:`.text_cache`,
+  or the database's text index; gated), the ``nearest_keep`` gated records
+  nearest the query's vector (pgvector's HNSW index, or the server's vector
+  cache), the records of the words the first hits lend, and the session
+  neighbours of all of them: every record the fusion can rank, so the answer
+  is the one a window of every gated record gives. Without pgvector and with
+  the vector cache off, the nearest are those of the newest ``window_max``
+  gated vectors, read in batches, and an older record without a word of the
+  query is found only by a vector query.
 
 The window's rows keep the store's order, and it holds the session neighbours
 of its candidates, so that neighbours are the same as in the embedded store's
@@ -280,15 +281,20 @@ def by_vector(
 
 
 def _nearest(
-    store: Pushdown, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
+    store: Pushdown,
+    gates: TagQuery,
+    unit: npt.NDArray[np.float32],
+    keep: int,
+    newest: int | None = None,
 ) -> tuple[list[str], int]:
-    """Ids of the ``keep`` gated vectors nearest ``unit``, read in batches; and how many were read.
+    """Ids of the ``keep`` gated vectors nearest ``unit`` (of the ``newest`` that many
+    gated vectors, when given), read in batches; and how many were read.
 
     Of equally near vectors the older is kept, as the index's ranking keeps it.
     """
     best: list[tuple[float, int, str]] = []
     seen = 0
-    for batch in store.vector_batches(gates):
+    for batch in store.vector_batches(gates, newest):
         matrix = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<f4").reshape(
             len(batch), -1
         )
@@ -517,7 +523,7 @@ class PushdownReader(Reader):
             passing = self._passing(gates)
             lexical = cached_lexical(texts, passing, query.settings.exact_store, limit)
         side_by_side = not self._parts.lock.writing()
-        columns_of, nearest = self._live.columns, self._nearest
+        columns_of, nearest = self._live.columns, self._text_nearest
         try:
             window = by_text(
                 self._store, columns_of, gates, query, limit, nearest, lexical, side_by_side
@@ -549,6 +555,18 @@ class PushdownReader(Reader):
             return set(window.select_ids(gates))
 
         return passing
+
+    def _text_nearest(
+        self, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int
+    ) -> list[str] | None:
+        """A text query's nearest records: :meth:`_nearest`'s, or with neither pgvector
+        nor the vector cache, those nearest among the newest ``window_max`` gated
+        vectors, read in batches (an older record without a word of the query is
+        then found only by a vector query)."""
+        near = self._nearest(gates, unit, keep)
+        if near is not None:
+            return near
+        return _nearest(self._store, gates, unit, keep, self.ranking.window_max)[0]
 
     def _nearest(
         self, gates: TagQuery, unit: npt.NDArray[np.float32], keep: int

@@ -826,11 +826,21 @@ class PostgresStorage(token_table.TokenTable):
         """Whether the store answers :meth:`nearest` (it has pgvector)."""
         return self._vectors is not None
 
-    def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
-        """(record id, vector) of every gated record with a vector, in batches, oldest first."""
+    def vector_batches(
+        self, gates: TagQuery, newest: int | None = None
+    ) -> Iterator[list[tuple[str, bytes]]]:
+        """(record id, vector) of every gated record with a vector (only the ``newest``
+        that many, when given), in batches, oldest first."""
         where, params = gate_sql(gates)
         where.append("vector IS NOT NULL")
-        sql = "SELECT record_id, vector FROM records WHERE " + " AND ".join(where) + " ORDER BY id"
+        gated = "FROM records WHERE " + " AND ".join(where)
+        sql = f"SELECT record_id, vector {gated} ORDER BY id"
+        if newest is not None:
+            sql = (
+                f"SELECT record_id, vector FROM (SELECT id, record_id, vector {gated} "
+                "ORDER BY id DESC LIMIT %s) AS newest ORDER BY id"
+            )
+            params = [*params, newest]
         for batch in self._batches(sql, params):
             yield [(rid, bytes(blob)) for rid, blob in batch]
 
