@@ -13,9 +13,10 @@ import hashlib
 import json
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -47,9 +48,10 @@ from ..fold.links import (
     unlisted_partner_sizes,
     word_set,
 )
-from ..storage import SqlStorage, StoredRow, archive, fold_marks, tidy_text_index
+from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
 from . import writes
 from .cite_check import CitationCheck, expired_and_stale
+from .vector_cache import VectorCache, VectorSource, cache_enabled
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -604,12 +606,25 @@ def _similar(
     tag, so in a large group each label's records are compared only with the
     rows that have that label: far fewer pairs, in more and smaller products,
     which pays once the group is large enough (:data:`_LABEL_PAIRS`). From
-    the engine's index; on a store that answers queries itself (PostgreSQL)
-    it is read the first time and then kept up to date through the change
-    log, as on SQLite, rather than every vector being read back at every fold.
+    the engine's index; on a store that answers queries itself (PostgreSQL),
+    unless the engine holds the index anyway, from the store's vectors alone,
+    read at the first fold and then caught up through the change log
+    (:data:`_FOLD_VECTORS`), every record with every new one.
     """
     if not len(scan):
         return []
+    storage = engine.storage
+    source = pushdown_of(storage)
+    if engine.held_index is None and source is not None:
+        # Holding the whole index would make every read after a write catch it
+        # up; the fold keeps the store's vectors alone, caught up at each fold
+        # (unless the server keeps no vectors: then they are read each time).
+        cache = _FOLD_VECTORS.get(storage) if cache_enabled() else None
+        if cache is None:
+            cache = VectorCache(cast(VectorSource, source))
+            if cache_enabled():
+                _FOLD_VECTORS[storage] = cache
+        return cache.similar(fresh.vectors[list(scan)], threshold)
     index = engine.index
     matrix = index.vectors_of([])
     if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1] or threshold <= 0:
@@ -667,6 +682,10 @@ def _near_rows(
         found.append(block[(scores >= threshold).any(axis=0)])
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
+
+#: The vectors of each store that answers queries itself (PostgreSQL), kept for
+#: its incremental folds while the store is open (see :func:`_similar`).
+_FOLD_VECTORS: weakref.WeakKeyDictionary[SqlStorage, VectorCache] = weakref.WeakKeyDictionary()
 
 #: Rows of the index compared with a label's records at once, to bound memory.
 _SIMILAR_ROWS = 32_768

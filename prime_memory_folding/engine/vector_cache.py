@@ -89,6 +89,23 @@ class VectorCache:
             scores[~self._alive[: self._used]] = -np.inf
             return self._best(scores, keep, passing)
 
+    def similar(self, queries: npt.NDArray[np.float32], threshold: float) -> list[str]:
+        """Ids of the records whose cosine with one of ``queries`` (unit rows) reaches
+        ``threshold``: one pass over the matrix, in blocks, once caught up."""
+        with self._lock:
+            if not len(queries):
+                return []
+            self._catch_up(int(queries.shape[1]))
+            if self._dim != queries.shape[1]:
+                return []
+            found: list[str] = []
+            for start in range(0, self._used, 32_768):
+                stop = min(start + 32_768, self._used)
+                near = (queries @ self._matrix[start:stop].T >= threshold).any(axis=0)
+                near &= self._alive[start:stop]
+                found.extend(self._ids[start + int(i)] for i in np.flatnonzero(near))
+            return found
+
     def _best(self, scores: npt.NDArray[np.float32], keep: int, passing: Passing) -> list[str]:
         """The ``keep`` best-scored rows that pass, reading the order in growing chunks."""
         alive = len(self)
