@@ -368,3 +368,40 @@ def test_fold_then_unfold_gives_back_the_same_live_set_on_both_backends(
         outcomes.append((report.created_ids, report.folded_from, after))
         engine.close()
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("text_cache_setting", ["on", "off"])
+def test_an_incremental_fold_pairs_new_records_through_their_words(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, text_cache_setting: str
+) -> None:
+    """On PostgreSQL an incremental fold looks a new record's rare words up in its
+    text cache, as SQLite's own index answers them: no vector is compared for it.
+    With the cache off, vectors are compared instead, and the fold merges the same."""
+    from prime_memory_folding.engine import maintenance, text_cache
+
+    monkeypatch.setenv(text_cache.SETTING, text_cache_setting)
+    compared: list[int] = []
+    similar = maintenance._similar
+
+    def counted(engine: Any, fresh: Any, scan: Any, threshold: float) -> list[str]:
+        compared.extend(scan)
+        return similar(engine, fresh, scan, threshold)
+
+    monkeypatch.setattr(maintenance, "_similar", counted)
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(30, 16))
+    clock = FakeClock()
+    with MemoryEngine(pg_url, clock=clock) as engine:
+        for i, vector in enumerate(vectors):
+            engine.store(f"zephyr{i} quokka{i} marimba{i} tundra{i}", vector=list(vector))
+        clock.advance(DAY)
+        assert engine.fold(full=True).clustered == 0
+        twin = engine.store(
+            "zephyr7 quokka7 marimba7 tundra7 again",
+            vector=list(vectors[7] + rng.normal(scale=0.01, size=16)),
+        )
+        clock.advance(DAY)
+        report = engine.fold()
+        assert report.incremental and report.clustered == 1
+        assert any(twin.record_id in ids for ids in report.folded_from.values())
+        assert (compared == []) == (text_cache_setting == "on")

@@ -51,6 +51,7 @@ from ..fold.links import (
 from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
 from . import writes
 from .cite_check import CitationCheck, expired_and_stale
+from .text_cache import TextCache, TextCacheFailed, TextSource, text_cache_enabled
 from .vector_cache import VectorCache, VectorSource, cache_enabled
 
 if TYPE_CHECKING:
@@ -440,10 +441,16 @@ def _screened(
     # consist mostly of common words, which only a pass over every vector finds.
     limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
 
+    texts = _fold_texts(storage)
+
     def posting(word: str) -> npt.NDArray[np.int64] | None:
         """``word``'s rows from the full-text index (None when common), asked once."""
         if word not in lists:
-            lists[word] = fold_marks.rows_with_word(storage, word, limit)
+            lists[word] = (
+                fold_marks.rows_with_word(storage, word, limit)
+                if texts is None
+                else _cached_rows(texts, word, limit)
+            )
         return lists[word]
 
     keys = fold_groups(fresh)
@@ -682,6 +689,31 @@ def _near_rows(
         found.append(block[(scores >= threshold).any(axis=0)])
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
+
+def _fold_texts(storage: SqlStorage) -> TextCache | None:
+    """The text cache an incremental fold of a store that answers queries itself
+    (PostgreSQL) looks words up in, kept while the store is open; None on SQLite,
+    whose own full-text index answers, and when the text cache is turned off."""
+    source = pushdown_of(storage)
+    if source is None or not text_cache_enabled():
+        return None
+    texts = _FOLD_TEXTS.get(storage)
+    if texts is None:
+        texts = _FOLD_TEXTS[storage] = TextCache(cast(TextSource, source))
+    return None if texts.failed else texts
+
+
+def _cached_rows(texts: TextCache, word: str, limit: int) -> npt.NDArray[np.int64] | None:
+    """:meth:`.TextCache.rows_with_word`; None (compare by vector) when the cache fails."""
+    try:
+        return texts.rows_with_word(word, limit)
+    except TextCacheFailed:
+        return None
+
+
+#: The text of each store that answers queries itself (PostgreSQL), kept for its
+#: incremental folds' word look-ups while the store is open (see :func:`_fold_texts`).
+_FOLD_TEXTS: weakref.WeakKeyDictionary[SqlStorage, TextCache] = weakref.WeakKeyDictionary()
 
 #: The vectors of each store that answers queries itself (PostgreSQL), kept for
 #: its incremental folds while the store is open (see :func:`_similar`).

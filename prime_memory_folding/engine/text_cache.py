@@ -27,7 +27,10 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
-from ..storage import sqlite_text
+import numpy as np
+import numpy.typing as npt
+
+from ..storage import fold_marks, sqlite_text
 from ..storage.base import LexicalCandidates
 from ..storage.migrations import run_script
 
@@ -114,6 +117,12 @@ class TextCache:
             return memo.of_store(db, self._size)(words)
 
         return self._use(shares)
+
+    def rows_with_word(self, word: str, limit: int) -> npt.NDArray[np.int64] | None:
+        """The store's row ids of the records that hold ``word``, or None past ``limit``
+        of them, as the embedded store's full-text index finds them
+        (:func:`~..storage.fold_marks.word_rows`): a fold's look-up."""
+        return self._use(lambda db: fold_marks.word_rows(db, word, limit))
 
     def _use(self, read: Callable[[sqlite3.Connection], T]) -> T:
         """``read`` of the caught-up database; a failed database gives the cache up

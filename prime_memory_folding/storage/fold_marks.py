@@ -34,6 +34,7 @@ __all__ = [
     "rows_with_word",
     "set_fold_state",
     "tidy_kept_apart",
+    "word_rows",
 ]
 
 #: The meta key where a fold leaves how far it got (see :func:`fold_state`).
@@ -164,17 +165,24 @@ def rows_with_word(storage: SqlStorage, word: str, limit: int) -> npt.NDArray[np
 
     On PostgreSQL it is always None: its ``tsvector`` keeps host names, paths,
     e-mail addresses and numbers as whole tokens and leaves out stop words, so
-    it may find fewer records than hold a word. The caller then compares the
-    record by vector instead, which finds every record it can fold with.
+    it may find fewer records than hold a word. A fold there asks its text
+    cache instead (:func:`word_rows`), or compares the record by vector,
+    which finds every record it can fold with.
     """
     if not isinstance(storage, SQLiteStorage):
         return None
+    return word_rows(storage.db, word, limit)
+
+
+def word_rows(db: sqlite3.Connection, word: str, limit: int) -> npt.NDArray[np.int64] | None:
+    """:func:`rows_with_word` on a database with the SQLite store's ``records_fts``
+    (the store's own, or a server's text cache of a PostgreSQL store)."""
     if UNSEGMENTED_RUN.search(word) or not any(ch.isalnum() for ch in word):
         return None
     phrase = word.replace('"', '""')
     try:
         # Counted and joined inside SQLite: a common word costs no row objects.
-        count, joined = storage.db.execute(
+        count, joined = db.execute(
             "SELECT count(*), group_concat(rowid) FROM "
             "(SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)",
             (f'"{phrase}"', limit + 1),
