@@ -85,11 +85,12 @@ TIERED = st.lists(
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@example(records=[(0.5, None, "a", 0.0, None)] * 6, limit=1, floor=0.0)  # one class, all tied
+@example(records=[(0.5, None, "a", 0.0, None)] * 6, limit=1, floor=0.0, sparse_rows=1)  # all tied
 @given(
     records=TIERED,
     limit=st.sampled_from([1, 3, 5]),
     floor=st.sampled_from([0.0, 0.0, 0.2]),
+    sparse_rows=st.sampled_from([1, 4, 2048]),
 )
 def test_salience_by_decay_class_equals_the_in_memory_order(
     pg_database: str,
@@ -98,14 +99,17 @@ def test_salience_by_decay_class_equals_the_in_memory_order(
     records: list[tuple[float, str | None, str, float, float | None]],
     limit: int,
     floor: float,
+    sparse_rows: int,
 ) -> None:
     """Every tier, tier labels and reinforcements spaced in time: each decay
     class of the database's order (its own half-life, or a bucket of them).
     Each class's first read is one more than the limit, so reads go on, and
     scans a short stretch of its class, so that classes whose gated records
-    are sparser are read through the gates' indexes."""
+    are sparser are read through the gates' indexes: at once where the gates
+    pass at most ``sparse_rows`` records, or after a deeper stretch."""
     monkeypatch.setattr(pg_rows, "PREFIX", 1)
     monkeypatch.setattr(pg_rows, "DEEP_PREFIX", 3)
+    monkeypatch.setattr(pg_rows, "SPARSE_ROWS", sparse_rows)
     clocks = [FakeClock(), FakeClock()]
     folder = tmp_path_factory.mktemp("decay")
     stores = [str(folder / "memory.db"), pg_helpers.new_schema(pg_database)]
@@ -170,13 +174,27 @@ def test_a_tag_query_over_many_ties_reads_each_class_once(
         engine.close()
 
 
+@pytest.mark.parametrize("sparse_rows", [2048, 4])
 def test_a_rare_tag_in_a_large_class_is_read_through_the_tag_index(
-    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sparse_rows: int
 ) -> None:
     """The best of a class's stretch all lack the tag: the class's records that
-    have it are found by the tag and sorted, as SQLite ranks them."""
+    have it are found by the tag and sorted, as SQLite ranks them; at once when
+    the tag has few records, after a deeper stretch when it has more than
+    ``sparse_rows``."""
+    from prime_memory_folding.storage.postgres import PostgresStorage
+
     monkeypatch.setattr(pg_rows, "PREFIX", 5)
     monkeypatch.setattr(pg_rows, "DEEP_PREFIX", 10)
+    monkeypatch.setattr(pg_rows, "SPARSE_ROWS", sparse_rows)
+    stretches: list[int] = []
+    heads = PostgresStorage._heads
+
+    def counted(self: Any, gates: Any, limits: Any, default: int, *more: Any) -> Any:
+        stretches.append(more[0])
+        return heads(self, gates, limits, default, *more)
+
+    monkeypatch.setattr(PostgresStorage, "_heads", counted)
     clocks = [FakeClock(), FakeClock()]
     stores = [str(tmp_path / "memory.db"), pg_helpers.new_schema(pg_database)]
     engines = [MemoryEngine(store, clock=clock) for store, clock in zip(stores, clocks)]
@@ -195,6 +213,8 @@ def test_a_rare_tag_in_a_large_class_is_read_through_the_tag_index(
             "note 10",
             "note 9",
         ]
+        # Twelve records hold the tag: the deeper stretch only past that many.
+        assert stretches == ([5] if sparse_rows > 12 else [5, 10])
     finally:
         for engine in engines:
             engine.close()

@@ -174,11 +174,14 @@ def gated_sql(gates: TagQuery, read: GatedRead) -> tuple[str, list[Any]]:
 
 
 #: The index entries of one decay class a salience read scans first for the
-#: gated records it wants; then, for a class where they were too few,
-#: :data:`DEEP_PREFIX`; a class whose gated records are sparser still is read
-#: through the gates' own indexes (:func:`sparse_heads_sql`).
+#: gated records it wants. Where they were too few, the gated records are read
+#: through the gates' own indexes, up to :data:`SPARSE_ROWS` of them
+#: (:func:`sparse_heads_sql`); where the gates pass more, a class is scanned for
+#: :data:`DEEP_PREFIX` entries, and one whose gated records are sparser still
+#: is read through the gates' indexes whole.
 PREFIX = 256
 DEEP_PREFIX = 4096
+SPARSE_ROWS = 2048
 
 
 def _limit_sql(limits: Mapping[int, int], default: int) -> str:
@@ -232,10 +235,17 @@ def decay_heads_sql(
     return sql, params, prefix
 
 
-def sparse_heads_sql(gates: TagQuery, limits: Mapping[int, int]) -> tuple[str, list[Any]]:
+def sparse_heads_sql(
+    gates: TagQuery, limits: Mapping[int, int], at_most: int | None = None
+) -> tuple[str, list[Any]]:
     """The best gated records of each class of ``limits`` (class: how many), found
     through the gates' indexes in one scan and sorted, not through the salience
-    index (whose order would pass over every record of a class)."""
+    index (whose order would pass over every record of a class).
+
+    Rows are ``(class, record id, gated)``. With ``at_most``, no more than that
+    many gated records are read: ``gated`` is then how many were, and an answer
+    where it equals ``at_most`` may have missed some (the caller reads otherwise).
+    """
     where, params = gate_sql(gates, exact=False)
     classes = sorted(limits)
     # ``+ 0``: a test the salience index cannot answer, so that the planner
@@ -243,11 +253,17 @@ def sparse_heads_sql(gates: TagQuery, limits: Mapping[int, int]) -> tuple[str, l
     where.append("salience_class + 0 = ANY(%s)")
     params.append(classes)
     wanted = " ".join(f"WHEN {int(c)} THEN {int(limits[c])}" for c in classes)
+    gated = (
+        "SELECT salience_class, record_id, salience_key, updated_at, id FROM records "
+        f"WHERE {' AND '.join(where)}"
+    )
+    if at_most is not None:
+        gated += f" LIMIT {int(at_most)}"
     sql = (
-        "SELECT c, record_id FROM (SELECT salience_class AS c, record_id, salience_key, "
+        "SELECT c, record_id, gated FROM (SELECT salience_class AS c, record_id, salience_key, "
         "updated_at, id, row_number() OVER (PARTITION BY salience_class "
-        "ORDER BY salience_key DESC, updated_at DESC, id) AS n "
-        f"FROM records WHERE {' AND '.join(where)}) AS x "
+        "ORDER BY salience_key DESC, updated_at DESC, id) AS n, count(*) OVER () AS gated "
+        f"FROM ({gated}) AS g) AS x "
         f"WHERE n <= CASE c {wanted} END "
         "ORDER BY c, salience_key DESC, updated_at DESC, id"
     )

@@ -752,21 +752,45 @@ class PostgresStorage(token_table.TokenTable):
         (``default`` for a class not named), best first by its decay key; the
         classes come in ascending order. The exact gates are left to the reader.
         A class is read in its salience order, for at most
-        :data:`~.pg_rows.PREFIX` entries, then :data:`~.pg_rows.DEEP_PREFIX`
-        where that held too few; where the gated records are sparser still,
-        they are found through the gates' indexes and sorted, so that a rare
-        tag never walks the whole class.
+        :data:`~.pg_rows.PREFIX` entries. Where that held too few, the gated
+        records of the classes short are found through the gates' indexes and
+        sorted, when the gates pass at most :data:`~.pg_rows.SPARSE_ROWS` of
+        them (a rare pair of tags: the plain query's own plan); otherwise a
+        class is read for :data:`~.pg_rows.DEEP_PREFIX` entries, and where the
+        gated records are sparser still, through the gates' indexes whole, so
+        that a rare tag never walks the whole class.
         """
         found, short = self._heads(gates, limits, default, pg_rows.PREFIX, None)
+        if short:
+            sparse = self._sparse_heads(gates, limits, default, short, pg_rows.SPARSE_ROWS)
+            if sparse is not None:
+                found.update(sparse)
+                short = []
         if short:
             deeper, short = self._heads(gates, limits, default, pg_rows.DEEP_PREFIX, short)
             found.update(deeper)
         if short:
-            sql, params = sparse_heads_sql(gates, {c: limits.get(c, default) for c in short})
-            found.update({c: [] for c in short})
-            for c, rid in self.run(sql, params):
-                found[int(c)].append(str(rid))
+            found.update(self._sparse_heads(gates, limits, default, short, None) or {})
         return [(c, rid) for c in sorted(found) for rid in found[c]]
+
+    def _sparse_heads(
+        self,
+        gates: TagQuery,
+        limits: Mapping[int, int],
+        default: int,
+        classes: Sequence[int],
+        at_most: int | None,
+    ) -> dict[int, list[str]] | None:
+        """The best gated records of ``classes`` through the gates' indexes; None when
+        the gates pass ``at_most`` or more of them (not all were read)."""
+        wanted = {c: limits.get(c, default) for c in classes}
+        sql, params = sparse_heads_sql(gates, wanted, at_most)
+        found: dict[int, list[str]] = {c: [] for c in classes}
+        for c, rid, gated in self.run(sql, params):
+            if at_most is not None and int(gated) >= at_most:
+                return None
+            found[int(c)].append(str(rid))
+        return found
 
     def _heads(
         self,
