@@ -279,7 +279,8 @@ class Reader(ABC):
         checked = None if text is None else check_query_text(text)
         with self.reading():
             storage = self._parts.storage
-            space = store_space(storage)
+            # A tag query alone needs no space (two reads of the store's settings).
+            space = None if checked is None and query_vector is None else store_space(storage)
             if query_vector is not None and space is not None:
                 check_space(storage, len(query_vector), claim=False)
             gates = self.gates(filters)
