@@ -49,6 +49,7 @@ from .live_index import LiveIndex
 from .locking import ReadWriteLock
 from .pushdown import PushdownReader
 from .reads import MAX_LIMIT, MAX_QUERY_WORDS, Reader
+from .store_caches import StoreCaches
 
 __all__ = ["MAX_LIMIT", "MemoryEngine", "default_store", "default_store_path"]
 
@@ -159,6 +160,7 @@ class MemoryEngine:
         # A backend that gates in its own database (PostgreSQL) answers queries
         # there (pushdown.py): the index is then read only for a fold or a survey.
         self._pushdown = pushdown_of(storage)
+        self._caches = None if self._pushdown is None else StoreCaches(self._pushdown)
         self._writes = 0
         self._parts = _Parts(self)
         # Recalled records not yet reinforced in the store (see query(reinforce=True)).
@@ -1217,6 +1219,10 @@ class _Parts:
     @property
     def held_index(self) -> StructuralIndex | None:
         return self._engine._live.held
+
+    @property
+    def caches(self) -> StoreCaches | None:
+        return self._engine._caches
 
     @property
     def fold_policy(self) -> FoldPolicy:

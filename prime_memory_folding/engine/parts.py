@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..recall.text_embedding import TextEmbedding
     from ..storage import SqlStorage, StoredRow
     from .locking import ReadWriteLock
+    from .store_caches import StoreCaches
 
 __all__ = ["EngineParts"]
 
@@ -68,6 +69,12 @@ class EngineParts(Protocol):
 
         SQLite always holds it; PostgreSQL only once a survey read it.
         """
+        ...
+
+    @property
+    def caches(self) -> StoreCaches | None:
+        """The text and vector caches of a store that ranks in its own database,
+        shared by reads and folds; None on SQLite, whose index holds both."""
         ...
 
     @property

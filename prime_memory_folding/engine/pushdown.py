@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import math
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -70,8 +69,8 @@ from ..storage.base import (
 from ..storage.pg_decay import DECAY_FIELDS, DecayOrder
 from ..storage.sqlite_text import LEXICAL_DEPTH
 from .reads import Reader
-from .text_cache import TextCache, TextCacheFailed, TextSource, text_cache_enabled
-from .vector_cache import Passing, VectorCache, VectorSource, cache_enabled
+from .text_cache import TextCache, TextCacheFailed
+from .vector_cache import Passing, cache_enabled
 
 __all__ = [
     "PushdownReader",
@@ -313,8 +312,6 @@ def _nearest(
     return [rid for _, _, rid in best], seen
 
 
-#: Held while a reader makes its vector cache.
-_CACHE_MADE = threading.Lock()
 #: Threads that look for a text query's nearest records beside its word search.
 _SIDE_BY_SIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pmf-nearest")
 
@@ -458,11 +455,6 @@ def _rank_text(
 class PushdownReader(Reader):
     """The read side of an engine whose store gates in its own database."""
 
-    #: The store's vectors, held once a query needs them (no pgvector).
-    _vectors: VectorCache | None = None
-    #: The store's text, indexed as the embedded store's, once a query needs it.
-    _texts: TextCache | None = None
-
     @property
     def _store(self) -> Pushdown:
         """The store, as it answers gated reads (the engine chose this reader for it)."""
@@ -537,12 +529,8 @@ class PushdownReader(Reader):
     def _text_cache(self) -> TextCache | None:
         """The server's text index (:mod:`.text_cache`); None when it is turned off
         or was given up."""
-        if not text_cache_enabled():
-            return None
-        with _CACHE_MADE:  # reads run side by side: one cache per reader
-            if self._texts is None:
-                self._texts = TextCache(cast(TextSource, self._store))
-            return None if self._texts.failed else self._texts
+        caches = self._parts.caches
+        return None if caches is None else caches.texts()
 
     def _passing(self, gates: TagQuery) -> Passing:
         """Which of some ids pass ``gates``: in SQL, and the strength gate on a window."""
@@ -575,12 +563,11 @@ class PushdownReader(Reader):
         cache's (exact); None when the store has neither."""
         store = self._store
         near = store.nearest(gates, unit, keep)
-        if near is not None or not cache_enabled():
+        caches = self._parts.caches
+        vectors = None if near is not None or caches is None else caches.vectors()
+        if vectors is None:
             return near
-        with _CACHE_MADE:  # reads run side by side: one cache per reader
-            if self._vectors is None:
-                self._vectors = VectorCache(cast(VectorSource, store))
-        return self._vectors.nearest(unit, keep, self._passing(gates))
+        return vectors.nearest(unit, keep, self._passing(gates))
 
     def lexical_ids(self, text: str, gates: TagQuery, limit: int) -> list[str]:
         texts, budget = self._text_cache(), self.ranking.lexical_budget
