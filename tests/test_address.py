@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from prime_memory_folding import InvalidInput, InvalidRecordId, MemoryEngine
 from prime_memory_folding.core.address import (
     concept_bucket,
+    domain_prime_of,
     instance_id,
     pack,
     parse_record_id,
@@ -27,6 +28,7 @@ def test_pack_unpack_round_trip(d: int, s: int, c: int, i: int) -> None:
     rid = record_id(address)
     assert len(rid) == 32
     assert int(parse_record_id(rid.upper()), 16) == address
+    assert domain_prime_of(rid) == d
 
 
 @pytest.mark.parametrize("bad", [-1, 2**32])

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding.engine.vector_cache import VectorCache
-from tests.test_vector_cache import Source
+from tests.test_vector_cache import Source, rid
 
 steps = st.lists(
     st.tuples(
@@ -24,27 +24,38 @@ steps = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(steps, st.lists(st.lists(st.integers(-3, 3), min_size=3, max_size=3), max_size=4))
+@given(
+    steps,
+    st.lists(st.lists(st.integers(-3, 3), min_size=3, max_size=3), max_size=4),
+    st.one_of(st.none(), st.lists(st.sampled_from([2, 3, 5, 7]), min_size=4, max_size=4)),
+)
 def test_similar_equals_a_scan_of_the_store(
-    written: list[tuple[int, list[int] | None, bool, bool]], asked: list[list[int]]
+    written: list[tuple[int, list[int] | None, bool, bool]],
+    asked: list[list[int]],
+    domains: list[int] | None,
 ) -> None:
+    """Every record whose vector reaches the threshold with a query, and with each
+    query's domain given, only those of that domain (the first 8 hex digits of an id)."""
     queries = np.asarray(asked, dtype=np.float32).reshape(-1, 3)
     norms = np.linalg.norm(queries, axis=1, keepdims=True)
-    queries = queries[norms[:, 0] > 0] / norms[norms[:, 0] > 0]
+    kept = norms[:, 0] > 0
+    queries = queries[kept] / norms[kept]
+    of = None if domains is None else [d for d, keep in zip(domains, kept) if keep]
     threshold = 0.8
     source = Source()
     cache = VectorCache(source)
     for which, vector, ask, trim in written:
         if trim:
             source.trimmed = len(source.log)
-        source.write(f"r{which}", vector and [float(v) for v in vector])
+        source.write(rid(which), vector and [float(v) for v in vector])
         if not ask:
             continue
-        found = cache.similar(queries, threshold)
+        found = cache.similar(queries, threshold, of)
         assert len(set(found)) == len(found)
-        for rid, blob in source.vectors.items():
+        for held, blob in source.vectors.items():
             vector = np.frombuffer(blob, dtype="<f4").astype(np.float64)
             norm = float(np.linalg.norm(vector))
-            best = max((float(q @ vector) / norm for q in queries), default=-1.0) if norm else 0.0
+            mine = [q for n, q in enumerate(queries) if of is None or of[n] == int(held[:8], 16)]
+            best = max((float(q @ vector) / norm for q in mine), default=-1.0) if norm else 0.0
             if abs(best - threshold) > 1e-5:  # leave float rounding at the threshold aside
-                assert (rid in found) == (best >= threshold), (rid, best)
+                assert (held in found) == (best >= threshold), (held, best)

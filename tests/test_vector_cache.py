@@ -14,6 +14,11 @@ from prime_memory_folding.engine.vector_cache import VectorCache
 from prime_memory_folding.storage.base import GatedRead, IndexTable
 
 
+def rid(which: int) -> str:
+    """A record id of the address's form, in one of three domains (primes 2, 3 and 5)."""
+    return f"{(2, 3, 5)[which % 3]:08x}{which:024x}"
+
+
 class Source:
     """A store's vectors and change log, in memory."""
 
@@ -86,12 +91,12 @@ def test_nearest_equals_a_scan_of_the_store(
 ) -> None:
     source = Source()
     cache = VectorCache(source)
-    allowed = {f"r{i}" for i in range(31)} - {f"r{i}" for i in barred}
+    allowed = {rid(i) for i in range(31)} - {rid(i) for i in barred}
     unit = np.asarray([0.6, 0.8, 0.0], dtype=np.float32)
     for which, vector, ask, trim in written:
         if trim:
             source.trimmed = len(source.log)
-        source.write(f"r{which}", vector and [float(v) for v in vector])
+        source.write(rid(which), vector and [float(v) for v in vector])
         if ask:
             found = cache.nearest(unit, keep, lambda ids: {r for r in ids if r in allowed})
             assert len(set(found)) == len(found) and set(found) <= allowed

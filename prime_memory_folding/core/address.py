@@ -29,6 +29,7 @@ __all__ = [
     "LANE_MAX",
     "Encoded",
     "concept_bucket",
+    "domain_prime_of",
     "instance_id",
     "pack",
     "parse_record_id",
@@ -89,6 +90,13 @@ def unpack(address: int) -> tuple[int, int, int, int]:
 def record_id(address: int) -> str:
     """The 32-hex-digit form of an address."""
     return f"{address:032x}"
+
+
+def domain_prime_of(record_id: str) -> int:
+    """The domain prime of a record id (:func:`record_id`'s form): its first 8 hex
+    digits, the address's top 32 bits. A record's domain never changes (it is part
+    of its address)."""
+    return int(record_id[:8], 16)
 
 
 def parse_record_id(value: object) -> str:

@@ -9,11 +9,11 @@ as methods of the same names.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import numpy.typing as npt
 
-from ..core.address import parse_record_id
+from ..core.address import domain_prime_of, parse_record_id
 from ..core.index import TagQuery
 from ..core.primes import Kind
 from ..core.records import Record
@@ -51,8 +51,8 @@ from ..fold.links import (
 from ..storage import SqlStorage, StoredRow, archive, fold_marks, pushdown_of, tidy_text_index
 from . import writes
 from .cite_check import CitationCheck, expired_and_stale
-from .text_cache import TextCache, TextCacheFailed, TextSource, text_cache_enabled
-from .vector_cache import VectorCache, VectorSource, cache_enabled
+from .text_cache import TextCache, TextCacheFailed
+from .vector_cache import VectorCache, VectorSource
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -441,16 +441,17 @@ def _screened(
     # consist mostly of common words, which only a pass over every vector finds.
     limit = max(COMMON_WORD_ROWS, int(records * COMMON_WORD_SHARE))
 
-    texts = _fold_texts(storage)
+    texts = _fold_texts(engine)
+    look_up = (
+        functools.partial(fold_marks.rows_with_word, storage)
+        if texts is None
+        else _cached_rows(texts)
+    )
 
     def posting(word: str) -> npt.NDArray[np.int64] | None:
         """``word``'s rows from the full-text index (None when common), asked once."""
         if word not in lists:
-            lists[word] = (
-                fold_marks.rows_with_word(storage, word, limit)
-                if texts is None
-                else _cached_rows(texts, word, limit)
-            )
+            lists[word] = look_up(word, limit)
         return lists[word]
 
     keys = fold_groups(fresh)
@@ -616,7 +617,8 @@ def _similar(
     the engine's index; on a store that answers queries itself (PostgreSQL),
     unless the engine holds the index anyway, from the store's vectors alone,
     read at the first fold and then caught up through the change log
-    (:data:`_FOLD_VECTORS`), every record with every new one.
+    (the engine's :class:`~.store_caches.StoreCaches`), every record with every
+    new one.
     """
     if not len(scan):
         return []
@@ -624,14 +626,16 @@ def _similar(
     source = pushdown_of(storage)
     if engine.held_index is None and source is not None:
         # Holding the whole index would make every read after a write catch it
-        # up; the fold keeps the store's vectors alone, caught up at each fold
-        # (unless the server keeps no vectors: then they are read each time).
-        cache = _FOLD_VECTORS.get(storage) if cache_enabled() else None
+        # up; the fold uses the engine's cache of the store's vectors, caught up
+        # at each use (unless the server keeps no vectors: then they are read
+        # each time).
+        caches = engine.caches
+        cache = None if caches is None else caches.vectors()
         if cache is None:
             cache = VectorCache(cast(VectorSource, source))
-            if cache_enabled():
-                _FOLD_VECTORS[storage] = cache
-        return cache.similar(fresh.vectors[list(scan)], threshold)
+        # Only with records of its domain, which its id gives, as theirs do.
+        domains = [domain_prime_of(fresh.record_ids[i]) for i in scan]
+        return cache.similar(fresh.vectors[list(scan)], threshold, domains)
     index = engine.index
     matrix = index.vectors_of([])
     if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1] or threshold <= 0:
@@ -690,34 +694,31 @@ def _near_rows(
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def _fold_texts(storage: SqlStorage) -> TextCache | None:
+def _fold_texts(engine: EngineParts) -> TextCache | None:
     """The text cache an incremental fold of a store that answers queries itself
-    (PostgreSQL) looks words up in, kept while the store is open; None on SQLite,
-    whose own full-text index answers, and when the text cache is turned off."""
-    source = pushdown_of(storage)
-    if source is None or not text_cache_enabled():
-        return None
-    texts = _FOLD_TEXTS.get(storage)
-    if texts is None:
-        texts = _FOLD_TEXTS[storage] = TextCache(cast(TextSource, source))
-    return None if texts.failed else texts
+    (PostgreSQL) looks words up in: the engine's, which its text queries use too;
+    None on SQLite, whose own full-text index answers, and when the text cache
+    is turned off or was given up."""
+    caches = engine.caches
+    return None if caches is None else caches.texts()
 
 
-def _cached_rows(texts: TextCache, word: str, limit: int) -> npt.NDArray[np.int64] | None:
-    """:meth:`.TextCache.rows_with_word`; None (compare by vector) when the cache fails."""
+def _cached_rows(texts: TextCache) -> Callable[[str, int], npt.NDArray[np.int64] | None]:
+    """:meth:`.TextCache.word_lookup`: caught up once for the fold; a look-up gives None
+    (compare by vector) when the cache fails."""
     try:
-        return texts.rows_with_word(word, limit)
+        look_up = texts.word_lookup()
     except TextCacheFailed:
-        return None
+        return lambda word, limit: None
 
+    def rows(word: str, limit: int) -> npt.NDArray[np.int64] | None:
+        try:
+            return look_up(word, limit)
+        except TextCacheFailed:
+            return None
 
-#: The text of each store that answers queries itself (PostgreSQL), kept for its
-#: incremental folds' word look-ups while the store is open (see :func:`_fold_texts`).
-_FOLD_TEXTS: weakref.WeakKeyDictionary[SqlStorage, TextCache] = weakref.WeakKeyDictionary()
+    return rows
 
-#: The vectors of each store that answers queries itself (PostgreSQL), kept for
-#: its incremental folds while the store is open (see :func:`_similar`).
-_FOLD_VECTORS: weakref.WeakKeyDictionary[SqlStorage, VectorCache] = weakref.WeakKeyDictionary()
 
 #: Rows of the index compared with a label's records at once, to bound memory.
 _SIMILAR_ROWS = 32_768

@@ -124,14 +124,26 @@ class TextCache:
         (:func:`~..storage.fold_marks.word_rows`): a fold's look-up."""
         return self._use(lambda db: fold_marks.word_rows(db, word, limit))
 
-    def _use(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        """``read`` of the caught-up database; a failed database gives the cache up
+    def word_lookup(self) -> Callable[[str, int], npt.NDArray[np.int64] | None]:
+        """:meth:`rows_with_word` as of now: the cache catches up once, here, rather
+        than asking the store for its newest change at each of a fold's many look-ups."""
+        self._use(lambda db: None)
+
+        def rows(word: str, limit: int) -> npt.NDArray[np.int64] | None:
+            return self._use(lambda db: fold_marks.word_rows(db, word, limit), catch_up=False)
+
+        return rows
+
+    def _use(self, read: Callable[[sqlite3.Connection], T], catch_up: bool = True) -> T:
+        """``read`` of the caught-up database (of the database as it is, without
+        ``catch_up``, once loaded); a failed database gives the cache up
         (:class:`TextCacheFailed`), and its file goes."""
         with self._lock:
             if self.failed is not None:
                 raise TextCacheFailed(self.failed)
             try:
-                return read(self._caught_up())
+                db = self._db if not catch_up and self._db is not None else self._caught_up()
+                return read(db)
             except sqlite3.Error as exc:
                 self.failed = f"the text cache failed ({exc}); text is searched in the store"
                 logger.warning(self.failed)

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..core.address import domain_prime_of
 from ..core.index import TagQuery
 from ..storage.base import GatedRead, IndexTable
 
@@ -67,6 +68,7 @@ class VectorCache:
         self._row: dict[str, int] = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
+        self._domains = np.zeros(0, dtype=np.int64)
         self._used = 0
         self._dead = 0
 
@@ -89,22 +91,46 @@ class VectorCache:
             scores[~self._alive[: self._used]] = -np.inf
             return self._best(scores, keep, passing)
 
-    def similar(self, queries: npt.NDArray[np.float32], threshold: float) -> list[str]:
+    def similar(
+        self,
+        queries: npt.NDArray[np.float32],
+        threshold: float,
+        domains: Sequence[int] | None = None,
+    ) -> list[str]:
         """Ids of the records whose cosine with one of ``queries`` (unit rows) reaches
-        ``threshold``: one pass over the matrix, in blocks, once caught up."""
+        ``threshold``: one pass over the matrix, in blocks, once caught up. With
+        ``domains`` (each query's domain prime), a query is compared only with the
+        records of its domain (read from their ids, :func:`~..core.address.domain_prime_of`)."""
         with self._lock:
             if not len(queries):
                 return []
             self._catch_up(int(queries.shape[1]))
             if self._dim != queries.shape[1]:
                 return []
+            live = np.flatnonzero(self._alive[: self._used])
+            if domains is None:
+                return self._reaching(queries, live, threshold)
+            wanted = np.asarray(domains, dtype=np.int64)
+            held = self._domains[live]
             found: list[str] = []
-            for start in range(0, self._used, 32_768):
-                stop = min(start + 32_768, self._used)
-                near = (queries @ self._matrix[start:stop].T >= threshold).any(axis=0)
-                near &= self._alive[start:stop]
-                found.extend(self._ids[start + int(i)] for i in np.flatnonzero(near))
+            for domain in np.unique(wanted).tolist():
+                mine = held == domain
+                rows = live if mine.all() else live[mine]
+                found.extend(self._reaching(queries[wanted == domain], rows, threshold))
             return found
+
+    def _reaching(
+        self, queries: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], threshold: float
+    ) -> list[str]:
+        """Ids of those of ``rows`` whose vector reaches ``threshold`` with one of ``queries``."""
+        found: list[str] = []
+        whole = len(rows) == self._used  # every row: slices of the matrix, no copy
+        for start in range(0, len(rows), 32_768):
+            block = rows[start : start + 32_768]
+            vectors = self._matrix[start : start + len(block)] if whole else self._matrix[block]
+            near = (queries @ vectors.T >= threshold).any(axis=0)
+            found.extend(self._ids[int(i)] for i in block[near])
+        return found
 
     def _best(self, scores: npt.NDArray[np.float32], keep: int, passing: Passing) -> list[str]:
         """The ``keep`` best-scored rows that pass, reading the order in growing chunks."""
@@ -153,6 +179,7 @@ class VectorCache:
         self._ids, self._row = [], {}
         self._matrix = np.zeros((0, dim), dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
+        self._domains = np.zeros(0, dtype=np.int64)
         self._used = self._dead = 0
         for batch in self._source.vector_batches(TagQuery()):
             self._append([(rid, blob) for rid, blob in batch if len(blob) == 4 * dim])
@@ -185,7 +212,9 @@ class VectorCache:
             grown[: self._used] = self._matrix[: self._used]
             alive = np.zeros(capacity, dtype=bool)
             alive[: self._used] = self._alive[: self._used]
-            self._matrix, self._alive = grown, alive
+            domains = np.zeros(capacity, dtype=np.int64)
+            domains[: self._used] = self._domains[: self._used]
+            self._matrix, self._alive, self._domains = grown, alive, domains
         block = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(
             len(rows), dim
         )
@@ -193,6 +222,7 @@ class VectorCache:
         start = self._used
         self._matrix[start:need] = block / np.where(norms > 0, norms, 1.0)
         self._alive[start:need] = True
+        self._domains[start:need] = [domain_prime_of(rid) for rid, _ in rows]
         for offset, (rid, _) in enumerate(rows):
             self._ids.append(rid)
             self._row[rid] = start + offset
@@ -203,6 +233,7 @@ class VectorCache:
         keep = np.flatnonzero(self._alive[: self._used])
         self._matrix = np.ascontiguousarray(self._matrix[keep])
         self._alive = np.ones(len(keep), dtype=bool)
+        self._domains = np.ascontiguousarray(self._domains[keep])
         self._ids = [self._ids[int(i)] for i in keep]
         self._row = {rid: n for n, rid in enumerate(self._ids)}
         self._used, self._dead = len(keep), 0
