@@ -114,15 +114,18 @@ def residue_candidates(
         return np.zeros(0, dtype=np.int64), screened
     m = len(rows)
     signs = _signs(unit_vectors, rows)
+    # Each 64 signs in a flat array of its own: a pair's test gathers from each.
+    columns = [np.ascontiguousarray(signs[:, k]) for k in range(signs.shape[1])]
     limit = sign_limit(threshold)
     found: list[Ints] = []
     for band in range(BANDS):
         key = _band_keys(local, hashes, m, band)
         key ^= groups.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
         codes = _bucket_pairs(key, signs, band, m)
-        a, b = codes // m, codes % m
+        a, b = np.divmod(codes, m)
+        differ = sum(_popcount(column[a] ^ column[b]) for column in columns)
         # Keys of two groups may meet by chance; the group is part of the rule.
-        near = (_popcount(signs[a] ^ signs[b]).sum(axis=1) <= limit) & (groups[a] == groups[b])
+        near = (differ <= limit) & (groups[a] == groups[b])
         found.append(codes[near])
         if band % 8 == 7:
             found = [distinct(np.concatenate(found))]
