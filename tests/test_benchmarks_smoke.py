@@ -249,6 +249,9 @@ def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) 
     agreed = "recall 1.0000, 0 extra, same records archived: yes  PASS"
     assert out.count(agreed) == 6, out
     assert out.count("a full fold after it merges 0 more  PASS") == 6
+    # Two incremental folds at each size of each layout: the first, and the next.
+    assert out.count("then the first incremental fold ") == 12
+    assert out.count("then the next incremental fold ") == 12
     assert "end: load average " in out
 
 
