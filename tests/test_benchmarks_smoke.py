@@ -252,6 +252,7 @@ def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) 
     # Two incremental folds at each size of each layout: the first, and the next.
     assert out.count("then the first incremental fold ") == 12
     assert out.count("then the next incremental fold ") == 12
+    assert out.count("the read floor (plain SQL reading every record's text and vector: ") == 6
     assert "end: load average " in out
 
 
