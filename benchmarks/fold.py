@@ -1043,25 +1043,18 @@ def shared_words_run(job: dict[str, Any]) -> dict[str, Any]:
                            "folded": report.folded, "created": report.created}  # fmt: skip
             out["read_floor"] = read_floor(job["backend"], store)
             engine.fold()  # the records the full fold made are new to the next fold
-            items, twins = shared_new_items(int(job["new"]), SEED_OF_STORE + 100, layout, count)
-            for start in range(0, len(items), 100):
-                engine.store_many(items[start : start + 100])
-            marks = []
-            started = time.perf_counter()
-            report = engine.fold(progress=functools.partial(_mark, marks))
-            out["incremental"] = {"seconds": time.perf_counter() - started,
-                                  "incremental": report.incremental, "steps": _steps(marks),
-                                  "screened": report.screened, "folded": report.folded,
-                                  "created": report.created, "twins": twins}  # fmt: skip
-            # Again, as a server folds again: on PostgreSQL, the first fold that
-            # looked words up made the engine's text cache, which this one catches up.
-            items, twins = shared_new_items(int(job["new"]), SEED_OF_STORE + 100, layout, count, 1)
-            for start in range(0, len(items), 100):
-                engine.store_many(items[start : start + 100])
-            marks = []
-            started = time.perf_counter()
-            report = engine.fold(progress=functools.partial(_mark, marks))
-            out["again"] = {"seconds": time.perf_counter() - started,
+            # Twice, as a server folds again: on PostgreSQL, the first fold that
+            # looks words up makes the engine's text cache, which the next catches up.
+            for turn, key in enumerate(("incremental", "again")):
+                items, twins = shared_new_items(
+                    int(job["new"]), SEED_OF_STORE + 100, layout, count, turn
+                )
+                for start in range(0, len(items), 100):
+                    engine.store_many(items[start : start + 100])
+                marks = []
+                started = time.perf_counter()
+                report = engine.fold(progress=functools.partial(_mark, marks))
+                out[key] = {"seconds": time.perf_counter() - started,
                             "incremental": report.incremental, "steps": _steps(marks),
                             "screened": report.screened, "folded": report.folded,
                             "created": report.created, "twins": twins}  # fmt: skip
