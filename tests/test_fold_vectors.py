@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prime_memory_folding.core.index import rows_reaching
 from prime_memory_folding.engine.vector_cache import VectorCache
 from tests.test_vector_cache import Source, rid
 
@@ -59,3 +60,30 @@ def test_similar_equals_a_scan_of_the_store(
             best = max((float(q @ vector) / norm for q in mine), default=-1.0) if norm else 0.0
             if abs(best - threshold) > 1e-5:  # leave float rounding at the threshold aside
                 assert (held in found) == (best >= threshold), (held, best)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.lists(st.integers(0, 39), max_size=40),
+    st.integers(1, 12),
+    st.booleans(),
+)
+def test_rows_reaching_equals_a_scan_of_those_rows(
+    n: int, picked: list[int], queries: int, consecutive: bool
+) -> None:
+    """The rows whose vector reaches the threshold with one of the queries, whether the
+    rows run on (a slice of the matrix) or not, with few queries or many."""
+    rng = np.random.default_rng(n * 100 + queries)
+    vectors = rng.normal(size=(n, 4)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    asked = rng.normal(size=(queries, 4)).astype(np.float32)
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
+    rows = np.arange(n // 3, n) if consecutive else np.unique([p % n for p in picked])
+    rows = rows.astype(np.int64)
+    found = rows_reaching(vectors, rows, asked, 0.5)
+    best = (asked.astype(np.float64) @ vectors.astype(np.float64).T).max(axis=0)
+    for row in rows.tolist():
+        if abs(best[row] - 0.5) > 1e-5:  # leave float rounding at the threshold aside
+            assert (row in found.tolist()) == (best[row] >= 0.5), row
+    assert set(found.tolist()) <= set(rows.tolist())

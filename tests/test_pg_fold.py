@@ -405,3 +405,39 @@ def test_an_incremental_fold_pairs_new_records_through_their_words(
         assert report.incremental and report.clustered == 1
         assert any(twin.record_id in ids for ids in report.folded_from.values())
         assert (compared == []) == (text_cache_setting == "on")
+
+
+def test_a_fold_after_a_text_query_reads_the_store_s_text_no_more(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's text queries and its folds share one text cache: a text query
+    reads every record's text once, and an incremental fold after it looks its
+    words up in that cache, caught up through the change log, not read again."""
+    from prime_memory_folding.storage.postgres import PostgresStorage
+
+    reads: list[int] = []
+    batches = PostgresStorage.text_batches
+
+    def counted(self: Any) -> Any:
+        reads.append(1)
+        return batches(self)
+
+    monkeypatch.setattr(PostgresStorage, "text_batches", counted)
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(12, 16))
+    clock = FakeClock()
+    with MemoryEngine(pg_url, clock=clock) as engine:
+        for i, vector in enumerate(vectors):
+            engine.store(f"zephyr{i} quokka{i} marimba{i} tundra{i}", vector=list(vector))
+        clock.advance(DAY)
+        engine.fold(full=True)
+        assert engine.query(text="quokka3", limit=3)
+        assert len(reads) == 1
+        engine.store(
+            "zephyr3 quokka3 marimba3 tundra3 again",
+            vector=list(vectors[3] + rng.normal(scale=0.01, size=16)),
+        )
+        clock.advance(DAY)
+        report = engine.fold()
+        assert report.incremental and report.clustered == 1
+        assert len(reads) == 1

@@ -28,6 +28,7 @@ __all__ = [
     "IndexEntry",
     "StructuralIndex",
     "TagQuery",
+    "rows_reaching",
     "session_code",
     "session_code_column",
 ]
@@ -59,6 +60,40 @@ _COLUMNS = (
 #: Session codes are hashes kept to 63 bits, so that they fit an int64 column
 #: as positive numbers.
 _SESSION_MASK = (1 << 63) - 1
+
+
+#: Rows compared with the queries at once by :func:`rows_reaching`, to bound memory.
+_REACHING_ROWS = 32_768
+#: Up to this many queries, :func:`rows_reaching` multiplies without the BLAS library.
+_FEW_QUERIES = 8
+
+
+def rows_reaching(
+    vectors: npt.NDArray[np.float32],
+    rows: Rows,
+    queries: npt.NDArray[np.float32],
+    threshold: float,
+) -> Rows:
+    """Those of ``rows`` (rows of ``vectors``, a matrix of unit vectors) whose cosine
+    with one of ``queries`` (unit rows) reaches ``threshold``, in blocks.
+
+    A block of consecutive rows is a slice of the matrix (no copy); others are gathered.
+    """
+    found = []
+    for start in range(0, len(rows), _REACHING_ROWS):
+        block = rows[start : start + _REACHING_ROWS]
+        if bool((np.diff(block) == 1).all()):
+            held = vectors[int(block[0]) : int(block[0]) + len(block)]
+        else:
+            held = vectors[block]
+        if len(queries) <= _FEW_QUERIES:
+            # A product this thin costs the BLAS library's threads more than
+            # it saves: numpy's own loop does it in one.
+            scores = np.einsum("ij,kj->ik", queries, held)
+        else:
+            scores = queries @ held.T
+        found.append(block[(scores >= threshold).any(axis=0)])
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def session_code(session: str | None) -> int:

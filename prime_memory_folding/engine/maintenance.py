@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.address import domain_prime_of, parse_record_id
-from ..core.index import TagQuery
+from ..core.index import TagQuery, rows_reaching
 from ..core.primes import Kind
 from ..core.records import Record
 from ..errors import InvalidInput, NotFound
@@ -662,36 +662,16 @@ def _similar(
         rows = index.select(group)
         members = sorted({i for by_label in labels.values() for i in by_label})
         if len(members) * len(rows) <= _LABEL_PAIRS * len(labels):
-            found.append(_near_rows(vectors, rows, fresh.vectors[members], threshold))
+            found.append(rows_reaching(vectors, rows, fresh.vectors[members], threshold))
             continue
         for gates, by_label in labels.items():
             found.append(
-                _near_rows(vectors, index.select(gates), fresh.vectors[by_label], threshold)
+                rows_reaching(vectors, index.select(gates), fresh.vectors[by_label], threshold)
             )
     ids = index.record_ids(np.unique(np.concatenate(found))) if found else []
     if loose:
         ids.extend(index.similar(fresh.vectors[loose], threshold))
     return ids
-
-
-def _near_rows(
-    vectors: npt.NDArray[np.float32],
-    rows: npt.NDArray[np.int64],
-    queries: npt.NDArray[np.float32],
-    threshold: float,
-) -> npt.NDArray[np.int64]:
-    """Those of ``rows`` whose vector reaches ``threshold`` with one of ``queries``."""
-    found = []
-    for start in range(0, len(rows), _SIMILAR_ROWS):
-        block = rows[start : start + _SIMILAR_ROWS]
-        if len(queries) <= _FEW_QUERIES:
-            # A product this thin costs the BLAS library's threads more than
-            # it saves: numpy's own loop does it in one.
-            scores = np.einsum("ij,kj->ik", queries, vectors[block])
-        else:
-            scores = queries @ vectors[block].T
-        found.append(block[(scores >= threshold).any(axis=0)])
-    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def _fold_texts(engine: EngineParts) -> TextCache | None:
@@ -720,10 +700,6 @@ def _cached_rows(texts: TextCache) -> Callable[[str, int], npt.NDArray[np.int64]
     return rows
 
 
-#: Rows of the index compared with a label's records at once, to bound memory.
-_SIMILAR_ROWS = 32_768
-#: A label with this few new records is compared without the BLAS library.
-_FEW_QUERIES = 8
 #: A group is compared label by label when its pairs, every new record with
 #: every row, pass this many per label: a label's product costs about as
 #: much as this many pairs more in one product.

@@ -118,15 +118,12 @@ class TextCache:
 
         return self._use(shares)
 
-    def rows_with_word(self, word: str, limit: int) -> npt.NDArray[np.int64] | None:
-        """The store's row ids of the records that hold ``word``, or None past ``limit``
-        of them, as the embedded store's full-text index finds them
-        (:func:`~..storage.fold_marks.word_rows`): a fold's look-up."""
-        return self._use(lambda db: fold_marks.word_rows(db, word, limit))
-
     def word_lookup(self) -> Callable[[str, int], npt.NDArray[np.int64] | None]:
-        """:meth:`rows_with_word` as of now: the cache catches up once, here, rather
-        than asking the store for its newest change at each of a fold's many look-ups."""
+        """A fold's look-up, ``rows(word, limit)``: the store's row ids of the records
+        that hold ``word``, or None past ``limit`` of them, as the embedded store's
+        full-text index finds them (:func:`~..storage.fold_marks.word_rows`). The
+        cache catches up once, here, rather than asking the store for its newest
+        change at each of a fold's many look-ups."""
         self._use(lambda db: None)
 
         def rows(word: str, limit: int) -> npt.NDArray[np.int64] | None:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.address import domain_prime_of
-from ..core.index import TagQuery
+from ..core.index import TagQuery, rows_reaching
 from ..storage.base import GatedRead, IndexTable
 
 __all__ = ["VectorCache", "VectorSource", "cache_enabled"]
@@ -109,28 +109,16 @@ class VectorCache:
                 return []
             live = np.flatnonzero(self._alive[: self._used])
             if domains is None:
-                return self._reaching(queries, live, threshold)
+                near = rows_reaching(self._matrix, live, queries, threshold)
+                return [self._ids[int(i)] for i in near]
             wanted = np.asarray(domains, dtype=np.int64)
             held = self._domains[live]
             found: list[str] = []
             for domain in np.unique(wanted).tolist():
-                mine = held == domain
-                rows = live if mine.all() else live[mine]
-                found.extend(self._reaching(queries[wanted == domain], rows, threshold))
+                mine = live[held == domain]
+                near = rows_reaching(self._matrix, mine, queries[wanted == domain], threshold)
+                found.extend(self._ids[int(i)] for i in near)
             return found
-
-    def _reaching(
-        self, queries: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], threshold: float
-    ) -> list[str]:
-        """Ids of those of ``rows`` whose vector reaches ``threshold`` with one of ``queries``."""
-        found: list[str] = []
-        whole = len(rows) == self._used  # every row: slices of the matrix, no copy
-        for start in range(0, len(rows), 32_768):
-            block = rows[start : start + 32_768]
-            vectors = self._matrix[start : start + len(block)] if whole else self._matrix[block]
-            near = (queries @ vectors.T >= threshold).any(axis=0)
-            found.extend(self._ids[int(i)] for i in block[near])
-        return found
 
     def _best(self, scores: npt.NDArray[np.float32], keep: int, passing: Passing) -> list[str]:
         """The ``keep`` best-scored rows that pass, reading the order in growing chunks."""
