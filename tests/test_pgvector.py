@@ -6,11 +6,15 @@ Debian's PostgreSQL has no pgvector, so these tests run a server from PyPI's
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 
 from prime_memory_folding import Filters, MemoryEngine, RankingSettings
@@ -21,27 +25,72 @@ from tests.conftest import FakeClock, skip_unless_ci
 DIM = 16
 
 
+class VectorServer:
+    """pgserver's PostgreSQL with pgvector; a new one should its postmaster die.
+
+    The wheel's server is this module's tool, not the code under test. A
+    postmaster that is gone (killed from outside, its socket left behind) is
+    replaced, before the next database is made or dropped, by a new server on
+    new data, and what the old one's log last said goes to stderr. A backend
+    that crashes on a query is a different matter: the postmaster restarts it
+    by itself, and the test that sent the query fails.
+    """
+
+    def __init__(self, folders: pytest.TempPathFactory) -> None:
+        self.folders = folders
+        self.server = self._start()
+
+    def _start(self) -> Any:
+        import pgserver
+
+        return pgserver.get_server(self.folders.mktemp("pgdata"), cleanup_mode="stop")
+
+    def url(self) -> str:
+        """The URL of a server whose postmaster is running."""
+        import psutil  # pgserver's own dependency
+
+        postmaster = self.server.get_postmaster_info().process
+        try:
+            alive = postmaster.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive:
+            log = (self.server.pgdata / "log").read_text(errors="replace").splitlines()
+            print("pgserver's postmaster was gone; its log ended with:", *log[-20:], sep="\n  ")
+            with contextlib.suppress(psutil.Error):  # it cannot stop what is gone
+                self.server.cleanup()
+            self.server = self._start()
+        return str(self.server.get_uri())
+
+    def close(self) -> None:
+        self.server.cleanup()
+
+
 @pytest.fixture(scope="module")
-def vector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PostgreSQL server with pgvector, for this module; its URL."""
+def vector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorServer]:
+    """A PostgreSQL server with pgvector, for this module."""
     # pgserver finds its lock folder through platformdirs, which warns without this.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
     try:
-        import pgserver
+        import pgserver  # noqa: F401
     except ImportError:
         skip_unless_ci("pgserver (PostgreSQL with pgvector from PyPI) is not installed")
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    server = VectorServer(tmp_path_factory)
     try:
-        yield server.get_uri()
+        yield server
     finally:
-        server.cleanup()
+        server.close()
 
 
 @pytest.fixture
-def vector_store(vector_server: str) -> Iterator[str]:
+def vector_store(vector_server: VectorServer) -> Iterator[str]:
     """A database of its own on the pgvector server, dropped afterwards."""
-    with pg_helpers.scratch_database(vector_server) as url:
-        yield url
+    name = "pmf_test_" + secrets.token_hex(6)
+    with psycopg.connect(vector_server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_helpers.with_database(vector_server.url(), name)
+    with psycopg.connect(vector_server.url(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def _items(count: int, seed: int) -> list[dict[str, object]]:
@@ -129,8 +178,6 @@ def test_off_switch_scores_with_numpy(vector_store: str, monkeypatch: pytest.Mon
 def test_system_server_without_the_extension_falls_back(pg_url: str) -> None:
     """Where the server lacks pgvector, the store opens and scores with numpy."""
     with MemoryEngine(pg_url) as pg:
-        import psycopg
-
         with psycopg.connect(pg_url.split("?")[0]) as conn:
             has = conn.execute(
                 "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
