@@ -1017,51 +1017,125 @@ def _shared_store(backend: str, server: str) -> Iterator[str]:
             yield url
 
 
-def shared_words_run(job: dict[str, Any]) -> dict[str, Any]:
-    """One layout at one size on one backend, in this process: build, full fold, catch-up,
-    new stores and an incremental fold, then (``check``) a full fold that should merge nothing
-    more; at the smaller size, the candidate search against the exhaustive screen."""
-    count, layout = int(job["count"]), job["layout"]
-    out: dict[str, Any] = {}
-    with _shared_store(job["backend"], job["server"]) as store:
-        clock = _shared.Clock(T0)
-        with MemoryEngine(store, clock=clock, embedder="none") as engine:
-            started = time.perf_counter()
-            for batch in shared_batches(count, SEED_OF_STORE, layout):
-                engine.store_many(batch)
-            out["build_seconds"] = time.perf_counter() - started
-            clock.now = FOLD_AT
-            if job.get("agreement"):
-                new, ex = _plans(engine, FOLD_AT)
-                a, b = _plan_pairs(new), _plan_pairs(ex)
-                out["agreement"] = {"pairs": len(b), "found": len(a & b), "extra": len(a - b),
-                                    "same_archived": _archived(new) == _archived(ex)}  # fmt: skip
+@contextlib.contextmanager
+def _store_copy(backend: str, server: str, store: str) -> Iterator[str]:
+    """A copy of a closed store (SQLite's backup; PostgreSQL's template), removed afterwards."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(dir=Path(store).parent) as tmp:
+            copy = str(Path(tmp) / "copy.db")
+            with (
+                contextlib.closing(sqlite3.connect(store)) as src,
+                contextlib.closing(sqlite3.connect(copy)) as dst,
+            ):
+                src.backup(dst)
+            yield copy
+    else:
+        with _shared.scratch_database(server, "pmf_fold_copy_", template=store) as url:
+            yield url
+
+
+def _settle(backend: str, store: str) -> None:
+    """After a bulk load, what PostgreSQL does soon by itself, done before the timed folds
+    rather than beside or inside them: autovacuum's VACUUM ANALYZE (hint bits, the
+    visibility map, statistics), and the checkpoint that writes the load out (where the
+    role may ask for one). SQLite has nothing of the kind."""
+    if backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(store, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+            with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                conn.execute("CHECKPOINT")
+
+
+def _full_fold(engine: MemoryEngine) -> dict[str, Any]:
+    marks: list[tuple[str, float]] = []
+    started = time.perf_counter()
+    report = engine.fold(full=True, progress=functools.partial(_mark, marks))
+    return {"seconds": time.perf_counter() - started, "steps": _steps(marks),
+            "folded": report.folded, "created": report.created}  # fmt: skip
+
+
+def _build_shared(store: str, count: int, layout: str) -> float:
+    """Store ``count`` records of ``layout``; the seconds it took."""
+    started = time.perf_counter()
+    with MemoryEngine(store, clock=_shared.Clock(T0), embedder="none") as engine:
+        for batch in shared_batches(count, SEED_OF_STORE, layout):
+            engine.store_many(batch)
+    return time.perf_counter() - started
+
+
+def _fold_a_copy(backend: str, server: str, store: str) -> tuple[dict[str, Any], float]:
+    """A full fold of a copy of ``store``, in an engine newly opened on it, and the read
+    floor on the same copy."""
+    with _store_copy(backend, server, store) as copy:
+        with MemoryEngine(copy, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
+            full = _full_fold(engine)
+        return full, read_floor(backend, copy)
+
+
+def _fold_on(store: str, count: int, job: dict[str, Any], out: dict[str, Any]) -> None:
+    """The store's own folds: (``agreement``) the candidate search against the exhaustive
+    screen, a full fold and a catch-up, then twice new stores and an incremental fold;
+    (``check``) a full fold after them that should merge nothing more."""
+    layout = job["layout"]
+    with MemoryEngine(store, clock=_shared.Clock(FOLD_AT), embedder="none") as engine:
+        if job["agreement"]:
+            new, ex = _plans(engine, FOLD_AT)
+            a, b = _plan_pairs(new), _plan_pairs(ex)
+            out["agreement"] = {"pairs": len(b), "found": len(a & b), "extra": len(a - b),
+                                "same_archived": _archived(new) == _archived(ex)}  # fmt: skip
+        engine.fold(full=True)
+        engine.fold()  # the records the full fold made are new to the next fold
+        # Twice, as a server folds again: on PostgreSQL, the first fold that
+        # looks words up makes the engine's text cache, which the next catches up.
+        for turn, key in enumerate(("incremental", "again")):
+            items, twins = shared_new_items(
+                int(job["new"]), SEED_OF_STORE + 100, layout, count, turn
+            )
+            for start in range(0, len(items), 100):
+                engine.store_many(items[start : start + 100])
             marks: list[tuple[str, float]] = []
             started = time.perf_counter()
-            report = engine.fold(full=True, progress=functools.partial(_mark, marks))
-            out["full"] = {"seconds": time.perf_counter() - started, "steps": _steps(marks),
-                           "folded": report.folded, "created": report.created}  # fmt: skip
-            out["read_floor"] = read_floor(job["backend"], store)
-            engine.fold()  # the records the full fold made are new to the next fold
-            # Twice, as a server folds again: on PostgreSQL, the first fold that
-            # looks words up makes the engine's text cache, which the next catches up.
-            for turn, key in enumerate(("incremental", "again")):
-                items, twins = shared_new_items(
-                    int(job["new"]), SEED_OF_STORE + 100, layout, count, turn
-                )
-                for start in range(0, len(items), 100):
-                    engine.store_many(items[start : start + 100])
-                marks = []
-                started = time.perf_counter()
-                report = engine.fold(progress=functools.partial(_mark, marks))
-                out[key] = {"seconds": time.perf_counter() - started,
-                            "incremental": report.incremental, "steps": _steps(marks),
-                            "screened": report.screened, "folded": report.folded,
-                            "created": report.created, "twins": twins}  # fmt: skip
-            if job.get("check"):
-                engine.fold()
-                report = engine.fold(full=True)
-                out["left_over"] = report.created
+            report = engine.fold(progress=functools.partial(_mark, marks))
+            out[key] = {"seconds": time.perf_counter() - started,
+                        "incremental": report.incremental, "steps": _steps(marks),
+                        "screened": report.screened, "folded": report.folded,
+                        "created": report.created, "twins": twins}  # fmt: skip
+        if job["check"]:
+            engine.fold()
+            out["left_over"] = engine.fold(full=True).created
+
+
+def shared_words_run(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One layout on one backend at both ``sizes``, in this process.
+
+    A store of each size is built and settled. Then ``repeat`` rounds each fold in full a
+    copy of the smaller store and one of the larger (a full fold changes its store), so that
+    the two sizes' folds alternate and the host's drift weighs on both alike; each in an
+    engine newly opened on it, with the read floor beside it. Then each store's own folds
+    (:func:`_fold_on`); at the smaller size with the agreement and the check."""
+    backend, server, layout = job["backend"], job["server"], job["layout"]
+    sizes = [int(size) for size in job["sizes"]]
+    out: dict[str, dict[str, Any]] = {str(size): {} for size in sizes}
+    with contextlib.ExitStack() as stack:
+        stores = [stack.enter_context(_shared_store(backend, server)) for _ in sizes]
+        for size, store in zip(sizes, stores):
+            out[str(size)]["build_seconds"] = _build_shared(store, size, layout)
+            _settle(backend, store)
+        for size in sizes:
+            out[str(size)].update(fulls=[], floors=[])
+        for _ in range(int(job["repeat"])):
+            for size, store in zip(sizes, stores):
+                full, floor = _fold_a_copy(backend, server, store)
+                out[str(size)]["fulls"].append(full)
+                out[str(size)]["floors"].append(floor)
+        for size, store in zip(sizes, stores):
+            run = out[str(size)]
+            run["full"] = _median_run(run["fulls"], "seconds")
+            run["read_floor"] = statistics.median(run["floors"])
+            smaller = size == min(sizes)
+            _fold_on(store, size, {**job, "agreement": smaller, "check": smaller}, run)
     return out
 
 
@@ -1145,24 +1219,18 @@ def shared_words(
     for backend in backends:
         for layout in layouts:
             row = {}
+            # Full folds take a second or less at the smaller size, where the host's
+            # jitter weighs most: the median of ``repeat``, at both sizes, alternating.
+            job = {"shared": True, "backend": backend, "server": server, "layout": layout,
+                   "sizes": [small, large], "new": new, "repeat": repeat}  # fmt: skip
+            both = _in_child(job)
             for count in (small, large):
-                job = {"shared": True, "backend": backend, "server": server, "layout": layout,
-                       "count": count, "new": new, "agreement": count == small,
-                       "check": count == small}  # fmt: skip
-                run = _in_child(job)
-                # The smaller folds take a second or less, where the host's
-                # jitter weighs most: the median of a few, each on a new store.
-                runs = [run]
-                for _ in range(repeat - 1 if count == small else 0):
-                    runs.append(_in_child({**job, "agreement": False, "check": False}))
-                run["full"] = _median_run([r["full"] for r in runs], "seconds")
-                for key in ("incremental", "again"):
-                    run[key] = _median_run([r[key] for r in runs], "seconds")
-                run["read_floor"] = statistics.median(r["read_floor"] for r in runs)
-                run["runs"] = len(runs)
+                run = both[str(count)]
+                run["runs"] = len(run["fulls"])
                 row[count] = run
                 full = run["full"]
-                median = f" (median of {len(runs)})" if len(runs) > 1 else ""
+                each = ", ".join(f"{f['seconds']:.2f}" for f in run["fulls"])
+                median = f" (median of {run['runs']}: {each} s)" if run["runs"] > 1 else ""
                 say(
                     f"{backend} {layout} {count:,}: built in {run['build_seconds']:.1f} s; full "
                     f"fold{median} {full['seconds']:.2f} s (folded {full['folded']:,} into "
@@ -1397,6 +1465,10 @@ def main(argv: list[str] | None = None) -> int:
         help="widely-shared-words layouts (none: skip them)",
     )  # fmt: skip
     parser.add_argument("--shared-sizes", type=int, nargs=2, default=[20_000, 200_000])
+    parser.add_argument(
+        "--shared-repeat", type=int, default=3,
+        help="full folds of each widely-shared-words store, on copies of it; the median counts",
+    )  # fmt: skip
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
         "--pg", default=os.environ.get("PRIME_MEMORY_TEST_PG")
@@ -1460,13 +1532,14 @@ def main(argv: list[str] | None = None) -> int:
         results.update(scale_results)
     if args.shared_layouts:
         print(
-            "widely shared words (full fold, catch-up, --new new stores, incremental fold; "
-            "each layout and size in a process of its own)",
+            "widely shared words (full folds of copies of the two sizes' stores, alternating; "
+            "then on each store a full fold, catch-up, --new new stores and an incremental fold, "
+            "twice; each layout in a process of its own)",
             flush=True,
         )
         lines, shared_results, shared_ok = shared_words(
             args.shared_sizes, args.shared_layouts, args.backends, args.new, args.pg,
-            repeat=args.small_repeat,
+            repeat=args.shared_repeat,
         )  # fmt: skip
         ok &= shared_ok
         results["shared_words"] = shared_results

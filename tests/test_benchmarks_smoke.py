@@ -253,6 +253,8 @@ def test_fold_benchmark_checks_agreement_and_folds_at_two_sizes(tmp_path: Path) 
     assert out.count("then the first incremental fold ") == 12
     assert out.count("then the next incremental fold ") == 12
     assert out.count("the read floor (plain SQL reading every record's text and vector: ") == 6
+    # Every full fold there is the median of three: copies of the store as built.
+    assert out.count(" full fold (median of 3: ") == 12
     assert "end: load average " in out
 
 
