@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding import FoldPolicy, MemoryEngine
-from prime_memory_folding.engine import maintenance
+from prime_memory_folding.engine import maintenance, vector_cache
 from prime_memory_folding.fold import folding, links
 from prime_memory_folding.fold.folding import prune_moments
 from prime_memory_folding.fold.links import linked_pairs, word_set, word_table
@@ -646,8 +646,10 @@ def test_an_incremental_fold_finds_a_partner_that_shares_only_a_common_word(
 ) -> None:
     # 300 records hold "item": it is common, and a new "item 9000" leads nowhere
     # through the full-text index. Its partner, if any, holds "item" alone. Its
-    # vector is compared label by label, or with its whole group's.
-    monkeypatch.setattr(maintenance, "_LABEL_PAIRS", 0 if by_label else 10**12)
+    # vector is compared label by label, or with its whole group's (on the
+    # engine's index, or on PostgreSQL in the engine's vector cache).
+    for module in (maintenance, vector_cache):
+        monkeypatch.setattr(module, "LABEL_PAIRS", 0 if by_label else 10**12)
     outcomes = []
     for path, full in ((backend_store, False), (another_store, True)):
         with MemoryEngine(path, clock=FakeClock(T0)) as engine:

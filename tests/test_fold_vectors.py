@@ -4,12 +4,15 @@ writes, deletes and trimmed change logs."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prime_memory_folding.core.index import rows_reaching
-from prime_memory_folding.engine.vector_cache import VectorCache
+from prime_memory_folding.engine import vector_cache
+from prime_memory_folding.engine.vector_cache import VectorCache, tag_bits
 from tests.test_vector_cache import Source, rid
 
 steps = st.lists(
@@ -60,6 +63,79 @@ def test_similar_equals_a_scan_of_the_store(
             best = max((float(q @ vector) / norm for q in mine), default=-1.0) if norm else 0.0
             if abs(best - threshold) > 1e-5:  # leave float rounding at the threshold aside
                 assert (held in found) == (best >= threshold), (held, best)
+
+
+LABELS = st.tuples(
+    st.sampled_from(["ops", "api", "ui"]),  # subdomain
+    st.lists(st.sampled_from(["t1", "t2", "t3", "t4", "t5"]), max_size=2, unique=True).map(tuple),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),  # which record
+            st.one_of(st.none(), st.lists(st.integers(-3, 3), min_size=3, max_size=3)),
+            LABELS,
+            st.booleans(),  # ask after this step
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(
+        st.tuples(st.lists(st.integers(-3, 3), min_size=3, max_size=3), LABELS),
+        max_size=4,
+    ),
+    st.sampled_from([0, vector_cache.LABEL_PAIRS]),
+)
+def test_similar_with_labels_finds_those_sharing_a_subdomain_or_a_tag(
+    written: list[tuple[int, list[int] | None, tuple[str, tuple[str, ...]], bool]],
+    asked: list[tuple[list[int], tuple[str, tuple[str, ...]]]],
+    label_pairs: int,
+) -> None:
+    """With each query's labels, every record of its domain that shares its subdomain
+    or a tag and reaches the threshold is found; none outside its domain or short of
+    the threshold; and, compared label by label (``LABEL_PAIRS`` 0), none that shares
+    neither its subdomain nor a bit of its tag mask."""
+    vectors = np.asarray([q for q, _ in asked], dtype=np.float32).reshape(-1, 3)
+    norms = np.linalg.norm(vectors, axis=1)
+    kept = [n for n in range(len(asked)) if norms[n] > 0]
+    queries = vectors[kept] / norms[kept][:, None]
+    labels = [asked[n][1] for n in kept]
+    domains = [(2, 3, 5)[n % 3] for n in kept]
+    threshold = 0.8
+    source = Source()
+    cache = VectorCache(source)
+    with mock.patch.object(vector_cache, "LABEL_PAIRS", label_pairs):
+        for which, vector, (subdomain, tags), ask in written:
+            source.write(rid(which), vector and [float(v) for v in vector], subdomain, tags)
+            if not ask:
+                continue
+            found = cache.similar(queries, threshold, domains, labels)
+            assert len(set(found)) == len(found)
+            for held, blob in source.vectors.items():
+                vector_of = np.frombuffer(blob, dtype="<f4").astype(np.float64)
+                norm = float(np.linalg.norm(vector_of))
+                sub, tags_of = source.labels[held]
+                must = may = -1.0  # the best cosine of the queries that must / may find it
+                for n, query in enumerate(queries):
+                    if domains[n] != int(held[:8], 16) or not norm:
+                        continue
+                    score = float(query @ vector_of) / norm
+                    q_sub, q_tags = labels[n]
+                    if q_sub == sub or set(q_tags) & set(tags_of):
+                        must = max(must, score)
+                    if (
+                        label_pairs
+                        or q_sub == sub
+                        or set(tag_bits(q_tags)) & set(tag_bits(tags_of))
+                    ):
+                        may = max(may, score)
+                if abs(must - threshold) > 1e-5 and must >= threshold:
+                    assert held in found, (held, must)
+                if abs(may - threshold) > 1e-5 and may < threshold:
+                    assert held not in found, (held, may)
 
 
 @settings(max_examples=80, deadline=None)

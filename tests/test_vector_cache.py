@@ -3,6 +3,7 @@ writes, deletes, changes of length and trimmed change logs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -20,22 +21,29 @@ def rid(which: int) -> str:
 
 
 class Source:
-    """A store's vectors and change log, in memory."""
+    """A store's vectors, their records' labels and its change log, in memory."""
 
     def __init__(self) -> None:
         self.vectors: dict[str, bytes] = {}
+        self.labels: dict[str, tuple[str, tuple[str, ...]]] = {}  # subdomain, tags
         self.log: list[str] = []
         self.trimmed = 0  # log entries dropped from the front
 
-    def write(self, rid: str, vector: list[float] | None) -> None:
+    def write(
+        self, rid: str, vector: list[float] | None, subdomain: str = "s", tags: tuple[str, ...] = ()
+    ) -> None:
         if vector is None:
             self.vectors.pop(rid, None)
         else:
             self.vectors[rid] = np.asarray(vector, dtype="<f4").tobytes()
+            self.labels[rid] = (subdomain, tags)
         self.log.append(rid)
 
-    def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]:
-        items = sorted(self.vectors.items())
+    def labelled_vector_batches(self) -> Iterator[list[tuple[str, bytes, str, str]]]:
+        items = [
+            (rid, blob, self.labels[rid][0], json.dumps(list(self.labels[rid][1])))
+            for rid, blob in sorted(self.vectors.items())
+        ]
         for start in range(0, len(items), 3):
             yield items[start : start + 3]
 
@@ -43,7 +51,8 @@ class Source:
         ids = [rid for rid in read.ids or () if rid in self.vectors]
         blobs: list[bytes | None] = [self.vectors[rid] for rid in ids]
         return IndexTable(
-            record_ids=ids, domains=[], subdomains=[], tags=[], tag_products=[],
+            record_ids=ids, domains=[], subdomains=[self.labels[rid][0] for rid in ids],
+            tags=[self.labels[rid][1] for rid in ids], tag_products=[],
             importance=[], strength=[], updated_at=[], vector_blobs=blobs, created_at=[],
             accessed_at=[], access_count=[], strength_at=[], tiers=[], scopes=[], sessions=[],
         )  # fmt: skip

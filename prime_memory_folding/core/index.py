@@ -24,6 +24,7 @@ import numpy.typing as npt
 from pyroaring import BitMap, FrozenBitMap
 
 __all__ = [
+    "LABEL_PAIRS",
     "IndexColumns",
     "IndexEntry",
     "StructuralIndex",
@@ -66,6 +67,10 @@ _SESSION_MASK = (1 << 63) - 1
 _REACHING_ROWS = 32_768
 #: Up to this many queries, :func:`rows_reaching` multiplies without the BLAS library.
 _FEW_QUERIES = 8
+#: A fold compares new records with a group label by label when its pairs, every
+#: new record with every row, pass this many per label: a label's product costs
+#: about as much as this many pairs more in one product.
+LABEL_PAIRS = 100_000
 
 
 def rows_reaching(

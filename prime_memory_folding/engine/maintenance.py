@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.address import domain_prime_of, parse_record_id
-from ..core.index import TagQuery, rows_reaching
+from ..core.index import LABEL_PAIRS, TagQuery, rows_reaching
 from ..core.primes import Kind
 from ..core.records import Record
 from ..errors import InvalidInput, NotFound
@@ -613,12 +613,12 @@ def _similar(
     ``threshold`` with its vector. A link also needs a shared subdomain or
     tag, so in a large group each label's records are compared only with the
     rows that have that label: far fewer pairs, in more and smaller products,
-    which pays once the group is large enough (:data:`_LABEL_PAIRS`). From
+    which pays once the group is large enough (:data:`~..core.index.LABEL_PAIRS`). From
     the engine's index; on a store that answers queries itself (PostgreSQL),
-    unless the engine holds the index anyway, from the store's vectors alone,
-    read at the first fold and then caught up through the change log
-    (the engine's :class:`~.store_caches.StoreCaches`), every record with every
-    new one.
+    unless the engine holds the index anyway, from the engine's cache of the
+    store's vectors (:class:`~.store_caches.StoreCaches`), read at its first use
+    and then caught up through the change log, which knows each row's domain,
+    subdomain and tags (these through a 64-bit mask), though not its scope.
     """
     if not len(scan):
         return []
@@ -633,9 +633,11 @@ def _similar(
         cache = None if caches is None else caches.vectors()
         if cache is None:
             cache = VectorCache(cast(VectorSource, source))
-        # Only with records of its domain, which its id gives, as theirs do.
+        # Only with records of its domain, which its id gives, as theirs do,
+        # that share its subdomain or a tag.
         domains = [domain_prime_of(fresh.record_ids[i]) for i in scan]
-        return cache.similar(fresh.vectors[list(scan)], threshold, domains)
+        labelled = [(fresh.subdomains[i], fresh.tags[i]) for i in scan]
+        return cache.similar(fresh.vectors[list(scan)], threshold, domains, labelled)
     index = engine.index
     matrix = index.vectors_of([])
     if matrix is None or matrix[0].shape[1] != fresh.vectors.shape[1] or threshold <= 0:
@@ -661,7 +663,7 @@ def _similar(
     for group, labels in groups.items():
         rows = index.select(group)
         members = sorted({i for by_label in labels.values() for i in by_label})
-        if len(members) * len(rows) <= _LABEL_PAIRS * len(labels):
+        if len(members) * len(rows) <= LABEL_PAIRS * len(labels):
             found.append(rows_reaching(vectors, rows, fresh.vectors[members], threshold))
             continue
         for gates, by_label in labels.items():
@@ -698,12 +700,6 @@ def _cached_rows(texts: TextCache) -> Callable[[str, int], npt.NDArray[np.int64]
             return None
 
     return rows
-
-
-#: A group is compared label by label when its pairs, every new record with
-#: every row, pass this many per label: a label's product costs about as
-#: much as this many pairs more in one product.
-_LABEL_PAIRS = 100_000
 
 
 def _items(merges: Sequence[Merge]) -> list[writes.StoreItem]:

@@ -8,22 +8,27 @@ vectors), read in batches the first time a query needs them and kept coherent
 through the store's change log, as the SQLite store's index is. A query then
 scores every vector at once and checks the gates on the best, in growing
 chunks, until it has as many as it needs: the exact nearest gated records.
+Beside each vector it keeps the record's domain, a code of its subdomain and a
+mask of its tags (24 bytes), which an incremental fold gates its comparisons
+on (:meth:`VectorCache.similar`).
 
 ``PRIME_MEMORY_VECTOR_CACHE=off`` turns it off (see docs/team.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ..core.address import domain_prime_of
-from ..core.index import TagQuery, rows_reaching
+from ..core.index import LABEL_PAIRS, TagQuery, rows_reaching
 from ..storage.base import GatedRead, IndexTable
 
 __all__ = ["VectorCache", "VectorSource", "cache_enabled"]
@@ -36,6 +41,24 @@ SETTING = "PRIME_MEMORY_VECTOR_CACHE"
 CHUNK_PER_WANTED = 1.25
 #: Dead rows (deleted or changed records) past this share of the matrix make it compact.
 COMPACT_SHARE = 0.25
+#: A label's bit among the 64 of a row's tag mask.
+_BITS = 64
+_Cell = TypeVar("_Cell", bound=np.generic)
+
+
+def label_code(name: str) -> int:
+    """A label's stable 63-bit code: the first 8 bytes of the BLAKE2b hash of its UTF-8.
+
+    Two labels may share a code; a comparison gated on codes then lets more
+    rows through, never fewer.
+    """
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def tag_bits(tags: Iterable[str]) -> list[int]:
+    """The bits of a row's tag mask that ``tags`` set (each tag's code modulo 64)."""
+    return sorted({label_code(tag) % _BITS for tag in tags})
 
 
 def cache_enabled() -> bool:
@@ -46,7 +69,7 @@ def cache_enabled() -> bool:
 class VectorSource(Protocol):
     """What the cache reads of the store."""
 
-    def vector_batches(self, gates: TagQuery) -> Iterator[list[tuple[str, bytes]]]: ...
+    def labelled_vector_batches(self) -> Iterator[list[tuple[str, bytes, str, str]]]: ...
     def gated(self, gates: TagQuery, read: GatedRead) -> IndexTable: ...
     def newest_change(self) -> int: ...
     def changes_since(self, seq: int) -> tuple[list[str], int, bool]: ...
@@ -69,6 +92,9 @@ class VectorCache:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
         self._domains = np.zeros(0, dtype=np.int64)
+        self._subdomains = np.zeros(0, dtype=np.int64)
+        self._tag_masks = np.zeros(0, dtype=np.uint64)
+        self._codes: dict[str, int] = {}  # label codes worked out so far
         self._used = 0
         self._dead = 0
 
@@ -96,11 +122,19 @@ class VectorCache:
         queries: npt.NDArray[np.float32],
         threshold: float,
         domains: Sequence[int] | None = None,
+        labels: Sequence[tuple[str, Sequence[str]]] | None = None,
     ) -> list[str]:
         """Ids of the records whose cosine with one of ``queries`` (unit rows) reaches
-        ``threshold``: one pass over the matrix, in blocks, once caught up. With
-        ``domains`` (each query's domain prime), a query is compared only with the
-        records of its domain (read from their ids, :func:`~..core.address.domain_prime_of`)."""
+        ``threshold``: one pass over the matrix, in blocks, once caught up.
+
+        With ``domains`` (each query's domain prime), a query is compared only with the
+        records of its domain (read from their ids, :func:`~..core.address.domain_prime_of`).
+        With ``labels`` too (each query's subdomain and tags), only with those of them
+        that share its subdomain or one of its tags: label by label once the pairs pass
+        :data:`~..core.index.LABEL_PAIRS` per label, as the fold does on the engine's
+        index. Tags are compared through each row's 64-bit mask of them, which may let
+        a row through that shares none, never turn one away that shares one.
+        """
         with self._lock:
             if not len(queries):
                 return []
@@ -113,12 +147,53 @@ class VectorCache:
                 return [self._ids[int(i)] for i in near]
             wanted = np.asarray(domains, dtype=np.int64)
             held = self._domains[live]
-            found: list[str] = []
+            found: list[npt.NDArray[np.int64]] = []
             for domain in np.unique(wanted).tolist():
                 mine = live[held == domain]
-                near = rows_reaching(self._matrix, mine, queries[wanted == domain], threshold)
-                found.extend(self._ids[int(i)] for i in near)
-            return found
+                asked = np.flatnonzero(wanted == domain)
+                if labels is None:
+                    found.append(rows_reaching(self._matrix, mine, queries[asked], threshold))
+                else:
+                    found.extend(self._by_label(mine, queries, asked, labels, threshold))
+            rows = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+            return [self._ids[int(i)] for i in rows]
+
+    def _by_label(
+        self,
+        mine: npt.NDArray[np.int64],
+        queries: npt.NDArray[np.float32],
+        asked: npt.NDArray[np.int64],
+        labels: Sequence[tuple[str, Sequence[str]]],
+        threshold: float,
+    ) -> Iterator[npt.NDArray[np.int64]]:
+        """:meth:`similar`'s rows of one domain (``mine``) for its queries ``asked``."""
+        groups: dict[tuple[bool, int], list[int]] = {}
+        for q in asked.tolist():
+            subdomain, tags = labels[q]
+            groups.setdefault((True, self._code(subdomain)), []).append(q)
+            for bit in tag_bits(tags):
+                groups.setdefault((False, bit), []).append(q)
+        if len(asked) * len(mine) <= LABEL_PAIRS * len(groups):
+            yield rows_reaching(self._matrix, mine, queries[asked], threshold)
+            return
+        subdomains, masks = self._subdomains[mine], self._tag_masks[mine]
+        for (by_subdomain, value), members in groups.items():
+            if by_subdomain:
+                rows = mine[subdomains == value]
+            else:
+                rows = mine[(masks >> np.uint64(value)) & np.uint64(1) == 1]
+            yield rows_reaching(self._matrix, rows, queries[members], threshold)
+
+    def _code(self, name: str) -> int:
+        """:func:`label_code`, each label's worked out once."""
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = label_code(name)
+        return code
+
+    def _mask(self, tags: Iterable[str]) -> int:
+        """A row's tag mask: the bits of :func:`tag_bits`."""
+        return sum(1 << bit for bit in {self._code(tag) % _BITS for tag in tags})
 
     def _best(self, scores: npt.NDArray[np.float32], keep: int, passing: Passing) -> list[str]:
         """The ``keep`` best-scored rows that pass, reading the order in growing chunks."""
@@ -168,28 +243,45 @@ class VectorCache:
         self._matrix = np.zeros((0, dim), dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
         self._domains = np.zeros(0, dtype=np.int64)
+        self._subdomains = np.zeros(0, dtype=np.int64)
+        self._tag_masks = np.zeros(0, dtype=np.uint64)
         self._used = self._dead = 0
-        for batch in self._source.vector_batches(TagQuery()):
-            self._append([(rid, blob) for rid, blob in batch if len(blob) == 4 * dim])
+        stored: dict[str, tuple[str, ...]] = {}  # tags as stored (JSON), parsed once each
+        for batch in self._source.labelled_vector_batches():
+            for text in {text for _, _, _, text in batch} - stored.keys():
+                stored[text] = tuple(str(tag) for tag in json.loads(text))
+            self._append(
+                [
+                    (rid, blob, subdomain, stored[text])
+                    for rid, blob, subdomain, text in batch
+                    if len(blob) == 4 * dim
+                ]
+            )
 
     def _apply(self, ids: Sequence[str]) -> None:
         """Catch up on records that changed: new, changed or gone."""
         if not ids:
             return
         table = self._source.gated(TagQuery(), GatedRead(ids=list(ids), vectors=True))
-        now = dict(zip(table.record_ids, table.vector_blobs))
-        added: list[tuple[str, bytes]] = []
+        now = {
+            rid: (blob, subdomain, tuple(tags))
+            for rid, blob, subdomain, tags in zip(
+                table.record_ids, table.vector_blobs, table.subdomains, table.tags
+            )
+        }
+        added: list[tuple[str, bytes, str, tuple[str, ...]]] = []
         for rid in ids:
             row = self._row.pop(rid, None)
             if row is not None:  # changed or gone: its old row dies
                 self._alive[row] = False
                 self._dead += 1
-            blob = now.get(rid)
+            blob, subdomain, tags = now.get(rid, (None, "", ()))
             if blob is not None and len(blob) == 4 * (self._dim or 0):
-                added.append((rid, blob))
+                added.append((rid, blob, subdomain, tags))
         self._append(added)
 
-    def _append(self, rows: Sequence[tuple[str, bytes]]) -> None:
+    def _append(self, rows: Sequence[tuple[str, bytes, str, tuple[str, ...]]]) -> None:
+        """Add rows of (record id, vector, subdomain, tags)."""
         if not rows:
             return
         dim = self._dim or 0
@@ -198,22 +290,22 @@ class VectorCache:
             capacity = max(need, int(len(self._matrix) * 1.5), 1024)
             grown = np.zeros((capacity, dim), dtype=np.float32)
             grown[: self._used] = self._matrix[: self._used]
-            alive = np.zeros(capacity, dtype=bool)
-            alive[: self._used] = self._alive[: self._used]
-            domains = np.zeros(capacity, dtype=np.int64)
-            domains[: self._used] = self._domains[: self._used]
-            self._matrix, self._alive, self._domains = grown, alive, domains
-        block = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(
-            len(rows), dim
-        )
+            self._matrix = grown
+            self._alive = _grown(self._alive, capacity, self._used)
+            self._domains = _grown(self._domains, capacity, self._used)
+            self._subdomains = _grown(self._subdomains, capacity, self._used)
+            self._tag_masks = _grown(self._tag_masks, capacity, self._used)
+        block = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         start = self._used
         self._matrix[start:need] = block / np.where(norms > 0, norms, 1.0)
         self._alive[start:need] = True
-        self._domains[start:need] = [domain_prime_of(rid) for rid, _ in rows]
-        for offset, (rid, _) in enumerate(rows):
-            self._ids.append(rid)
-            self._row[rid] = start + offset
+        self._domains[start:need] = [domain_prime_of(row[0]) for row in rows]
+        self._subdomains[start:need] = [self._code(row[2]) for row in rows]
+        self._tag_masks[start:need] = [self._mask(row[3]) for row in rows]
+        for offset, row in enumerate(rows):
+            self._ids.append(row[0])
+            self._row[row[0]] = start + offset
         self._used = need
 
     def _compact(self) -> None:
@@ -222,6 +314,15 @@ class VectorCache:
         self._matrix = np.ascontiguousarray(self._matrix[keep])
         self._alive = np.ones(len(keep), dtype=bool)
         self._domains = np.ascontiguousarray(self._domains[keep])
+        self._subdomains = np.ascontiguousarray(self._subdomains[keep])
+        self._tag_masks = np.ascontiguousarray(self._tag_masks[keep])
         self._ids = [self._ids[int(i)] for i in keep]
         self._row = {rid: n for n, rid in enumerate(self._ids)}
         self._used, self._dead = len(keep), 0
+
+
+def _grown(column: npt.NDArray[_Cell], capacity: int, used: int) -> npt.NDArray[_Cell]:
+    """``column``'s first ``used`` cells in a new zeroed array of ``capacity``."""
+    grown = np.zeros(capacity, dtype=column.dtype)
+    grown[:used] = column[:used]
+    return grown

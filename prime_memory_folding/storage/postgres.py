@@ -850,6 +850,15 @@ class PostgresStorage(token_table.TokenTable):
         """Whether the store answers :meth:`nearest` (it has pgvector)."""
         return self._vectors is not None
 
+    def labelled_vector_batches(self) -> Iterator[list[tuple[str, bytes, str, str]]]:
+        """(record id, vector, subdomain, tags as stored) of every record with a vector,
+        in batches, oldest first (what the engine's vector cache reads)."""
+        return self._batches(
+            "SELECT record_id, vector, subdomain, tags FROM records "
+            "WHERE vector IS NOT NULL ORDER BY id",
+            (),
+        )
+
     def vector_batches(
         self, gates: TagQuery, newest: int | None = None
     ) -> Iterator[list[tuple[str, bytes]]]:
