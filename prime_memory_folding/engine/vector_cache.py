@@ -301,8 +301,11 @@ class VectorCache:
         self._matrix[start:need] = block / np.where(norms > 0, norms, 1.0)
         self._alive[start:need] = True
         self._domains[start:need] = [domain_prime_of(row[0]) for row in rows]
-        self._subdomains[start:need] = [self._code(row[2]) for row in rows]
-        self._tag_masks[start:need] = [self._mask(row[3]) for row in rows]
+        # Many rows share a subdomain and a tag set: each distinct one is worked out once.
+        codes = {name: self._code(name) for name in {row[2] for row in rows}}
+        masks = {tags: self._mask(tags) for tags in {row[3] for row in rows}}
+        self._subdomains[start:need] = [codes[row[2]] for row in rows]
+        self._tag_masks[start:need] = [masks[row[3]] for row in rows]
         for offset, row in enumerate(rows):
             self._ids.append(row[0])
             self._row[row[0]] = start + offset
