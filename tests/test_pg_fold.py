@@ -370,6 +370,12 @@ def test_fold_then_unfold_gives_back_the_same_live_set_on_both_backends(
     assert outcomes[0] == outcomes[1]
 
 
+def store_notes(engine: MemoryEngine, vectors: np.ndarray) -> None:
+    """A note of four words of its own for each of ``vectors``."""
+    for i, vector in enumerate(vectors):
+        engine.store(f"zephyr{i} quokka{i} marimba{i} tundra{i}", vector=list(vector))
+
+
 @pytest.mark.parametrize("text_cache_setting", ["on", "off"])
 def test_an_incremental_fold_pairs_new_records_through_their_words(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, text_cache_setting: str
@@ -392,8 +398,7 @@ def test_an_incremental_fold_pairs_new_records_through_their_words(
     vectors = rng.normal(size=(30, 16))
     clock = FakeClock()
     with MemoryEngine(pg_url, clock=clock) as engine:
-        for i, vector in enumerate(vectors):
-            engine.store(f"zephyr{i} quokka{i} marimba{i} tundra{i}", vector=list(vector))
+        store_notes(engine, vectors)
         clock.advance(DAY)
         assert engine.fold(full=True).clustered == 0
         twin = engine.store(
@@ -427,8 +432,7 @@ def test_a_fold_after_a_text_query_reads_the_store_s_text_no_more(
     vectors = rng.normal(size=(12, 16))
     clock = FakeClock()
     with MemoryEngine(pg_url, clock=clock) as engine:
-        for i, vector in enumerate(vectors):
-            engine.store(f"zephyr{i} quokka{i} marimba{i} tundra{i}", vector=list(vector))
+        store_notes(engine, vectors)
         clock.advance(DAY)
         engine.fold(full=True)
         assert engine.query(text="quokka3", limit=3)

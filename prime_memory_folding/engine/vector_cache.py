@@ -17,7 +17,6 @@ on (:meth:`VectorCache.similar`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -28,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.address import domain_prime_of
-from ..core.index import LABEL_PAIRS, TagQuery, rows_reaching
+from ..core.index import LABEL_PAIRS, TagQuery, rows_reaching, session_code
 from ..storage.base import GatedRead, IndexTable
 
 __all__ = ["VectorCache", "VectorSource", "cache_enabled"]
@@ -46,19 +45,16 @@ _BITS = 64
 _Cell = TypeVar("_Cell", bound=np.generic)
 
 
-def label_code(name: str) -> int:
-    """A label's stable 63-bit code: the first 8 bytes of the BLAKE2b hash of its UTF-8.
-
-    Two labels may share a code; a comparison gated on codes then lets more
-    rows through, never fewer.
-    """
-    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
-
 def tag_bits(tags: Iterable[str]) -> list[int]:
-    """The bits of a row's tag mask that ``tags`` set (each tag's code modulo 64)."""
-    return sorted({label_code(tag) % _BITS for tag in tags})
+    """The bits of a row's tag mask that ``tags`` set: each tag's stable 63-bit code
+    (:func:`~..core.index.session_code`, the index's hash of a name) modulo 64. Two
+    tags may share a bit; a comparison gated on the mask then lets more rows through,
+    never fewer."""
+    return sorted({session_code(tag) % _BITS for tag in tags})
+
+
+def _tag_mask(tags: Iterable[str]) -> int:
+    return sum(1 << bit for bit in tag_bits(tags))
 
 
 def cache_enabled() -> bool:
@@ -94,7 +90,6 @@ class VectorCache:
         self._domains = np.zeros(0, dtype=np.int64)
         self._subdomains = np.zeros(0, dtype=np.int64)
         self._tag_masks = np.zeros(0, dtype=np.uint64)
-        self._codes: dict[str, int] = {}  # label codes worked out so far
         self._used = 0
         self._dead = 0
 
@@ -170,7 +165,7 @@ class VectorCache:
         groups: dict[tuple[bool, int], list[int]] = {}
         for q in asked.tolist():
             subdomain, tags = labels[q]
-            groups.setdefault((True, self._code(subdomain)), []).append(q)
+            groups.setdefault((True, session_code(subdomain)), []).append(q)
             for bit in tag_bits(tags):
                 groups.setdefault((False, bit), []).append(q)
         if len(asked) * len(mine) <= LABEL_PAIRS * len(groups):
@@ -183,17 +178,6 @@ class VectorCache:
             else:
                 rows = mine[(masks >> np.uint64(value)) & np.uint64(1) == 1]
             yield rows_reaching(self._matrix, rows, queries[members], threshold)
-
-    def _code(self, name: str) -> int:
-        """:func:`label_code`, each label's worked out once."""
-        code = self._codes.get(name)
-        if code is None:
-            code = self._codes[name] = label_code(name)
-        return code
-
-    def _mask(self, tags: Iterable[str]) -> int:
-        """A row's tag mask: the bits of :func:`tag_bits`."""
-        return sum(1 << bit for bit in {self._code(tag) % _BITS for tag in tags})
 
     def _best(self, scores: npt.NDArray[np.float32], keep: int, passing: Passing) -> list[str]:
         """The ``keep`` best-scored rows that pass, reading the order in growing chunks."""
@@ -302,8 +286,8 @@ class VectorCache:
         self._alive[start:need] = True
         self._domains[start:need] = [domain_prime_of(row[0]) for row in rows]
         # Many rows share a subdomain and a tag set: each distinct one is worked out once.
-        codes = {name: self._code(name) for name in {row[2] for row in rows}}
-        masks = {tags: self._mask(tags) for tags in {row[3] for row in rows}}
+        codes = {name: session_code(name) for name in {row[2] for row in rows}}
+        masks = {tags: _tag_mask(tags) for tags in {row[3] for row in rows}}
         self._subdomains[start:need] = [codes[row[2]] for row in rows]
         self._tag_masks[start:need] = [masks[row[3]] for row in rows]
         for offset, row in enumerate(rows):
